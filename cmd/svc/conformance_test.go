@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/receipt"
+)
+
+var vectorsDir = filepath.Join("..", "..", "conformance", "vectors")
+
+// TestCLIReproducesVectors runs every conformance vector through `svc verify` or
+// `svc audit` exactly as a user would type it, and checks the exit code, the RESULT
+// line, the first FAIL line, and that --json agrees.
+func TestCLIReproducesVectors(t *testing.T) {
+	m, err := conformance.LoadManifest(vectorsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range m.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			args := cliArgs(t, m, c)
+			code, out, errOut := runCLI(t, args...)
+			wantCode := 0
+			if c.Expect.Result != "VERIFIED" {
+				wantCode = 1
+			}
+			if code != wantCode {
+				t.Fatalf("svc %s: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, wantCode, out, errOut)
+			}
+			if wantCode == 0 && !strings.Contains(out, "\nRESULT: VERIFIED\n") {
+				t.Fatalf("no RESULT: VERIFIED line:\n%s", out)
+			}
+			if first := firstFail(out); first != c.Expect.FailedCheck {
+				t.Fatalf("first FAIL line names %q, want %q\n%s", first, c.Expect.FailedCheck, out)
+			}
+			var rep conformance.Report
+			_, jout, _ := runCLI(t, append(args, "--json")...)
+			if err := json.Unmarshal([]byte(jout), &rep); err != nil {
+				t.Fatalf("--json: %v\n%s", err, jout)
+			}
+			if rep.Result != c.Expect.Result || len(rep.Checks) != len(c.Expect.Checks) {
+				t.Fatalf("--json says %s with %d checks, want %s with %d", rep.Result, len(rep.Checks), c.Expect.Result, len(c.Expect.Checks))
+			}
+		})
+	}
+}
+
+func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string {
+	key := func(n string) string { return filepath.Join(vectorsDir, m.Keys[n]) }
+	var args []string
+	in := c.Inputs
+	if c.Kind == "verify" {
+		args = []string{"verify", filepath.Join(vectorsDir, c.Bundle)}
+		for _, k := range in.IssuerKeys {
+			args = append(args, "--issuer-key", key(k))
+		}
+		for _, k := range in.PrincipalKeys {
+			args = append(args, "--principal-key", key(k))
+		}
+		for _, k := range in.UpstreamKeys {
+			args = append(args, "--upstream-key", key(k))
+		}
+		for _, s := range in.Secrets {
+			env := map[string]string{receipt.ProviderPaymentWebhook: "SVC_TEST_STRIPE_SECRET", receipt.ProviderRepoDelivery: "SVC_TEST_GITHUB_SECRET"}[s]
+			t.Setenv(env, m.Secrets[s])
+			flag := map[string]string{receipt.ProviderPaymentWebhook: "--stripe-secret-env", receipt.ProviderRepoDelivery: "--github-secret-env"}[s]
+			args = append(args, flag, env)
+		}
+	} else {
+		args = []string{"audit", "--older", filepath.Join(vectorsDir, c.Older), "--newer", filepath.Join(vectorsDir, c.Newer)}
+		for _, k := range in.IssuerKeys {
+			args = append(args, "--issuer-key", key(k))
+		}
+		for _, k := range in.WitnessKeys {
+			args = append(args, "--witness-key", key(k))
+		}
+	}
+	for _, k := range in.LogKeys {
+		args = append(args, "--log-key", key(k))
+	}
+	if in.Log != "" {
+		args = append(args, "--log", filepath.Join(vectorsDir, in.Log))
+	}
+	if in.LogID != "" {
+		args = append(args, "--log-id", in.LogID)
+	}
+	return args
+}
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func firstFail(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if rest, ok := strings.CutPrefix(line, "FAIL "); ok {
+			name, _, _ := strings.Cut(rest, ": ")
+			return name
+		}
+	}
+	return ""
+}
+
+// TestVerifyUsage: missing keys or bundle are usage errors (exit 2) that say what to do.
+func TestVerifyUsage(t *testing.T) {
+	code, _, errOut := runCLI(t, "verify", "x.json")
+	if code != 2 || !strings.Contains(errOut, "--issuer-key is required") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "verify", "--issuer-key", "k.pub")
+	if code != 2 || !strings.Contains(errOut, "want exactly one bundle") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	code, _, errOut = runCLI(t, "verify", "--help")
+	if code != 0 || !strings.Contains(errOut, "-gateway-key") || !strings.Contains(errOut, "-stripe-secret-env") {
+		t.Fatalf("--help: exit %d\n%s", code, errOut)
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// runSvc runs one command line through the dispatcher.
+func runSvc(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// mustRun runs a command line that must succeed.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errOut := runSvc(t, args...)
+	if code != 0 {
+		t.Fatalf("svc %s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errOut)
+	}
+	return out
+}
+
+// testKey writes <dir>/<name>.key and .pub and returns the key and both paths.
+func testKey(t *testing.T, dir, name string) (key *signer.Key, keyPath, pubPath string) {
+	t.Helper()
+	k, err := signer.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, pp, err := k.WriteKeyFiles(dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, kp, pp
+}
+
+// readEnvelope parses an envelope file.
+func readEnvelope(t *testing.T, path string) *receipt.Envelope {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := receipt.ParseEnvelope(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return env
+}
+
+func assertNoFile(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("%s exists (stat error %v); want no file", path, err)
+	}
+	// No temporary file left behind either.
+	tmps, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*"))
+	if len(tmps) > 0 {
+		t.Fatalf("temporary files left: %v", tmps)
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	cases := map[string][]string{
+		"keygen":   {"dir", "name"},
+		"grant":    {"key", "principal", "agent", "scopes", "ttl-hours", "out", "agent-key"},
+		"delegate": {"key", "parent", "agent", "scopes", "ttl-hours", "out", "agent-key"},
+		"prune":    {"log", "before", "receipts"},
+	}
+	for name, flags := range cases {
+		for _, h := range []string{"--help", "-h"} {
+			code, out, errOut := runSvc(t, name, h)
+			if code != 0 {
+				t.Fatalf("svc %s %s: exit %d, stderr %s", name, h, code, errOut)
+			}
+			text := out + errOut
+			for _, want := range []string{"Usage: svc " + name, "Example:", "svc " + name + " --"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("svc %s %s: output lacks %q:\n%s", name, h, want, text)
+				}
+			}
+			for _, f := range flags {
+				if !strings.Contains(text, "\n  -"+f+" ") && !strings.Contains(text, "\n  -"+f+"\n") {
+					t.Errorf("svc %s %s: flag -%s not listed:\n%s", name, h, f, text)
+				}
+			}
+		}
+		// The command is listed by the top-level usage.
+		_, _, top := runSvc(t, "--help")
+		if !strings.Contains(top, "  "+name+" ") {
+			t.Errorf("svc --help does not list %s:\n%s", name, top)
+		}
+	}
+}
+
+func TestUnexpectedArgumentIsUsageError(t *testing.T) {
+	dir := t.TempDir()
+	for _, args := range [][]string{
+		{"keygen", "--dir", dir, "--name", "k", "extra"},
+		{"grant", "extra"},
+		{"delegate", "extra"},
+		{"prune", "extra"},
+		{"grant", "--no-such-flag"},
+	} {
+		if code, _, errOut := runSvc(t, args...); code != 2 {
+			t.Errorf("svc %v: exit %d, want 2 (stderr %s)", args, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+func init() {
+	register("verify", "verify a receipt bundle with public keys only", runVerify)
+}
+
+const verifyHelp = `Verifies a receipt bundle (receipts/<id>.json) using public keys only, running every
+check of the verification procedure in order. Prints PASS/FAIL lines, the RESULT line,
+the ISSUER line (a gateway enforces outside the agent's process; an SDK self-reports) and
+the fields with their provenance. Exit 0 when every check passes, 1 otherwise.
+
+Key flags may repeat (rotation). --principal-key may be omitted for SDK receipts.
+With --log-url and no --log-key, the log's published key document is trusted for heads.
+
+Example:
+  svc verify receipts/1b4e....json --issuer-key keys/gateway.pub --principal-key keys/alice.pub --log data/receipts.log`
+
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("verify", "<bundle> --issuer-key <pub> [--principal-key <pub>] [flags]", verifyHelp, stderr)
+	var issuerKeys, principalKeys, logKeys, upstreamKeys listFlag
+	fs.Var(&issuerKeys, "issuer-key", "trusted issuer (gateway or SDK) public key `file`; repeatable")
+	fs.Var(&issuerKeys, "gateway-key", "alias of --issuer-key")
+	fs.Var(&principalKeys, "principal-key", "trusted principal public key `file` (gateway receipts); repeatable")
+	fs.Var(&logKeys, "log-key", "trusted log public key `file`, for heads signed by a remote log; repeatable")
+	fs.Var(&upstreamKeys, "upstream-key", "public key `file` of an upstream that signs its results; repeatable")
+	logFile := fs.String("log", "", "a copy of the log `file`; its root at the head's size must match")
+	logURL := fs.String("log-url", "", "log server base `URL` (…/t/<tenant> for a tenant); its root at the head's size must match")
+	logID := fs.String("log-id", "", "the log `id` the tree head must name")
+	stripeEnv := fs.String("stripe-secret-env", "", "environment `variable` holding the payment-webhook signing secret")
+	githubEnv := fs.String("github-secret-env", "", "environment `variable` holding the repo-delivery webhook secret")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("want exactly one bundle file, got %d arguments", len(pos))
+	}
+	if len(issuerKeys) == 0 {
+		return usagef("--issuer-key is required (the gateway's or SDK's public key)")
+	}
+	opts := conformance.Options{ProviderSecrets: map[string][]byte{}}
+	for _, load := range []struct {
+		files []string
+		into  *[]signer.PublicKey
+	}{{issuerKeys, &opts.IssuerKeys}, {principalKeys, &opts.PrincipalKeys}, {logKeys, &opts.LogKeys}, {upstreamKeys, &opts.UpstreamKeys}} {
+		if *load.into, err = signer.LoadPublicKeys(load.files); err != nil {
+			return err
+		}
+	}
+	for env, provider := range map[string]string{*stripeEnv: receipt.ProviderPaymentWebhook, *githubEnv: receipt.ProviderRepoDelivery} {
+		if env == "" {
+			continue
+		}
+		v, ok := os.LookupEnv(env)
+		if !ok || v == "" {
+			return fmt.Errorf("environment variable %s (the %s secret) is not set", env, provider)
+		}
+		opts.ProviderSecrets[provider] = []byte(v)
+	}
+	opts.LogID = *logID
+	var notes []string
+	switch {
+	case *logFile != "" && *logURL != "":
+		return usagef("give --log or --log-url, not both")
+	case *logFile != "":
+		c, err := conformance.OpenFileCopy(*logFile)
+		if err != nil {
+			return err
+		}
+		opts.Log = c
+	case *logURL != "":
+		s, err := conformance.NewLogServer(*logURL)
+		if err != nil {
+			return usagef("%v", err)
+		}
+		opts.Log = s
+		if len(opts.LogKeys) == 0 {
+			keys, err := s.Keys(ctx)
+			if err != nil {
+				return err
+			}
+			opts.LogKeys = keys
+			notes = append(notes, "log keys were taken from "+s.Base+"/.well-known/svc-log.json; pass --log-key to pin them")
+		}
+	}
+	data, err := receipt.ReadFileCapped(pos[0], receipt.MaxBundleSize)
+	if err != nil {
+		return err
+	}
+	rep := conformance.VerifyBytes(data, opts)
+	rep.Notes = append(rep.Notes, notes...)
+	if *asJSON {
+		err = rep.WriteJSON(stdout)
+	} else {
+		err = rep.WriteText(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.Verified {
+		return exitCode(1)
+	}
+	return nil
+}

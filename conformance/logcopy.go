@@ -1,0 +1,189 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// FileCopy is a read-only copy of a SPEC.md log file held in memory. Opening it never
+// writes to the file (unlike merkle.OpenLogFile, which repairs a torn tail).
+type FileCopy struct {
+	path string
+	tree *merkle.Tree
+}
+
+// OpenFileCopy reads a log file into a memory tree.
+func OpenFileCopy(path string) (*FileCopy, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := merkle.ReadLogFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
+	tree, err := merkle.NewTree(merkle.NewMemoryStore())
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if _, err := tree.Append(e.Hash); err != nil {
+			return nil, err
+		}
+	}
+	return &FileCopy{path: path, tree: tree}, nil
+}
+
+// Size is the number of leaves in the file.
+func (c *FileCopy) Size() (uint64, error) { return c.tree.Size(), nil }
+
+// RootAt is the root of the first size leaves.
+func (c *FileCopy) RootAt(size uint64) (merkle.Hash, error) { return c.tree.RootAt(size) }
+
+// Consistency proves the file's tree at newSize extends the one at oldSize.
+func (c *FileCopy) Consistency(oldSize, newSize uint64) ([]merkle.Hash, error) {
+	if newSize > c.tree.Size() {
+		return nil, fmt.Errorf("log file holds %d leaves; size %d was asked", c.tree.Size(), newSize)
+	}
+	return c.tree.ConsistencyProof(oldSize, newSize)
+}
+
+// Describe names the copy.
+func (c *FileCopy) Describe() string { return "log file " + c.path }
+
+// FetchTimeout bounds every outbound fetch (keys, witness, consistency).
+const FetchTimeout = 10 * time.Second
+
+// maxFetch caps a fetched document.
+const maxFetch = 8 << 20
+
+// LogServer reads a log server's public routes under Base (the default tenant at the
+// root, others under /t/<tenant>).
+type LogServer struct {
+	Base   string
+	Client *http.Client // nil: a client with FetchTimeout
+}
+
+// NewLogServer checks base and makes a LogServer.
+func NewLogServer(base string) (*LogServer, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("log URL %q: want http(s)://host[:port][/t/<tenant>]", base)
+	}
+	return &LogServer{Base: strings.TrimRight(base, "/")}, nil
+}
+
+// GetJSON fetches base+path into v with a timeout and a size cap; a non-200 status is
+// an error naming it.
+func GetJSON(ctx context.Context, client *http.Client, u string, v any) error {
+	if client == nil {
+		client = &http.Client{Timeout: FetchTimeout}
+	}
+	ctx, cancel := context.WithTimeout(ctx, FetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFetch+1))
+	if err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	if len(body) > maxFetch {
+		return fmt.Errorf("GET %s: answer larger than %d bytes", u, maxFetch)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("GET %s: %w", u, err)
+	}
+	return nil
+}
+
+// Size reads the current size from the log's /head (the head's signature is not what
+// this answers; callers check heads themselves).
+func (s *LogServer) Size() (uint64, error) {
+	var h struct {
+		TreeHead *receipt.Envelope `json:"treeHead"`
+	}
+	if err := GetJSON(context.Background(), s.Client, s.Base+"/head", &h); err != nil {
+		return 0, err
+	}
+	if h.TreeHead == nil {
+		return 0, fmt.Errorf("GET %s/head: no treeHead", s.Base)
+	}
+	th, err := receipt.DecodeTreeHead(h.TreeHead)
+	if err != nil {
+		return 0, err
+	}
+	return th.TreeSize, nil
+}
+
+// RootAt asks /root?size=N.
+func (s *LogServer) RootAt(size uint64) (merkle.Hash, error) {
+	var r struct {
+		TreeSize uint64 `json:"treeSize"`
+		RootHash string `json:"rootHash"`
+	}
+	if err := GetJSON(context.Background(), s.Client, s.Base+"/root?size="+strconv.FormatUint(size, 10), &r); err != nil {
+		return merkle.Hash{}, err
+	}
+	if r.TreeSize != size {
+		return merkle.Hash{}, fmt.Errorf("asked the root at size %d, got size %d", size, r.TreeSize)
+	}
+	return merkle.ParseHash(r.RootHash)
+}
+
+// Consistency asks /consistency?old=M&new=N.
+func (s *LogServer) Consistency(oldSize, newSize uint64) ([]merkle.Hash, error) {
+	var r struct {
+		OldSize uint64   `json:"oldSize"`
+		NewSize uint64   `json:"newSize"`
+		Hashes  []string `json:"hashes"`
+	}
+	u := fmt.Sprintf("%s/consistency?old=%d&new=%d", s.Base, oldSize, newSize)
+	if err := GetJSON(context.Background(), s.Client, u, &r); err != nil {
+		return nil, err
+	}
+	if r.OldSize != oldSize || r.NewSize != newSize {
+		return nil, fmt.Errorf("asked for a proof %d → %d, got %d → %d", oldSize, newSize, r.OldSize, r.NewSize)
+	}
+	return receipt.ParseHashes(r.Hashes)
+}
+
+// Describe names the server.
+func (s *LogServer) Describe() string { return "log server " + s.Base }
+
+// Keys fetches the log's key document (/.well-known/svc-log.json at the server root, or
+// under the tenant prefix when the base names one) and returns its checked keys.
+func (s *LogServer) Keys(ctx context.Context) ([]signer.PublicKey, error) {
+	var doc signer.KeyDocument
+	u := s.Base + "/.well-known/svc-log.json"
+	if err := GetJSON(ctx, s.Client, u, &doc); err != nil {
+		return nil, err
+	}
+	keys, err := doc.PublicKeys()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	return keys, nil
+}

@@ -1,0 +1,187 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"svc.dev/svc/receipt"
+)
+
+// Client sends append requests over NATS and waits for the sequencer's answer. One
+// Client serves any number of goroutines over one reply subscription.
+type Client struct {
+	nc      *nats.Conn
+	timeout time.Duration
+	retries int
+	prefix  string
+	sub     *nats.Subscription
+	next    atomic.Uint64
+
+	mu      sync.Mutex
+	waiting map[string]chan *nats.Msg
+}
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Timeout is how long one attempt may take; default 10 s (SPEC.md: log.timeoutMs).
+	// A timeout counts as unreachable and is retried like a server error.
+	Timeout time.Duration
+	// Retries is how often a 429, a 5xx or a timeout is retried with backoff; SPEC.md
+	// says three. Negative means none (the HTTP front, whose own client retries).
+	Retries int
+}
+
+// NewClient subscribes to a private reply subject on nc.
+func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 3
+	}
+	if cfg.Retries < 0 {
+		cfg.Retries = 0
+	}
+	c := &Client{nc: nc, timeout: cfg.Timeout, retries: cfg.Retries, prefix: nats.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}}
+	sub, err := nc.Subscribe(c.prefix+"*", func(m *nats.Msg) {
+		c.mu.Lock()
+		ch, ok := c.waiting[m.Subject]
+		delete(c.waiting, m.Subject)
+		c.mu.Unlock()
+		if ok {
+			ch <- m
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	sub.SetPendingLimits(-1, -1)
+	c.sub = sub
+	return c, nil
+}
+
+// Close drops the reply subscription.
+func (c *Client) Close() error { return c.sub.Unsubscribe() }
+
+// AppendError is a refusal by the log, or the last failure after every retry.
+type AppendError struct {
+	Status     int // HTTP-like; 503 for timeouts and transport failures
+	RetryAfter int // seconds, when the log said
+	Message    string
+	sentinel   error
+}
+
+func (e *AppendError) Error() string { return fmt.Sprintf("log answered %d: %s", e.Status, e.Message) }
+
+// Unwrap lets callers test with errors.Is(err, receipt.ErrLogRefused) or
+// receipt.ErrLogUnavailable.
+func (e *AppendError) Unwrap() error { return e.sentinel }
+
+func newAppendError(status, retryAfter int, msg string) *AppendError {
+	s := receipt.ErrLogRefused
+	if status >= 500 {
+		s = receipt.ErrLogUnavailable
+	}
+	return &AppendError{Status: status, RetryAfter: retryAfter, Message: msg, sentinel: s}
+}
+
+// Do sends one append request and waits for its answer, at most Timeout. A 200
+// returns the proof; any other answer an *AppendError.
+func (c *Client) Do(ctx context.Context, tenant string, l Leaf) (*receipt.Proof, error) {
+	inbox := fmt.Sprintf("%s%d", c.prefix, c.next.Add(1))
+	ch := make(chan *nats.Msg, 1)
+	c.mu.Lock()
+	c.waiting[inbox] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiting, inbox)
+		c.mu.Unlock()
+	}()
+	if err := c.nc.PublishMsg(NewRequest(tenant, l, inbox)); err != nil {
+		return nil, newAppendError(503, 0, "log unavailable: "+err.Error())
+	}
+	t := time.NewTimer(c.timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return nil, newAppendError(503, 0, "log unavailable: "+ctx.Err().Error())
+	case <-t.C:
+		return nil, newAppendError(503, 0, fmt.Sprintf("log unavailable: no answer within %s", c.timeout))
+	case m := <-ch:
+		r, err := DecodeReply(m)
+		if err != nil {
+			return nil, newAppendError(503, 0, "log unavailable: "+err.Error())
+		}
+		if r.Status != 200 {
+			return nil, newAppendError(r.Status, r.RetryAfter, r.Error)
+		}
+		return r.Proof, nil
+	}
+}
+
+// Append is Do with SPEC.md's retry contract: a 429, a 5xx or a timeout is retried
+// three times with exponential backoff and jitter, then the call fails. Other
+// statuses fail at once.
+func (c *Client) Append(ctx context.Context, tenant string, l Leaf) (*receipt.Proof, error) {
+	var err error
+	for attempt := 0; ; attempt++ {
+		var p *receipt.Proof
+		if p, err = c.Do(ctx, tenant, l); err == nil {
+			return p, nil
+		}
+		var ae *AppendError
+		if !errors.As(err, &ae) || (ae.Status != 429 && ae.Status < 500) || attempt == c.retries || ctx.Err() != nil {
+			return nil, err
+		}
+		if err := sleep(ctx, Backoff(attempt, ae.RetryAfter)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// Backoff is the wait before retry attempt+1: 200 ms doubling, with up to 50% jitter,
+// at least the server's Retry-After when that is short, and never more than 5 s.
+func Backoff(attempt, retryAfter int) time.Duration {
+	d := time.Duration(200<<attempt) * time.Millisecond
+	d += time.Duration(rand.Int64N(int64(d) / 2))
+	if ra := time.Duration(retryAfter) * time.Second; ra > d {
+		d = ra
+	}
+	return min(d, 5*time.Second)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Log is a receipt.Log that appends to a tenant's log over NATS: what gateways and
+// sidecars in a fleet use instead of HTTP.
+type Log struct {
+	Client   *Client
+	Tenant   string
+	HashOnly bool // send only the leaf hash
+}
+
+// Append implements receipt.Log.
+func (l *Log) Append(ctx context.Context, leaf []byte) (*receipt.Proof, error) {
+	lf := NewLeaf(leaf)
+	if l.HashOnly {
+		lf.Data = nil
+	}
+	return l.Client.Append(ctx, l.Tenant, lf)
+}

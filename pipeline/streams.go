@@ -1,0 +1,79 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Stream names and subject prefixes.
+const (
+	AppendStream  = "SVC_APPEND"
+	LeavesStream  = "SVC_LEAVES"
+	AppendPrefix  = "svc.append."
+	LeavesPrefix  = "svc.leaves."
+	DefaultTenant = "default"
+)
+
+// Header names of the wire formats.
+const (
+	HeaderReply  = "Svc-Reply"  // append request: the producer's inbox
+	HeaderKind   = "Svc-Kind"   // append request: "leaf" or "hash"
+	HeaderStatus = "Svc-Status" // append reply: HTTP-like status (200, 429, 503, ...)
+	HeaderFirst  = "Svc-First"  // batch: index of its first leaf
+	HeaderCount  = "Svc-Count"  // batch: number of leaves
+)
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidTenant reports whether id can name a tenant (and a subject token): 1 to 63
+// characters of a-z, 0-9, '-' and '_', starting with a letter or digit. Self-registered
+// tenants are stricter (3 to 40 of a-z, 0-9, '-'); that is the portal's check.
+func ValidTenant(id string) bool { return tenantRE.MatchString(id) }
+
+// AppendSubject is the subject append requests for tenant go to.
+func AppendSubject(tenant string) string { return AppendPrefix + tenant }
+
+// LeavesSubject is the subject of tenant's committed batches.
+func LeavesSubject(tenant string) string { return LeavesPrefix + tenant }
+
+// StreamConfig sizes the streams.
+type StreamConfig struct {
+	Replicas int // 1 for a single node; 3 in a cluster
+}
+
+// EnsureStreams creates or updates the streams; safe to call from every process at
+// start.
+func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
+	if cfg.Replicas <= 0 {
+		cfg.Replicas = 1
+	}
+	streams := []jetstream.StreamConfig{{
+		Name:        AppendStream,
+		Description: "append requests; answered by the tenant's sequencer",
+		Subjects:    []string{AppendPrefix + ">"},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.MemoryStorage,
+		Replicas:    cfg.Replicas,
+		MaxAge:      2 * time.Minute, // a producer has given up on anything older
+		Discard:     jetstream.DiscardOld,
+	}, {
+		Name:        LeavesStream,
+		Description: "committed batches of leaves: the log of record",
+		Subjects:    []string{LeavesPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  2 * time.Minute,
+		MaxMsgSize:  MaxBatchBytes + 4096,
+	}}
+	for _, sc := range streams {
+		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,197 @@
+package receipt_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// Fuzz targets for every parser of outside input in this package. Run one with
+// e.g. go test ./receipt -run '^$' -fuzz '^FuzzParseEnvelope$' -fuzztime 10s.
+
+func seedEnvelopes(f *testing.F) {
+	k := testKey(f, 1)
+	e := receipt.Sign(receipt.PayloadInToto, []byte(`{"_type":"https://in-toto.io/Statement/v1"}`), k)
+	e.AddSignature(testKey(f, 2))
+	data, _ := json.Marshal(e)
+	f.Add(data)
+	f.Add(e.Canonical())
+	th, _ := receipt.SignTreeHead(k, 3, strings.Repeat("0a", 32), baseTime, "log")
+	data, _ = json.MarshalIndent(th, "", "  ")
+	f.Add(data)
+	f.Add([]byte(`{"payloadType":"t","payload":"aGk=","signatures":[]}`))
+	f.Add([]byte(`{"payloadType":"t","payload":"aGl=","signatures":[{"keyid":"x","sig":"aGk="}]}`))
+	f.Add([]byte(`{"payloadType":"t","payload":"aGk=","signatures":[{"keyid":"x","sig":"aGk="}]}]`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(``))
+}
+
+func FuzzParseEnvelope(f *testing.F) {
+	seedEnvelopes(f)
+	// One trusted key: signature checks dominate the cost of an exec, and the
+	// fuzzer's minimizer runs thousands of them.
+	trusted := []signer.PublicKey{testKey(f, 2).Public()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := receipt.ParseEnvelope(data)
+		if err != nil {
+			return
+		}
+		if e.PayloadType == "" || e.Signatures == nil {
+			t.Fatalf("accepted an envelope without type or signatures: %q", data)
+		}
+		if _, err := e.Verify(trusted); (err == nil) != (len(e.VerifiedBy(trusted)) == 1) {
+			t.Fatalf("Verify and VerifiedBy disagree on %q", data)
+		}
+		// Its canonical form parses back to the same envelope.
+		c := e.Canonical()
+		e2, err := receipt.ParseEnvelope(c)
+		if err != nil {
+			t.Fatalf("canonical form %q of accepted %q does not parse: %v", c, data, err)
+		}
+		if !bytes.Equal(e2.Canonical(), c) {
+			t.Fatalf("canonical form is not stable: %q vs %q", e2.Canonical(), c)
+		}
+		if plainASCII(e) && !bytes.Equal(envelopeCanonicalByHand(e), c) {
+			t.Fatalf("Canonical %q differs from RFC 8785 %q", c, envelopeCanonicalByHand(e))
+		}
+	})
+}
+
+func FuzzParseBundle(f *testing.F) {
+	k := testKey(f, 1)
+	env := receipt.Sign(receipt.PayloadInToto, []byte(`{}`), k)
+	th, _ := receipt.SignTreeHead(k, 1, strings.Repeat("00", 32), baseTime, "")
+	data, _ := json.MarshalIndent(receipt.Bundle{Envelope: env, TreeHead: th,
+		Inclusion: receipt.Inclusion{LeafIndex: 0, TreeSize: 1, Hashes: []string{}}}, "", "  ")
+	f.Add(data)
+	data, _ = json.Marshal(receipt.Bundle{Envelope: env, TreeHead: th,
+		Inclusion: receipt.Inclusion{LeafIndex: 3, TreeSize: 9, Hashes: []string{strings.Repeat("ab", 32), "zz"}}})
+	f.Add(data)
+	f.Add([]byte(`{"envelope":null}`))
+	f.Add([]byte(`{}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := receipt.ParseBundle(data)
+		if err != nil {
+			return
+		}
+		if b.Envelope == nil || b.TreeHead == nil {
+			t.Fatalf("accepted a bundle without envelope or tree head: %q", data)
+		}
+		_, _ = b.Envelope.Verify([]signer.PublicKey{k.Public()})
+		_, _ = receipt.DecodeTreeHead(b.TreeHead)
+		if st, err := receipt.DecodeStatement(b.Envelope); err == nil {
+			_, _ = st.SubjectDigest()
+			_, _ = st.DecodePredicate()
+			_, _ = st.DecodeAuthorization()
+		}
+		_, _ = receipt.ParseHashes(b.Inclusion.Hashes)
+		out, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := receipt.ParseBundle(out); err != nil {
+			t.Fatalf("re-marshalled bundle %q does not parse: %v", out, err)
+		}
+	})
+}
+
+func FuzzDecodeGrant(f *testing.F) {
+	p, a1, a2 := testKey(f, 10), testKey(f, 11), testKey(f, 12)
+	root := receipt.NewGrant("alice", "agent-1", []string{"read", "write"}, baseTime.Add(-time.Hour), 24*time.Hour, pub(a1), nil)
+	rootEnv, _ := receipt.SignJSON(receipt.PayloadDelegation, root, p)
+	child := receipt.NewGrant("alice", "agent-2", []string{"read"}, baseTime, time.Hour, pub(a2), rootEnv)
+	childEnv, _ := receipt.SignJSON(receipt.PayloadDelegation, child, a1)
+	for _, e := range []*receipt.Envelope{rootEnv, childEnv} {
+		data, _ := json.Marshal(e)
+		f.Add(data)
+	}
+	f.Add([]byte(`{"payloadType":"application/vnd.svc.delegation+json","payload":"e30=","signatures":[]}`))
+	trusted := []signer.PublicKey{p.Public()}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := receipt.ParseEnvelope(data)
+		if err != nil {
+			return
+		}
+		c, err := receipt.UnwrapChain(e)
+		if err != nil {
+			return
+		}
+		if c.Depth() < 1 || len(c.Envelopes) != len(c.Grants) || c.Leaf() == nil || c.Root() == nil {
+			t.Fatalf("inconsistent chain from %q", data)
+		}
+		_, _ = c.VerifyRoot(trusted)
+		_ = c.VerifyLinks()
+		for _, g := range c.Grants {
+			_ = g.ValidAt(baseTime)
+			_ = receipt.CheckDelegation(g, []string{"read"}, baseTime, baseTime.Add(time.Minute))
+		}
+		if ch, _, err := receipt.VerifyGrant(e, trusted, baseTime); err == nil && ch.Depth() > receipt.MaxChainDepth {
+			t.Fatalf("VerifyGrant accepted a chain %d deep", ch.Depth())
+		}
+	})
+}
+
+func FuzzCanonicalizeJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"numbers":[333333333.33333329,1E30,4.50,2e-3,0.000000000000000000000000001],"string":"\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/","literals":[null,true,false]}`,
+		`{"\u20ac":1,"\r":2,"\ufb33":3,"1":4,"\ud83d\ude00":5,"\u0080":6,"\u00f6":7}`,
+		`[-0, 1e21, 1e-7, 5e-324, 1.7976931348623157e308]`,
+		`"<>&\u2028"`, `{"a":{"b":[{}]}}`, `{"a":1,"a":2}`, ` 7 `, `[`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := receipt.CanonicalizeJSON(data)
+		if err != nil {
+			return
+		}
+		c2, err := receipt.CanonicalizeJSON(c)
+		if err != nil {
+			t.Fatalf("canonical output %q does not canonicalize: %v", c, err)
+		}
+		if !bytes.Equal(c, c2) {
+			t.Fatalf("not idempotent: %q -> %q -> %q", data, c, c2)
+		}
+		if !json.Valid(c) {
+			t.Fatalf("canonical output %q of %q is not valid JSON", c, data)
+		}
+		var in, out any
+		if err := json.Unmarshal(data, &in); err != nil {
+			t.Fatalf("CanonicalizeJSON accepted %q, which encoding/json rejects: %v", data, err)
+		}
+		if err := json.Unmarshal(c, &out); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(in, out) {
+			t.Fatalf("canonical form changes the value: %q (%#v) -> %q (%#v)", data, in, c, out)
+		}
+	})
+}
+
+// plainASCII reports whether every string of e is printable ASCII needing no
+// JSON escape, the case envelopeCanonicalByHand handles.
+func plainASCII(e *receipt.Envelope) bool {
+	ok := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+				return false
+			}
+		}
+		return true
+	}
+	if !ok(e.PayloadType) {
+		return false
+	}
+	for _, s := range e.Signatures {
+		if !ok(s.KeyID) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,192 @@
+package receipt
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc.dev/svc/signer"
+)
+
+// Issuer is the issuer core shared by the gateway and the SDK: it builds, signs, logs
+// and writes receipts. Construct it with NewIssuer; the fields are read-only after.
+type Issuer struct {
+	key         *signer.Key
+	kind        string
+	framework   string
+	log         Log
+	receiptsDir string
+	now         func() time.Time
+	newID       func() string
+}
+
+// IssuerConfig configures an Issuer.
+type IssuerConfig struct {
+	Key         *signer.Key      // signs every receipt and authorization; required
+	Kind        string           // KindGateway or KindSDK; required
+	Framework   string           // SDK receipts: the host framework (optional)
+	Log         Log              // required
+	ReceiptsDir string           // where <id>.json files go; required, created if absent
+	Now         func() time.Time // nil: time.Now
+	NewID       func() string    // nil: random UUIDs
+}
+
+// NewIssuer checks cfg and makes an Issuer.
+func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
+	switch {
+	case cfg.Key == nil:
+		return nil, errors.New("issuer: no signing key")
+	case cfg.Kind != KindGateway && cfg.Kind != KindSDK:
+		return nil, fmt.Errorf("issuer: kind %q, want %q or %q", cfg.Kind, KindGateway, KindSDK)
+	case cfg.Log == nil:
+		return nil, errors.New("issuer: no log")
+	case cfg.ReceiptsDir == "":
+		return nil, errors.New("issuer: no receipts directory")
+	}
+	if err := os.MkdirAll(cfg.ReceiptsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("issuer: receipts directory: %w", err)
+	}
+	is := &Issuer{key: cfg.Key, kind: cfg.Kind, framework: cfg.Framework, log: cfg.Log,
+		receiptsDir: cfg.ReceiptsDir, now: cfg.Now, newID: cfg.NewID}
+	if is.now == nil {
+		is.now = time.Now
+	}
+	if is.newID == nil {
+		is.newID = uuid.NewString
+	}
+	return is, nil
+}
+
+// KeyID is the issuer key's id.
+func (is *Issuer) KeyID() string { return is.key.KeyID() }
+
+// Call is what the issuer knows of a tool call before its outcome.
+type Call struct {
+	Principal  Principal
+	Agent      Agent
+	Delegation *Delegation // gateway receipts
+	Session    Session
+	Model      Model
+	Tool       Tool
+	Args       json.RawMessage // nil is recorded as {}
+	Facts      map[string]Fact // nil is recorded as {}
+	Consumed   *Consumed
+	Policy     *Policy // nil when no policy was evaluated
+}
+
+// Pending is a receipt under construction: its id and timestamp are fixed when the
+// call is begun, so the authorization and the receipt share them.
+type Pending struct {
+	ReceiptID     string
+	Timestamp     string
+	call          Call
+	argsDigest    string
+	authorization *Authorization
+}
+
+// Authorization returns the logged authorization, if Authorize succeeded.
+func (p *Pending) Authorization() *Authorization { return p.authorization }
+
+// Begin fixes the receipt id and timestamp of a call and digests its arguments.
+func (is *Issuer) Begin(call Call) (*Pending, error) {
+	if call.Args == nil {
+		call.Args = json.RawMessage(`{}`)
+	}
+	if call.Facts == nil {
+		call.Facts = map[string]Fact{}
+	}
+	d, err := DigestJSON(call.Args)
+	if err != nil {
+		return nil, fmt.Errorf("request args: %w", err)
+	}
+	return &Pending{ReceiptID: is.newID(), Timestamp: FormatTime(is.now()), call: call, argsDigest: d}, nil
+}
+
+func (is *Issuer) issuerInfo() IssuerInfo {
+	return IssuerInfo{Kind: is.kind, KeyID: is.key.KeyID(), Version: Version, Framework: is.framework}
+}
+
+func (is *Issuer) request(p *Pending) Request {
+	return Request{Args: p.call.Args, ArgsDigest: p.argsDigest, Provenance: Claimed}
+}
+
+// Authorize signs the authorization statement of a pre-committed call, appends it to
+// the log and writes receipts/<id>.authorization.json. An error means the call must be
+// withheld; it wraps the log's error.
+func (is *Issuer) Authorize(ctx context.Context, p *Pending) error {
+	c := p.call
+	pred := AuthorizationPredicate{
+		ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, Issuer: is.issuerInfo(),
+		Principal: c.Principal, Agent: c.Agent, Delegation: c.Delegation, Tool: c.Tool,
+		Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed, Policy: c.Policy,
+	}
+	env, err := is.signStatement(c.Tool.Name, p, PredicateAuthorization, pred)
+	if err != nil {
+		return err
+	}
+	proof, err := is.log.Append(ctx, env.Canonical())
+	if err != nil {
+		return err
+	}
+	auth := &Authorization{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}
+	if err := is.write(p.ReceiptID+".authorization.json", Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}); err != nil {
+		return err
+	}
+	p.authorization = auth
+	return nil
+}
+
+// Finish records the outcome: it signs the receipt, appends its leaf to the log and
+// writes receipts/<id>.json. If the log does not take the leaf, nothing is written and
+// the error wraps the log's error. ResultDigest is filled in when a result is present.
+func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bundle, error) {
+	if exec.Result != nil && exec.ResultDigest == "" {
+		d, err := ResultDigest(exec.Result)
+		if err != nil {
+			return nil, fmt.Errorf("execution result: %w", err)
+		}
+		exec.ResultDigest = d
+	}
+	c := p.call
+	pred := Predicate{
+		ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, Issuer: is.issuerInfo(),
+		Principal: c.Principal, Agent: c.Agent, Delegation: c.Delegation, Session: c.Session,
+		Model: c.Model, Tool: c.Tool, Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed,
+		Authorization: p.authorization, Policy: c.Policy, Execution: exec,
+	}
+	env, err := is.signStatement(c.Tool.Name, p, PredicateReceipt, pred)
+	if err != nil {
+		return nil, err
+	}
+	proof, err := is.log.Append(ctx, env.Canonical())
+	if err != nil {
+		return nil, err
+	}
+	b := &Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}
+	if err := is.write(p.ReceiptID+".json", b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (is *Issuer) signStatement(tool string, p *Pending, predicateType string, pred any) (*Envelope, error) {
+	st, err := NewStatement(tool, p.ReceiptID, p.argsDigest, predicateType, pred)
+	if err != nil {
+		return nil, err
+	}
+	return SignJSON(PayloadInToto, st, is.key)
+}
+
+func (is *Issuer) write(name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(is.receiptsDir, name), append(data, '\n'), 0o644)
+}

@@ -1,0 +1,62 @@
+package receipt
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"svc.dev/svc/signer"
+)
+
+// SignTreeHead signs a tree head payload with key.
+func SignTreeHead(key *signer.Key, size uint64, rootHash string, at time.Time, logID string) (*Envelope, error) {
+	return SignJSON(PayloadTreeHead, TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID}, key)
+}
+
+// DecodeTreeHead reads the payload of a tree head envelope, checking its type and form.
+func DecodeTreeHead(env *Envelope) (*TreeHead, error) {
+	var th TreeHead
+	if err := env.DecodePayload(PayloadTreeHead, &th); err != nil {
+		return nil, fmt.Errorf("tree head: %w", err)
+	}
+	if _, err := hex.DecodeString(th.RootHash); err != nil || len(th.RootHash) != 64 || strings.ToLower(th.RootHash) != th.RootHash {
+		return nil, fmt.Errorf("tree head: rootHash %q is not 64 lowercase hex characters", th.RootHash)
+	}
+	if _, err := ParseTime(th.Timestamp); err != nil {
+		return nil, fmt.Errorf("tree head: timestamp: %w", err)
+	}
+	return &th, nil
+}
+
+// EnvelopeSigner signs DSSE payloads. The log signs its tree heads through one: a
+// KeySigner in file mode, where the key is in-process, or the signer service's client
+// in database mode, where the log server never holds the key.
+//
+// SignEnvelope returns an envelope with exactly one signature, by the key KeyID names.
+// Errors from a signer that could not be reached wrap ErrLogUnavailable.
+type EnvelopeSigner interface {
+	KeyID() string
+	SignEnvelope(ctx context.Context, payloadType string, payload []byte) (*Envelope, error)
+}
+
+// KeySigner is an EnvelopeSigner holding its key in-process.
+type KeySigner struct{ Key *signer.Key }
+
+// KeyID is the key's id.
+func (s KeySigner) KeyID() string { return s.Key.KeyID() }
+
+// SignEnvelope signs with the in-process key.
+func (s KeySigner) SignEnvelope(_ context.Context, payloadType string, payload []byte) (*Envelope, error) {
+	return Sign(payloadType, payload, s.Key), nil
+}
+
+// SignTreeHeadWith signs a tree head through s.
+func SignTreeHeadWith(ctx context.Context, s EnvelopeSigner, size uint64, rootHash string, at time.Time, logID string) (*Envelope, error) {
+	payload, err := Canonical(TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID})
+	if err != nil {
+		return nil, err
+	}
+	return s.SignEnvelope(ctx, PayloadTreeHead, payload)
+}

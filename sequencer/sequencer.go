@@ -1,0 +1,574 @@
+package sequencer
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+)
+
+// ErrFenced: another sequencer committed to this tenant's log, so this one stopped
+// without assigning any index. Run returns it; the process should not restart the
+// sequencer blindly.
+var ErrFenced = errors.New("sequencer: fenced out: another sequencer committed to this tenant's log")
+
+// Refusal is an answer other than a proof: a status, a message and, for 429, the
+// seconds a producer should wait.
+type Refusal struct {
+	Status     int
+	RetryAfter int
+	Message    string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Admitter decides whether a tenant may append n more leaves: the place for monthly
+// quotas and disabled tenants. A nil error admits; a *Refusal is answered as is, and
+// any other error is answered 503.
+type Admitter interface {
+	Admit(ctx context.Context, tenant string, n int) error
+}
+
+// Config configures a Sequencer.
+type Config struct {
+	Tenant string                 // required; a valid pipeline tenant id
+	LogID  string                 // named in signed heads when set
+	Conn   *nats.Conn             // required
+	Dir    string                 // the tree store; required (one per tenant)
+	Signer receipt.EnvelopeSigner // signs one head per batch; required
+	// MaxBatch caps the leaves of one batch; 1 ≤ MaxBatch ≤ 65536, default 4096.
+	MaxBatch int
+	// RecentLeaves is how many of the latest leaf hashes are remembered for
+	// idempotent retries; default 1<<20 (about 40 MiB).
+	RecentLeaves int
+	// CheckpointEvery is how often the tree store is synced and the stream position
+	// recorded, bounding the replay after a crash; default 5 s.
+	CheckpointEvery time.Duration
+	Admit           Admitter // optional
+	Logger          *slog.Logger
+	Now             func() time.Time
+}
+
+// Sequencer is the single writer of one tenant's log. Construct with New, then Run.
+type Sequencer struct {
+	cfg     Config
+	js      jetstream.JetStream
+	stream  jetstream.Stream
+	store   merkle.HashStore
+	tree    *merkle.Tree
+	recent  *recent
+	subject string
+	log     *slog.Logger
+
+	lastSeq   uint64 // stream sequence of the last committed batch; owned by Run
+	lastCkpt  time.Time
+	statePath string
+
+	ready chan struct{} // closed once Run consumes requests
+
+	headMu sync.RWMutex
+	head   *receipt.Envelope // latest signed head
+}
+
+// New opens the tree store and checks cfg. It does not touch the broker.
+func New(cfg Config) (*Sequencer, error) {
+	switch {
+	case !pipeline.ValidTenant(cfg.Tenant):
+		return nil, fmt.Errorf("sequencer: tenant %q is not a valid id", cfg.Tenant)
+	case cfg.Conn == nil:
+		return nil, errors.New("sequencer: no NATS connection")
+	case cfg.Dir == "":
+		return nil, errors.New("sequencer: no tree directory")
+	case cfg.Signer == nil:
+		return nil, errors.New("sequencer: no head signer")
+	case cfg.MaxBatch < 0 || cfg.MaxBatch > 65536:
+		return nil, fmt.Errorf("sequencer: MaxBatch %d outside 1..65536", cfg.MaxBatch)
+	}
+	if cfg.MaxBatch == 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.RecentLeaves <= 0 {
+		cfg.RecentLeaves = 1 << 20
+	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	store, err := merkle.OpenFileStore(filepath.Join(cfg.Dir, "tree"))
+	if err != nil {
+		return nil, fmt.Errorf("sequencer %s: %w", cfg.Tenant, err)
+	}
+	tree, err := merkle.NewTree(store)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return &Sequencer{
+		cfg: cfg, js: js, store: store, tree: tree, recent: newRecent(cfg.RecentLeaves),
+		subject: pipeline.LeavesSubject(cfg.Tenant), statePath: filepath.Join(cfg.Dir, "state.json"),
+		log: cfg.Logger.With("tenant", cfg.Tenant), ready: make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once Run has recovered and consumes append requests.
+func (s *Sequencer) Ready() <-chan struct{} { return s.ready }
+
+// Tree is the tenant's tree, for read routes (safe for concurrent readers).
+func (s *Sequencer) Tree() *merkle.Tree { return s.tree }
+
+// Head is the latest head the sequencer signed, or nil before the first batch.
+func (s *Sequencer) Head() *receipt.Envelope {
+	s.headMu.RLock()
+	defer s.headMu.RUnlock()
+	return s.head
+}
+
+// Close syncs and closes the tree store. Call it after Run returned.
+func (s *Sequencer) Close() error {
+	err := s.checkpoint()
+	return errors.Join(err, s.store.Close())
+}
+
+type state struct {
+	TreeSize  uint64 `json:"treeSize"`
+	StreamSeq uint64 `json:"streamSeq"` // stream sequence of the batch that ends at TreeSize
+}
+
+// checkpoint syncs the tree store, then records how far it reaches in the stream.
+func (s *Sequencer) checkpoint() error {
+	if err := s.store.Sync(); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(state{TreeSize: s.tree.Size(), StreamSeq: s.lastSeq})
+	s.lastCkpt = s.cfg.Now()
+	return receipt.WriteFileAtomic(s.statePath, data, 0o644)
+}
+
+// Run recovers from the stream, then sequences until ctx ends (returning nil) or the
+// sequencer is fenced (ErrFenced) or the broker fails.
+func (s *Sequencer) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if ctx.Err() != nil && !errors.Is(err, ErrFenced) {
+		return nil
+	}
+	return err
+}
+
+func (s *Sequencer) run(ctx context.Context) error {
+	var err error
+	if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
+		return fmt.Errorf("sequencer %s: stream %s: %w", s.cfg.Tenant, pipeline.LeavesStream, err)
+	}
+	start := time.Now()
+	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	s.log.Info("sequencer ready", "size", s.tree.Size(), "streamSeq", s.lastSeq, "recovery", time.Since(start).Round(time.Millisecond))
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
+		Durable:       "seq-" + s.cfg.Tenant,
+		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
+		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
+		AckWait:       5 * time.Second,
+		MaxAckPending: 1 << 16,
+		MaxDeliver:    -1,
+	})
+	if err != nil {
+		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
+	}
+	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch))
+	if err != nil {
+		return err
+	}
+	defer cc.Stop()
+	close(s.ready)
+	var carry jetstream.Msg
+	for {
+		var batch []jetstream.Msg
+		if carry != nil {
+			batch, carry = append(batch, carry), nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return nil
+			case m := <-in:
+				batch = append(batch, m)
+			}
+		}
+		size := len(batch[0].Data()) + 5
+	drain:
+		for len(batch) < s.cfg.MaxBatch {
+			select {
+			case m := <-in:
+				if size+len(m.Data())+5 > pipeline.MaxBatchBytes-16 {
+					carry = m
+					break drain
+				}
+				size += len(m.Data()) + 5
+				batch = append(batch, m)
+			default:
+				break drain
+			}
+		}
+		if err := s.process(ctx, batch); err != nil {
+			return err
+		}
+		if s.cfg.Now().Sub(s.lastCkpt) >= s.cfg.CheckpointEvery {
+			if err := s.checkpoint(); err != nil {
+				return fmt.Errorf("sequencer %s: checkpoint: %w", s.cfg.Tenant, err)
+			}
+		}
+	}
+}
+
+// request is one append request of a batch.
+type request struct {
+	msg   jetstream.Msg
+	inbox string
+	leaf  pipeline.Leaf
+	index uint64
+	fresh bool // gets a new index in this batch
+	reply *pipeline.Reply
+}
+
+func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
+	reqs := make([]request, 0, len(msgs))
+	size := s.tree.Size()
+	pending := map[merkle.Hash]uint64{}
+	var fresh []pipeline.Leaf
+	for _, m := range msgs {
+		nm := &nats.Msg{Header: m.Headers(), Data: m.Data()}
+		leaf, inbox, err := pipeline.ParseRequest(nm)
+		r := request{msg: m, inbox: inbox, leaf: leaf}
+		switch {
+		case err != nil:
+			r.reply = &pipeline.Reply{Status: 400, Error: err.Error()}
+		default:
+			if idx, ok := pending[leaf.Hash]; ok {
+				r.index = idx
+			} else if idx, ok := s.existing(leaf.Hash); ok {
+				r.index = idx
+			} else {
+				r.index, r.fresh = size+uint64(len(fresh)), true
+				pending[leaf.Hash] = r.index
+				fresh = append(fresh, leaf)
+			}
+		}
+		reqs = append(reqs, r)
+	}
+	if len(fresh) > 0 && s.cfg.Admit != nil {
+		if err := s.cfg.Admit.Admit(ctx, s.cfg.Tenant, len(fresh)); err != nil {
+			ref, ok := err.(*Refusal)
+			if !ok {
+				ref = &Refusal{Status: 503, Message: "log unavailable: " + err.Error()}
+			}
+			for i := range reqs {
+				if reqs[i].fresh {
+					reqs[i].reply = &pipeline.Reply{Status: ref.Status, RetryAfter: ref.RetryAfter, Error: ref.Message}
+				}
+			}
+			fresh = nil
+		}
+	}
+	if len(fresh) > 0 {
+		b := &pipeline.Batch{First: size, Leaves: fresh}
+		if err := s.commit(ctx, b); err != nil {
+			s.answerAll(reqs, &pipeline.Reply{Status: 503, Error: "log unavailable: " + err.Error()})
+			return err
+		}
+		hashes := make([]merkle.Hash, len(fresh))
+		for i, l := range fresh {
+			hashes[i] = l.Hash
+		}
+		first, err := s.tree.AppendBatch(hashes)
+		if err != nil {
+			return fmt.Errorf("sequencer %s: tree: %w", s.cfg.Tenant, err)
+		}
+		for i, h := range hashes {
+			s.recent.add(h, first+uint64(i))
+		}
+	}
+	if err := s.answer(ctx, reqs); err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if err := m.Ack(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// existing finds a leaf already in the log among the recent ones.
+func (s *Sequencer) existing(h merkle.Hash) (uint64, bool) {
+	idx, ok := s.recent.get(h)
+	if !ok {
+		return 0, false
+	}
+	got, err := s.tree.LeafHash(idx)
+	return idx, err == nil && got == h
+}
+
+// commit writes b to the tenant's leaves subject, fenced by the last sequence.
+func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
+	data := b.Encode()
+	var lastErr error
+	for attempt := 0; attempt < 4; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+		}
+		m := nats.NewMsg(s.subject)
+		m.Data = data
+		m.Header.Set(jetstream.MsgIDHeader, s.cfg.Tenant+":"+strconv.FormatUint(b.First, 10))
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.lastSeq, 10))
+		m.Header.Set(pipeline.HeaderFirst, strconv.FormatUint(b.First, 10))
+		m.Header.Set(pipeline.HeaderCount, strconv.Itoa(len(b.Leaves)))
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		ack, err := s.js.PublishMsg(cctx, m)
+		cancel()
+		var apiErr *jetstream.APIError
+		switch {
+		case err == nil && ack.Duplicate:
+			// Our own earlier attempt landed, or another sequencer committed the same
+			// first index: only identical bytes are ours.
+			stored, gerr := s.stream.GetMsg(ctx, ack.Sequence)
+			if gerr != nil {
+				lastErr = gerr
+				continue
+			}
+			if !bytes.Equal(stored.Data, data) {
+				return ErrFenced
+			}
+			s.lastSeq = ack.Sequence
+			return nil
+		case err == nil:
+			s.lastSeq = ack.Sequence
+			return nil
+		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			return ErrFenced
+		default:
+			lastErr = err
+			s.log.Warn("commit failed; retrying", "first", b.First, "attempt", attempt+1, "err", err)
+		}
+	}
+	return fmt.Errorf("commit of leaves %d..%d: %w", b.First, b.First+uint64(len(b.Leaves))-1, lastErr)
+}
+
+// answer signs one head for the tree as it now stands and answers every request with
+// its own inclusion proof against it.
+func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
+	size := s.tree.Size()
+	var headJSON []byte
+	needHead := false
+	for _, r := range reqs {
+		if r.reply == nil {
+			needHead = true
+		}
+	}
+	if needHead {
+		root, err := s.tree.RootAt(size)
+		if err != nil {
+			return err
+		}
+		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), s.cfg.Now(), s.cfg.LogID)
+		if err != nil {
+			s.answerAll(reqs, &pipeline.Reply{Status: 503, Error: "log unavailable: signer did not answer: " + err.Error()})
+			return nil // the leaves are committed; retries are answered once the signer is back
+		}
+		s.headMu.Lock()
+		s.head = head
+		s.headMu.Unlock()
+		if headJSON, err = json.Marshal(head); err != nil {
+			return err
+		}
+	}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.inbox == "" {
+			continue
+		}
+		var m *nats.Msg
+		if r.reply != nil {
+			var err error
+			if m, err = r.reply.Encode(r.inbox); err != nil {
+				return err
+			}
+		} else {
+			proof, err := s.tree.InclusionProof(r.index, size)
+			if err != nil {
+				return err
+			}
+			m = nats.NewMsg(r.inbox)
+			m.Header.Set(pipeline.HeaderStatus, "200")
+			m.Data = proofReply(r.index, size, proof, headJSON)
+		}
+		if err := s.cfg.Conn.PublishMsg(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Sequencer) answerAll(reqs []request, rep *pipeline.Reply) {
+	for i := range reqs {
+		if reqs[i].reply == nil {
+			reqs[i].reply = rep
+		}
+		if reqs[i].inbox == "" {
+			continue
+		}
+		if m, err := reqs[i].reply.Encode(reqs[i].inbox); err == nil {
+			_ = s.cfg.Conn.PublishMsg(m)
+		}
+	}
+}
+
+// proofReply writes {"inclusion":{...},"treeHead":<head>} without re-marshalling the
+// head for every request of a batch.
+func proofReply(index, size uint64, proof []merkle.Hash, headJSON []byte) []byte {
+	b := make([]byte, 0, 96+len(proof)*67+len(headJSON))
+	b = append(b, `{"inclusion":{"leafIndex":`...)
+	b = strconv.AppendUint(b, index, 10)
+	b = append(b, `,"treeSize":`...)
+	b = strconv.AppendUint(b, size, 10)
+	b = append(b, `,"hashes":[`...)
+	for i, h := range proof {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, h.String()...)
+		b = append(b, '"')
+	}
+	b = append(b, `]},"treeHead":`...)
+	b = append(b, headJSON...)
+	return append(b, '}')
+}
+
+// recover brings the tree store up to the last committed batch.
+func (s *Sequencer) recover(ctx context.Context) error {
+	last, err := s.stream.GetLastMsgForSubject(ctx, s.subject)
+	var streamSize uint64
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		s.lastSeq = 0
+	case err != nil:
+		return fmt.Errorf("sequencer %s: read last batch: %w", s.cfg.Tenant, err)
+	default:
+		first, e1 := strconv.ParseUint(last.Header.Get(pipeline.HeaderFirst), 10, 64)
+		count, e2 := strconv.ParseUint(last.Header.Get(pipeline.HeaderCount), 10, 64)
+		if e1 != nil || e2 != nil {
+			return fmt.Errorf("sequencer %s: last batch (seq %d) lacks %s/%s headers", s.cfg.Tenant, last.Sequence, pipeline.HeaderFirst, pipeline.HeaderCount)
+		}
+		s.lastSeq, streamSize = last.Sequence, first+count
+	}
+	size := s.tree.Size()
+	if size > streamSize {
+		return fmt.Errorf("sequencer %s: the tree store under %s holds %d leaves but the log of record holds %d; remove that directory to rebuild it from the stream", s.cfg.Tenant, s.cfg.Dir, size, streamSize)
+	}
+	if size < streamSize {
+		if err := s.replay(ctx, size, streamSize); err != nil {
+			return err
+		}
+	}
+	// Remember the latest leaves, so retries of leaves answered before a restart are
+	// recognised too.
+	n := s.tree.Size()
+	from := uint64(0)
+	if n > uint64(s.cfg.RecentLeaves) {
+		from = n - uint64(s.cfg.RecentLeaves)
+	}
+	for i := from; i < n; i++ {
+		h, err := s.tree.LeafHash(i)
+		if err != nil {
+			return err
+		}
+		s.recent.add(h, i)
+	}
+	if err := s.checkpoint(); err != nil {
+		return err
+	}
+	if n > 0 {
+		root, err := s.tree.RootAt(n)
+		if err != nil {
+			return err
+		}
+		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, n, root.String(), s.cfg.Now(), s.cfg.LogID)
+		if err == nil {
+			s.head = head
+		}
+	}
+	return nil
+}
+
+// replay appends the committed leaves [from, to) that the tree store lacks.
+func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
+	startSeq := uint64(1)
+	if data, err := os.ReadFile(s.statePath); err == nil {
+		var st state
+		if json.Unmarshal(data, &st) == nil && st.TreeSize <= from && st.StreamSeq > 0 {
+			startSeq = st.StreamSeq + 1
+		}
+	}
+	s.log.Info("replaying committed leaves into the tree store", "from", from, "to", to, "startSeq", startSeq)
+	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{s.subject},
+		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:    startSeq,
+	})
+	if err != nil {
+		return err
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	for s.tree.Size() < to {
+		m, err := it.Next()
+		if err != nil {
+			return fmt.Errorf("sequencer %s: replay at %d of %d leaves: %w", s.cfg.Tenant, s.tree.Size(), to, err)
+		}
+		b, err := pipeline.DecodeBatch(m.Data())
+		if err != nil {
+			return fmt.Errorf("sequencer %s: replay: %w", s.cfg.Tenant, err)
+		}
+		size := s.tree.Size()
+		end := min(b.First+uint64(len(b.Leaves)), to) // never past the batch recover read last
+		if end <= size {
+			continue
+		}
+		if b.First > size {
+			return fmt.Errorf("sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", s.cfg.Tenant, b.First, size)
+		}
+		for _, l := range b.Leaves[size-b.First : end-b.First] {
+			if _, err := s.tree.Append(l.Hash); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,260 @@
+package sequencer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// testBroker starts an embedded nats-server with the streams, in t.TempDir().
+func testBroker(t testing.TB) (*server.Server, *nats.Conn) {
+	t.Helper()
+	srv, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := pipeline.ConnectEmbedded(srv, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return srv, nc
+}
+
+type testSeq struct {
+	*Sequencer
+	key  *signer.Key
+	done chan error
+	stop context.CancelFunc
+}
+
+func startSequencer(t testing.TB, nc *nats.Conn, dir string, key *signer.Key) *testSeq {
+	t.Helper()
+	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, LogID: "acme-log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testSeq{Sequencer: s, key: key, done: make(chan error, 1), stop: cancel}
+	go func() {
+		err := s.Run(ctx)
+		if err != nil && !errors.Is(err, ErrFenced) {
+			t.Errorf("sequencer: %v", err)
+		}
+		ts.done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-ts.done
+		s.Close()
+	})
+	return ts
+}
+
+func checkProof(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Proof) *receipt.TreeHead {
+	t.Helper()
+	if _, err := p.TreeHead.Verify([]signer.PublicKey{key.Public()}); err != nil {
+		t.Fatalf("head signature: %v", err)
+	}
+	th, err := receipt.DecodeTreeHead(p.TreeHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th.TreeSize != p.Inclusion.TreeSize || th.Log != "acme-log" {
+		t.Fatalf("head %+v vs proof size %d", th, p.Inclusion.TreeSize)
+	}
+	root, _ := merkle.ParseHash(th.RootHash)
+	hashes, err := receipt.ParseHashes(p.Inclusion.Hashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := merkle.VerifyInclusion(p.Inclusion.LeafIndex, p.Inclusion.TreeSize, merkle.LeafHash(leaf), hashes, root); err != nil {
+		t.Fatalf("leaf %d: %v", p.Inclusion.LeafIndex, err)
+	}
+	return th
+}
+
+func TestConcurrentProducersOneSequence(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	seq := startSequencer(t, nc, t.TempDir(), key)
+	const producers, each = 16, 150
+	var mu sync.Mutex
+	seen := map[uint64]string{}
+	var wg sync.WaitGroup
+	for p := 0; p < producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer c.Close()
+			for i := 0; i < each; i++ {
+				leaf := []byte(fmt.Sprintf(`{"producer":%d,"i":%d}`, p, i))
+				proof, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				checkProof(t, key, leaf, proof)
+				mu.Lock()
+				if prev, dup := seen[proof.Inclusion.LeafIndex]; dup {
+					t.Errorf("index %d assigned to %s and %s", proof.Inclusion.LeafIndex, prev, leaf)
+				}
+				seen[proof.Inclusion.LeafIndex] = string(leaf)
+				mu.Unlock()
+			}
+		}(p)
+	}
+	wg.Wait()
+	if len(seen) != producers*each {
+		t.Fatalf("%d distinct indices, want %d", len(seen), producers*each)
+	}
+	for i := uint64(0); i < producers*each; i++ {
+		if _, ok := seen[i]; !ok {
+			t.Fatalf("gap at index %d", i)
+		}
+	}
+	if seq.Tree().Size() != producers*each {
+		t.Fatalf("tree size %d", seq.Tree().Size())
+	}
+}
+
+func TestRetryGetsExistingIndex(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	startSequencer(t, nc, t.TempDir(), key)
+	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
+	leaf := []byte(`{"receipt":"same"}`)
+	p1, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Append(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"other":1}`))); err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Inclusion.LeafIndex != p1.Inclusion.LeafIndex || p2.Inclusion.TreeSize != 2 {
+		t.Fatalf("retry got index %d at size %d, want %d at size 2", p2.Inclusion.LeafIndex, p2.Inclusion.TreeSize, p1.Inclusion.LeafIndex)
+	}
+	checkProof(t, key, leaf, p2)
+	// A hash-only append of the same leaf is the same leaf.
+	h := pipeline.NewLeaf(leaf)
+	h.Data = nil
+	p3, err := c.Append(context.Background(), "acme", h)
+	if err != nil || p3.Inclusion.LeafIndex != p1.Inclusion.LeafIndex {
+		t.Fatalf("hash-only retry: %v %+v", err, p3)
+	}
+}
+
+func TestRestartResumesFromStream(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	dir := t.TempDir()
+	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
+	s1 := startSequencer(t, nc, dir, key)
+	var leaves [][]byte
+	for i := 0; i < 50; i++ {
+		leaves = append(leaves, []byte(fmt.Sprintf(`{"n":%d}`, i)))
+		if _, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaves[i])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root1 := s1.Tree().Root()
+	s1.stop()
+	<-s1.done
+	s1.done <- nil // let the cleanup's receive return
+	s1.Close()
+	// A fresh tree directory: everything is replayed from the stream.
+	s2 := startSequencer(t, nc, t.TempDir(), key)
+	p, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaves[7]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Inclusion.LeafIndex != 7 || p.Inclusion.TreeSize != 50 {
+		t.Fatalf("after replay, a retried leaf got %d at size %d", p.Inclusion.LeafIndex, p.Inclusion.TreeSize)
+	}
+	if got, _ := s2.Tree().RootAt(50); got != root1 {
+		t.Fatal("replayed tree has another root")
+	}
+}
+
+func TestSecondSequencerIsFenced(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 3 * time.Second})
+	a := startSequencer(t, nc, t.TempDir(), key)
+	<-a.Ready()
+	seen := map[uint64][]byte{}
+	appendOne := func(i int) {
+		leaf := []byte(fmt.Sprintf(`{"fence":%d}`, i))
+		p, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkProof(t, key, leaf, p)
+		if prev, dup := seen[p.Inclusion.LeafIndex]; dup {
+			t.Fatalf("index %d assigned twice: %s and %s", p.Inclusion.LeafIndex, prev, leaf)
+		}
+		seen[p.Inclusion.LeafIndex] = leaf
+	}
+	for i := 0; i < 10; i++ {
+		appendOne(i)
+	}
+	// A second sequencer on the same tenant: both now take requests from the same
+	// consumer. The first time the one that did not commit last tries to commit, the
+	// broker refuses it.
+	b := startSequencer(t, nc, t.TempDir(), key)
+	<-b.Ready()
+	var fenced error
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 10; fenced == nil && time.Now().Before(deadline); i++ {
+		appendOne(i)
+		select {
+		case fenced = <-a.done:
+			a.done <- fenced
+		case fenced = <-b.done:
+			b.done <- fenced
+		default:
+		}
+	}
+	if !errors.Is(fenced, ErrFenced) {
+		t.Fatalf("neither sequencer was fenced: %v", fenced)
+	}
+	// The survivor goes on; the indices stay one gap-free sequence.
+	n := len(seen)
+	for i := 0; i < 20; i++ {
+		appendOne(10000 + i)
+	}
+	for i := uint64(0); i < uint64(n+20); i++ {
+		if _, ok := seen[i]; !ok {
+			t.Fatalf("gap at %d", i)
+		}
+	}
+}
