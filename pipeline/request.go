@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
 
@@ -39,6 +40,9 @@ func ParseRequest(m *nats.Msg) (Leaf, string, error) {
 	case KindLeaf:
 		if len(m.Data) == 0 || len(m.Data) > MaxLeafBytes {
 			return Leaf{}, inbox, fmt.Errorf("leaf of %d bytes; want 1 to %d", len(m.Data), MaxLeafBytes)
+		}
+		if !utf8.Valid(m.Data) {
+			return Leaf{}, inbox, fmt.Errorf("leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
 		}
 		return NewLeaf(m.Data), inbox, nil
 	case KindHash:

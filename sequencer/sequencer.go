@@ -59,6 +59,11 @@ type Config struct {
 	// recorded, bounding the replay after a crash; default 5 s.
 	CheckpointEvery time.Duration
 	Admit           Admitter // optional
+	// Adopt lists leaves the log must begin with: a log file that existed before
+	// the stream (svc log --file on a gateway's log). After recovery the sequencer
+	// checks that the leaves the log already holds match, and commits the rest
+	// before it takes requests. A mismatch stops Run with an error.
+	Adopt []pipeline.Leaf
 	Logger          *slog.Logger
 	Now             func() time.Time
 }
@@ -184,6 +189,9 @@ func (s *Sequencer) run(ctx context.Context) error {
 	}
 	start := time.Now()
 	if err := s.recover(ctx); err != nil {
+		return err
+	}
+	if err := s.adopt(ctx); err != nil {
 		return err
 	}
 	s.log.Info("sequencer ready", "size", s.tree.Size(), "streamSeq", s.lastSeq, "recovery", time.Since(start).Round(time.Millisecond))
@@ -571,4 +579,49 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 		}
 	}
 	return nil
+}
+
+// adopt commits the part of cfg.Adopt the log lacks, after checking the rest.
+func (s *Sequencer) adopt(ctx context.Context) error {
+	leaves := s.cfg.Adopt
+	s.cfg.Adopt = nil
+	size := s.tree.Size()
+	for i := uint64(0); i < min(size, uint64(len(leaves))); i++ {
+		h, err := s.tree.LeafHash(i)
+		if err != nil {
+			return err
+		}
+		if h != leaves[i].Hash {
+			return fmt.Errorf("sequencer %s: leaf %d of the adopted log file differs from the log of record; the file does not belong to this log", s.cfg.Tenant, i)
+		}
+	}
+	if uint64(len(leaves)) <= size {
+		return nil
+	}
+	rest := leaves[size:]
+	s.log.Info("adopting leaves from the log file", "from", size, "count", len(rest))
+	for len(rest) > 0 {
+		n, bytes := 0, 16
+		for n < len(rest) && n < s.cfg.MaxBatch && bytes+len(rest[n].Data)+37 < pipeline.MaxBatchBytes {
+			bytes += len(rest[n].Data) + 37
+			n++
+		}
+		b := &pipeline.Batch{First: s.tree.Size(), Leaves: rest[:n]}
+		if err := s.commit(ctx, b); err != nil {
+			return err
+		}
+		hashes := make([]merkle.Hash, n)
+		for i, l := range rest[:n] {
+			hashes[i] = l.Hash
+		}
+		first, err := s.tree.AppendBatch(hashes)
+		if err != nil {
+			return err
+		}
+		for i, h := range hashes {
+			s.recent.add(h, first+uint64(i))
+		}
+		rest = rest[n:]
+	}
+	return s.checkpoint()
 }

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -133,3 +134,5 @@ type listFlag []string
 
 func (l *listFlag) String() string     { return fmt.Sprint([]string(*l)) }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }

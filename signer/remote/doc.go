@@ -40,7 +40,8 @@
 // validTo. Retired keys follow in the order given. A retired key supplied as a bare
 // .pub file carries no dates, so [LoadRetiredKey] takes validFrom from the file's
 // modification time and validTo from the current key's validFrom (validFrom is moved
-// back to validTo if the file is newer than that, so the entry stays well formed). Both
+// to one millisecond before validTo if the file is not older than that, so the entry
+// stays well formed: key documents need validFrom strictly before validTo). Both
 // dates are therefore approximations; verifiers match keys by keyid, not by date.
 //
 // # The client

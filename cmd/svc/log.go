@@ -1,0 +1,252 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+func init() {
+	register("log", "run the log server (file mode)", runLog)
+}
+
+const logHelp = `Runs the transparency log server. Appends go through the event-sourced pipeline: the
+embedded NATS JetStream server (or --nats-url) holds the log of record, one sequencer per
+tenant assigns indices and signs one head per batch, and the log file named by --file
+is kept in step as a SPEC log file (svc verify --log and svc audit --log read it).
+
+The default tenant is served at the root; --tenants adds others under /t/<tenant>/, from
+a JSON file mapping a tenant id to { "file": ..., "tokenEnv": ..., "logId": ... }
+(relative paths resolve against that file). With --token-env, appends and the tenant
+routes need "Authorization: Bearer <token>".
+
+Checkpoints (signed heads) are written to --checkpoint-dir every --checkpoint-every
+seconds when a log grew, and re-signed every --checkpoint-heartbeat seconds when it did
+not; --checkpoints-port serves that directory read-only from a second address.
+
+Example:
+  SVC_LOG_TOKEN=$(openssl rand -hex 32) svc log --file data/log.jsonl --key keys/log.key \
+    --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081`
+
+// logOptions are the flags of svc log that svc up also sets.
+type logOptions struct {
+	file, key, tokenEnv, tenants, logID string
+	host                                string
+	port, checkpointsPort               int
+	data, natsURL, natsListen           string
+	replicas                            int
+	checkpointDir                       string
+	checkpointEvery, checkpointBeat     int
+	trustProxy                          bool
+	tokenHashes                         [][32]byte // svc up: the hash of its generated token
+}
+
+func (o *logOptions) register(fs interface {
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+	BoolVar(*bool, string, bool, string)
+}) {
+	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
+	fs.IntVar(&o.port, "port", 8080, "`port` of the log's routes (0: any free port)")
+	fs.IntVar(&o.checkpointsPort, "checkpoints-port", -1, "`port` serving --checkpoint-dir read-only (-1: off, 0: any free port)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "an existing NATS `URL`; default: the embedded server")
+	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes")
+	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
+	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
+	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
+	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
+	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+}
+
+func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("log", "--file <f> --key <k> [flags]", logHelp, stderr)
+	var o logOptions
+	fs.StringVar(&o.file, "file", "", "the default tenant's log `file` (SPEC log file format)")
+	fs.StringVar(&o.key, "key", "", "the log's private key `file` (the log signs its heads)")
+	fs.StringVar(&o.tokenEnv, "token-env", "", "environment `variable` holding the default tenant's bearer token")
+	fs.StringVar(&o.tenants, "tenants", "", "JSON `file` mapping tenant ids to {file, tokenEnv, logId}")
+	fs.StringVar(&o.logID, "log-id", "", "the default tenant's log `id`, named in its heads")
+	fs.StringVar(&o.data, "data", "data", "`directory` for the JetStream store, tree stores and projection state")
+	o.register(fs)
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.file == "" || o.key == "" {
+		return usagef("--file and --key are required")
+	}
+	return serveLog(ctx, o, stdout, stderr, nil)
+}
+
+type tenantFileEntry struct {
+	File     string `json:"file"`
+	TokenEnv string `json:"tokenEnv"`
+	LogID    string `json:"logId"`
+}
+
+func tokenHashes(env string) ([][32]byte, error) {
+	if env == "" {
+		return nil, nil
+	}
+	v, ok := os.LookupEnv(env)
+	if !ok || v == "" {
+		return nil, fmt.Errorf("environment variable %s (named by --token-env) is not set; set it to the log's bearer token", env)
+	}
+	return [][32]byte{logserver.HashToken(v)}, nil
+}
+
+func loadTenants(path string) ([]logserver.TenantSpec, error) {
+	data, err := receipt.ReadFileCapped(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]tenantFileEntry
+	dec := json.NewDecoder(bytesReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("--tenants %s: want {\"<tenant>\": {\"file\": ..., \"tokenEnv\": ..., \"logId\": ...}}: %w", path, err)
+	}
+	ids := make([]string, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var out []logserver.TenantSpec
+	for _, id := range ids {
+		e := m[id]
+		if !pipeline.ValidTenant(id) {
+			return nil, fmt.Errorf("--tenants %s: tenant id %q: use 1 to 63 of a-z, 0-9, - and _", path, id)
+		}
+		if e.File == "" {
+			return nil, fmt.Errorf("--tenants %s: tenant %s: file is required", path, id)
+		}
+		if !filepath.IsAbs(e.File) {
+			e.File = filepath.Join(filepath.Dir(path), e.File)
+		}
+		th, err := tokenHashes(e.TokenEnv)
+		if err != nil {
+			return nil, fmt.Errorf("--tenants %s: tenant %s: %w", path, id, err)
+		}
+		out = append(out, logserver.TenantSpec{ID: id, LogID: e.LogID, File: e.File, TokenHashes: th})
+	}
+	return out, nil
+}
+
+// serveLog runs the log service until ctx ends. ready, when set, is called with the
+// listening addresses once the service answers.
+func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	key, err := signer.LoadPrivateKey(o.key)
+	if err != nil {
+		return err
+	}
+	validFrom := time.Now()
+	if fi, err := os.Stat(o.key); err == nil {
+		validFrom = fi.ModTime()
+	}
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(validFrom, nil)}}
+	th := o.tokenHashes
+	if o.tokenEnv != "" {
+		if th, err = tokenHashes(o.tokenEnv); err != nil {
+			return err
+		}
+	}
+	tenants := []logserver.TenantSpec{{ID: logserver.DefaultTenant, LogID: o.logID, File: o.file, TokenHashes: th}}
+	if o.tenants != "" {
+		more, err := loadTenants(o.tenants)
+		if err != nil {
+			return err
+		}
+		for _, t := range more {
+			if t.ID == logserver.DefaultTenant {
+				return fmt.Errorf("--tenants: %q is the tenant of --file; name the others differently", t.ID)
+			}
+		}
+		tenants = append(tenants, more...)
+	}
+	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
+		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
+	}
+	svc, err := logserver.StartService(ctx, logserver.ServiceConfig{
+		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
+		Signer: receipt.KeySigner{Key: key}, Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		Tenants: tenants, CheckpointDir: o.checkpointDir,
+		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
+		TrustProxy: o.trustProxy, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
+	}
+	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 2)
+	go func() { errc <- hs.Serve(ln) }()
+	cpAddr := ""
+	var cps *http.Server
+	if o.checkpointsPort >= 0 {
+		dir := o.checkpointDir
+		if dir == "" {
+			dir = filepath.Join(o.data, "checkpoints")
+		}
+		cln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.checkpointsPort)))
+		if err != nil {
+			return fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
+		}
+		cpAddr = cln.Addr().String()
+		cps = &http.Server{Handler: readOnly(http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
+		go func() { errc <- cps.Serve(cln) }()
+	}
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = t.ID
+	}
+	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", key.KeyID(), "tenants", names, "data", o.data)
+	if ready != nil {
+		ready(ln.Addr().String(), cpAddr, key.KeyID())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-svc.Err():
+	case runErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(sctx)
+	if cps != nil {
+		_ = cps.Shutdown(sctx)
+	}
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	logger.Info("log server stopped")
+	return runErr
+}
+
+// readOnly allows only GET and HEAD.
+func readOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			http.Error(w, "read-only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

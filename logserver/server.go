@@ -1,0 +1,468 @@
+package logserver
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+)
+
+// Limits of SPEC.md.
+const (
+	MaxAppendBody  = 64 << 10 // bytes; 413 beyond
+	AppendRate     = 50       // appends a second per token
+	AppendBurst    = 100
+	MaxLeavesPage  = 10000
+	DefaultTenant  = pipeline.DefaultTenant
+	maxAuditLimit  = 1000
+	maxLimiterKeys = 100000
+)
+
+// Config configures a Server.
+type Config struct {
+	Tenants []*Tenant
+	// Append sends appends to the sequencers; one attempt each (the HTTP client
+	// retries), so construct it with pipeline.ClientConfig{Retries: -1}.
+	Append *pipeline.Client
+	// Checkpoints says whether checkpoints are published (/health reports it).
+	Checkpoints bool
+	// TrustProxy makes per-address limits use the first X-Forwarded-For address.
+	// Off by default: the header is client-forgeable.
+	TrustProxy bool
+	Logger     *slog.Logger
+	Now        func() time.Time
+}
+
+// Server serves the log's HTTP routes.
+type Server struct {
+	cfg     Config
+	tenants map[string]*Tenant
+	mux     *http.ServeMux
+	log     *slog.Logger
+
+	limMu    sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+// New checks cfg and builds the routes.
+func New(cfg Config) (*Server, error) {
+	if cfg.Append == nil {
+		return nil, errors.New("logserver: no append client")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, tenants: map[string]*Tenant{}, mux: http.NewServeMux(), log: cfg.Logger, limiters: map[string]*rate.Limiter{}}
+	for _, t := range cfg.Tenants {
+		if err := t.check(); err != nil {
+			return nil, fmt.Errorf("logserver: %w", err)
+		}
+		if _, dup := s.tenants[t.ID]; dup {
+			return nil, fmt.Errorf("logserver: tenant %s configured twice", t.ID)
+		}
+		s.tenants[t.ID] = t
+	}
+	if len(s.tenants) == 0 {
+		return nil, errors.New("logserver: no tenants")
+	}
+	s.mux.HandleFunc("GET /health", s.health)
+	for _, r := range []struct {
+		method, path string
+		h            func(http.ResponseWriter, *http.Request, *Tenant)
+	}{
+		{"GET", "/.well-known/svc-log.json", s.keys},
+		{"GET", "/head", s.head},
+		{"GET", "/root", s.root},
+		{"GET", "/consistency", s.consistency},
+		{"GET", "/checkpoints", s.checkpoints},
+		{"POST", "/append", s.append},
+		{"GET", "/leaves", s.tenantOnly(s.leaves)},
+		{"GET", "/usage", s.tenantOnly(s.usage)},
+		{"GET", "/audit", s.tenantOnly(s.audit)},
+	} {
+		s.mux.HandleFunc(r.method+" "+r.path, s.withTenant(r.h))
+		s.mux.HandleFunc(r.method+" /t/{tenant}"+r.path, s.withTenant(r.h))
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+	})
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id := r.PathValue("tenant")
+		if id == "" {
+			id = DefaultTenant
+		}
+		t, ok := s.tenants[id]
+		if !ok {
+			writeError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
+			return
+		}
+		h(w, r, t)
+	}
+}
+
+// tenantOnly guards the tenant routes: a bearer token of this tenant is required.
+func (s *Server) tenantOnly(h func(http.ResponseWriter, *http.Request, *Tenant)) func(http.ResponseWriter, *http.Request, *Tenant) {
+	return func(w http.ResponseWriter, r *http.Request, t *Tenant) {
+		if !t.authorized(bearer(r)) {
+			writeError(w, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		h(w, r, t)
+	}
+}
+
+func bearer(r *http.Request) string {
+	v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(v)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, pipeline.ErrorBody{Error: msg})
+}
+
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
+	s.log.Warn("log unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	t, ok := s.tenants[DefaultTenant]
+	if !ok {
+		for _, t = range s.tenants {
+			break
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	size := t.Tree.Size()
+	root, err := t.Tree.RootAt(size)
+	if err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
+		return
+	}
+	// The signer answers when it signs the current head.
+	if _, err := receipt.SignTreeHeadWith(ctx, t.Signer, size, root.String(), s.cfg.Now(), t.LogID); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "keyid": t.Signer.KeyID(), "checkpoints": s.cfg.Checkpoints})
+}
+
+func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	doc, err := t.Keys(r.Context())
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	out := *doc
+	if t.LogID != "" {
+		out.Log = t.LogID
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	size := t.Tree.Size()
+	root, err := t.Tree.RootAt(size)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	env, err := receipt.SignTreeHeadWith(r.Context(), t.Signer, size, root.String(), s.cfg.Now(), t.LogID)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"treeHead": env})
+}
+
+// uintParam reads an optional non-negative integer query parameter.
+func uintParam(r *http.Request, name string, def uint64) (uint64, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("query %s=%q is not a non-negative integer", name, v)
+	}
+	return n, nil
+}
+
+func (s *Server) root(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	cur := t.Tree.Size()
+	size, err := uintParam(r, "size", cur)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if size > cur {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("size %d is outside 0..%d (the current size)", size, cur))
+		return
+	}
+	root, err := t.Tree.RootAt(size)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"treeSize": size, "rootHash": root.String()})
+}
+
+func (s *Server) consistency(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	cur := t.Tree.Size()
+	if r.URL.Query().Get("old") == "" {
+		writeError(w, http.StatusBadRequest, "query old is required: /consistency?old=M&new=N")
+		return
+	}
+	oldSize, err := uintParam(r, "old", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	newSize, err := uintParam(r, "new", cur)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if oldSize > newSize || newSize > cur {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("want 0 <= old <= new <= %d (the current size); got old=%d new=%d", cur, oldSize, newSize))
+		return
+	}
+	proof, err := t.Tree.ConsistencyProof(oldSize, newSize)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"oldSize": oldSize, "newSize": newSize, "hashes": receipt.HashStrings(proof)})
+}
+
+func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	since, err := uintParam(r, "since", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	cps := []Checkpoint{}
+	if t.Checkpoints != nil {
+		if cps, err = t.Checkpoints(since); err != nil {
+			s.unavailable(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+}
+
+// appendRequest is the body of POST /append: exactly one of leaf and leafHash.
+type appendRequest struct {
+	Leaf     *string `json:"leaf"`
+	LeafHash *string `json:"leafHash"`
+}
+
+// ParseAppendBody validates an append body and returns the leaf to append.
+func ParseAppendBody(body []byte) (pipeline.Leaf, error) {
+	var req appendRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return pipeline.Leaf{}, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
+	}
+	if dec.More() {
+		return pipeline.Leaf{}, errors.New("trailing data after the JSON body")
+	}
+	switch {
+	case req.Leaf != nil && req.LeafHash != nil:
+		return pipeline.Leaf{}, errors.New("give leaf or leafHash, not both")
+	case req.Leaf != nil:
+		if *req.Leaf == "" {
+			return pipeline.Leaf{}, errors.New("leaf is empty")
+		}
+		return pipeline.NewLeaf([]byte(*req.Leaf)), nil
+	case req.LeafHash != nil:
+		h, err := merkle.ParseHash(*req.LeafHash)
+		if err != nil {
+			return pipeline.Leaf{}, fmt.Errorf("leafHash: want 64 hex characters: %w", err)
+		}
+		return pipeline.Leaf{Hash: h}, nil
+	}
+	return pipeline.Leaf{}, errors.New("body names neither leaf nor leafHash")
+}
+
+func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	token := bearer(r)
+	if len(t.TokenHashes) > 0 && !t.authorized(token) {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAppendBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("append body over %d bytes", MaxAppendBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	leaf, err := ParseAppendBody(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	key := "ip:" + s.clientAddr(r)
+	if token != "" {
+		h := HashToken(token)
+		key = "token:" + hex.EncodeToString(h[:8])
+	}
+	if !s.limiter(key).Allow() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
+		return
+	}
+	proof, err := s.cfg.Append.Do(r.Context(), t.ID, leaf)
+	if err != nil {
+		var ae *pipeline.AppendError
+		if errors.As(err, &ae) {
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+			}
+			if ae.Status >= 500 {
+				s.log.Warn("append failed", "tenant", t.ID, "status", ae.Status, "err", ae.Message)
+			}
+			writeError(w, ae.Status, ae.Message)
+			return
+		}
+		s.unavailable(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, proof)
+}
+
+func (s *Server) limiter(key string) *rate.Limiter {
+	s.limMu.Lock()
+	defer s.limMu.Unlock()
+	l, ok := s.limiters[key]
+	if !ok {
+		if len(s.limiters) >= maxLimiterKeys {
+			s.limiters = map[string]*rate.Limiter{} // forget idle keys rather than grow without bound
+		}
+		l = rate.NewLimiter(AppendRate, AppendBurst)
+		s.limiters[key] = l
+	}
+	return l
+}
+
+func (s *Server) clientAddr(r *http.Request) string {
+	if s.cfg.TrustProxy {
+		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
+			first, _, _ := strings.Cut(xff, ",")
+			return strings.TrimSpace(first)
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	size := t.Tree.Size()
+	since, err := uintParam(r, "since", 0)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit, err := uintParam(r, "limit", MaxLeavesPage)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	limit = min(limit, MaxLeavesPage)
+	if since > size {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("since %d is beyond the current size %d", since, size))
+		return
+	}
+	end := min(since+limit, size)
+	out := make([]string, 0, end-since)
+	for i := since; i < end; i++ {
+		h, err := t.Tree.LeafHash(i)
+		if err != nil {
+			s.unavailable(w, r, err)
+			return
+		}
+		out = append(out, h.String())
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"since": since, "size": size, "leaves": out})
+}
+
+func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	month := r.URL.Query().Get("month")
+	if month == "" {
+		month = s.cfg.Now().UTC().Format("2006-01")
+	}
+	if _, err := time.Parse("2006-01", month); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
+		return
+	}
+	if t.Usage == nil {
+		writeError(w, http.StatusNotFound, "metering is not configured for this log")
+		return
+	}
+	u, err := t.Usage(month)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, u)
+}
+
+func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	limit, err := uintParam(r, "limit", 100)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	entries := []AuditEntry{}
+	if t.Audit != nil {
+		if entries, err = t.Audit(int(min(limit, maxAuditLimit))); err != nil {
+			s.unavailable(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}

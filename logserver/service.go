@@ -1,0 +1,329 @@
+package logserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/projections"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/sequencer"
+	"svc.dev/svc/signer"
+)
+
+// TenantSpec is one log the service runs.
+type TenantSpec struct {
+	ID    string
+	LogID string
+	// File, when set, is a SPEC.md log file kept in step with the log (file mode). A
+	// file that already holds leaves the log lacks is adopted into the log at start.
+	File        string
+	TokenHashes [][32]byte // SHA-256 of each bearer token
+	// Plan is reported by /usage: free, team or enterprise. Empty: enterprise (no
+	// allowance), since a self-hosted file-mode log enforces none.
+	Plan string
+}
+
+// ServiceConfig configures the whole log service of one process.
+type ServiceConfig struct {
+	DataDir    string // JetStream store (embedded), tree stores and projection state
+	NATSURL    string // an existing NATS cluster; empty: the embedded server
+	NATSListen string // embedded only: also listen on this host:port
+	Replicas   int    // stream replicas with NATSURL; 1 otherwise
+	Signer     receipt.EnvelopeSigner
+	Keys       func(ctx context.Context) (*signer.KeyDocument, error)
+	Tenants    []TenantSpec
+	// CheckpointDir receives the file form of checkpoints; empty: <DataDir>/checkpoints.
+	CheckpointDir       string
+	CheckpointEvery     time.Duration // default 300 s
+	CheckpointHeartbeat time.Duration // default 21600 s
+	TrustProxy          bool
+	Logger              *slog.Logger
+	// NoSync turns off fsync in the embedded server (tests that measure something else).
+	NoSync bool
+}
+
+// Service is a running log service.
+type Service struct {
+	cfg      ServiceConfig
+	srv      *server.Server // the embedded server, or nil
+	nc       *nats.Conn
+	client   *pipeline.Client
+	seqs     map[string]*sequencer.Sequencer
+	cps      map[string]*projections.Checkpointer
+	metering *projections.Metering
+	http     *Server
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	errs     chan error
+}
+
+// StartService starts everything and returns once every sequencer takes requests and
+// every log file holds what the stream holds.
+func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
+	if cfg.DataDir == "" || cfg.Signer == nil || cfg.Keys == nil || len(cfg.Tenants) == 0 {
+		return nil, errors.New("logserver: data directory, signer, key document and at least one tenant are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.CheckpointDir == "" {
+		cfg.CheckpointDir = filepath.Join(cfg.DataDir, "checkpoints")
+	}
+	s := &Service{cfg: cfg, seqs: map[string]*sequencer.Sequencer{}, cps: map[string]*projections.Checkpointer{}, errs: make(chan error, 16)}
+	ok := false
+	defer func() {
+		if !ok {
+			s.Close()
+		}
+	}()
+	if err := s.connect(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(s.nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: cfg.Replicas}); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	s.metering = &projections.Metering{StatePath: filepath.Join(cfg.DataDir, "projections", "metering.json"), JS: js}
+	if err := os.MkdirAll(filepath.Dir(s.metering.StatePath), 0o755); err != nil {
+		return nil, err
+	}
+	if err := s.metering.Load(); err != nil {
+		return nil, err
+	}
+	s.goRun("metering", func() error { return s.metering.Run(runCtx) })
+	var tenants []*Tenant
+	for _, spec := range cfg.Tenants {
+		t, err := s.startTenant(ctx, runCtx, js, spec)
+		if err != nil {
+			return nil, err
+		}
+		tenants = append(tenants, t)
+	}
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1}); err != nil {
+		return nil, err
+	}
+	if s.http, err = New(Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+func (s *Service) connect() error {
+	var err error
+	if s.cfg.NATSURL != "" {
+		s.nc, err = nats.Connect(s.cfg.NATSURL, nats.Name("svc-log"), nats.MaxReconnects(-1))
+		if err != nil {
+			return fmt.Errorf("connect to NATS at %s: %w", s.cfg.NATSURL, err)
+		}
+		return nil
+	}
+	s.srv, err = pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NoSync: s.cfg.NoSync})
+	if err != nil {
+		return err
+	}
+	s.nc, err = pipeline.ConnectEmbedded(s.srv, "svc-log")
+	return err
+}
+
+func (s *Service) goRun(what string, f func() error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := f(); err != nil {
+			s.report(fmt.Errorf("%s: %w", what, err))
+		}
+	}()
+}
+
+func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec) (*Tenant, error) {
+	dir := filepath.Join(s.cfg.DataDir, "tenants", spec.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	fileState := filepath.Join(dir, "logfile.json")
+	var adopt []pipeline.Leaf
+	if spec.File != "" {
+		if _, err := os.Stat(fileState); errors.Is(err, fs.ErrNotExist) {
+			// First start on this file: whatever it holds must be in the log.
+			if adopt, err = readLeaves(spec.File); err != nil {
+				return nil, err
+			}
+		}
+	}
+	seq, err := sequencer.New(sequencer.Config{Tenant: spec.ID, LogID: spec.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Adopt: adopt})
+	if err != nil {
+		return nil, err
+	}
+	s.seqs[spec.ID] = seq
+	failed := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := seq.Run(runCtx)
+		if err != nil {
+			failed <- err
+			s.report(fmt.Errorf("sequencer %s: %w", spec.ID, err))
+		}
+	}()
+	select {
+	case <-seq.Ready():
+	case err := <-failed:
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if spec.File != "" {
+		caught := make(chan struct{})
+		var once sync.Once
+		p := &projections.LogFile{Path: spec.File, StatePath: fileState, Tenant: spec.ID, JS: js, Logger: s.cfg.Logger,
+			CaughtUp: func() { once.Do(func() { close(caught) }) }}
+		pfail := make(chan error, 1)
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			if err := p.Run(runCtx); err != nil {
+				pfail <- err
+				s.report(fmt.Errorf("log file %s: %w", spec.File, err))
+			}
+		}()
+		select {
+		case <-caught:
+		case err := <-pfail:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger}
+	if err := cp.Load(); err != nil {
+		return nil, err
+	}
+	s.cps[spec.ID] = cp
+	s.goRun("checkpoints "+spec.ID, func() error { return cp.Run(runCtx) })
+	plan := spec.Plan
+	if plan == "" {
+		plan = "enterprise"
+	}
+	return &Tenant{
+		ID: spec.ID, LogID: spec.LogID, TokenHashes: spec.TokenHashes, Tree: seq.Tree(), Signer: s.cfg.Signer, Keys: s.cfg.Keys,
+		Checkpoints: func(since uint64) ([]Checkpoint, error) {
+			var out []Checkpoint
+			for _, c := range cp.Since(since) {
+				out = append(out, Checkpoint{TreeSize: c.TreeSize, RootHash: c.RootHash, SignedAt: c.SignedAt, TreeHead: c.Envelope})
+			}
+			if out == nil {
+				out = []Checkpoint{}
+			}
+			return out, nil
+		},
+		Usage: func(month string) (*Usage, error) {
+			appends, _ := s.metering.Appends(spec.ID, month)
+			return &Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil
+		},
+	}, nil
+}
+
+// PlanQuota is a plan's monthly allowance of appends; nil for no allowance.
+func PlanQuota(plan string) *uint64 {
+	var q uint64
+	switch plan {
+	case "free":
+		q = 10000
+	case "team":
+		q = 1000000
+	default:
+		return nil
+	}
+	return &q
+}
+
+func readLeaves(path string) ([]pipeline.Leaf, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := merkle.ReadLogFile(f)
+	if err != nil {
+		return nil, fmt.Errorf("log file %s: %w", path, err)
+	}
+	leaves := make([]pipeline.Leaf, len(entries))
+	for i, e := range entries {
+		leaves[i] = pipeline.Leaf{Hash: e.Hash}
+		if e.Kind == merkle.LineLeaf {
+			leaves[i].Data = []byte(e.Leaf)
+		}
+	}
+	return leaves, nil
+}
+
+// report passes a component's failure to Err without ever blocking.
+func (s *Service) report(err error) {
+	select {
+	case s.errs <- err:
+	default:
+		s.cfg.Logger.Error("component stopped", "err", err)
+	}
+}
+
+// Handler is the HTTP front.
+func (s *Service) Handler() *Server { return s.http }
+
+// Err reports a component that stopped (a fenced sequencer, a broken projection);
+// the process should shut down.
+func (s *Service) Err() <-chan error { return s.errs }
+
+// Checkpointer returns a tenant's checkpointer.
+func (s *Service) Checkpointer(tenant string) *projections.Checkpointer { return s.cps[tenant] }
+
+// Sequencer returns a tenant's sequencer.
+func (s *Service) Sequencer(tenant string) *sequencer.Sequencer { return s.seqs[tenant] }
+
+// Conn is the service's NATS connection.
+func (s *Service) Conn() *nats.Conn { return s.nc }
+
+// Close stops everything, syncing the tree stores.
+func (s *Service) Close() error {
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	var errs []error
+	for _, seq := range s.seqs {
+		errs = append(errs, seq.Close())
+	}
+	if s.client != nil {
+		s.client.Close()
+	}
+	if s.nc != nil {
+		s.nc.Close()
+	}
+	if s.srv != nil {
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,93 @@
+package merkle
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+)
+
+// LineWriter appends lines to a log file without keeping a tree or an index: for a
+// process whose tree lives elsewhere (the log server keeps its tree in the
+// sequencer's store and writes the file as a projection). Its memory stays flat as
+// the log grows. Like OpenLogFile it validates every line on open, truncates a torn
+// last line with a warning, and locks the file.
+type LineWriter struct {
+	path  string
+	f     *os.File
+	count uint64
+	end   int64
+	buf   []byte
+}
+
+// OpenLineWriter opens (or creates) the log file at path and counts its lines.
+func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	f, err := openLocked(path, os.O_RDWR|os.O_CREATE)
+	if err != nil {
+		return nil, err
+	}
+	w := &LineWriter{path: path, f: f}
+	s := newLineScanner(io.NewSectionReader(f, 0, 1<<62))
+	for {
+		_, err := s.next()
+		if err == io.EOF {
+			break
+		}
+		var torn *tornError
+		if errors.As(err, &torn) {
+			if err := f.Truncate(torn.offset); err != nil {
+				f.Close()
+				return nil, err
+			}
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return nil, err
+			}
+			logger.Warn("merkle: truncated torn last line of log file",
+				"file", path, "line", torn.line, "offset", torn.offset,
+				"dropped_bytes", torn.size, "reason", torn.reason.Error())
+			s.off = torn.offset
+			break
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		w.count++
+	}
+	w.end = s.off
+	return w, nil
+}
+
+// Count is the number of lines (leaves) in the file.
+func (w *LineWriter) Count() uint64 { return w.count }
+
+// Append writes entries as lines in one write and one fsync. On error nothing is
+// counted and the file is cut back to where it was.
+func (w *LineWriter) Append(entries []Entry) error {
+	w.buf = w.buf[:0]
+	for _, e := range entries {
+		var err error
+		if w.buf, _, err = appendLine(w.buf, e); err != nil {
+			return err
+		}
+	}
+	if _, err := w.f.WriteAt(w.buf, w.end); err != nil {
+		_ = w.f.Truncate(w.end)
+		return err
+	}
+	if err := w.f.Sync(); err != nil {
+		_ = w.f.Truncate(w.end)
+		return err
+	}
+	w.end += int64(len(w.buf))
+	w.count += uint64(len(entries))
+	return nil
+}
+
+// Close closes the file.
+func (w *LineWriter) Close() error { return w.f.Close() }

@@ -1,0 +1,177 @@
+package projections
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
+)
+
+// CheckpointFile is the file form of a published checkpoint,
+// <dir>/<tenant>/<treeSize>.json and <dir>/<tenant>/latest.json.
+type CheckpointFile struct {
+	Tenant   string            `json:"tenant"`
+	LogID    string            `json:"logId"`
+	TreeSize uint64            `json:"treeSize"`
+	RootHash string            `json:"rootHash"`
+	SignedAt string            `json:"signedAt"`
+	Envelope *receipt.Envelope `json:"envelope"`
+}
+
+// Checkpointer publishes a tenant's signed heads: every Every it signs the head of a
+// log that has grown, and every Heartbeat it re-signs the head of one that has not
+// (only when the root at that size is unchanged, which it always is for a log that
+// only appends).
+type Checkpointer struct {
+	Dir       string        // the checkpoint directory; files go under Dir/<tenant>
+	Tenant    string
+	LogID     string
+	Tree      *merkle.Tree  // the tenant's tree (read only)
+	Signer    receipt.EnvelopeSigner
+	Every     time.Duration // default 300 s
+	Heartbeat time.Duration // default 21600 s
+	Logger    *slog.Logger
+	Now       func() time.Time
+
+	mu   sync.RWMutex
+	list []CheckpointFile // ascending treeSize, one per size (the latest signature)
+}
+
+// Load reads the checkpoints already published.
+func (c *Checkpointer) Load() error {
+	if c.Every <= 0 {
+		c.Every = 300 * time.Second
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 21600 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	dir := filepath.Join(c.Dir, c.Tenant)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.list = nil
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if _, err := strconv.ParseUint(n, 10, 64); err != nil {
+			continue // latest.json and anything else
+		}
+		data, err := receipt.ReadFileCapped(filepath.Join(dir, e.Name()), 1<<20)
+		if err != nil {
+			return err
+		}
+		var cp CheckpointFile
+		if err := json.Unmarshal(data, &cp); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", e.Name(), err)
+		}
+		c.list = append(c.list, cp)
+	}
+	sort.Slice(c.list, func(i, j int) bool { return c.list[i].TreeSize < c.list[j].TreeSize })
+	return nil
+}
+
+// Run publishes until ctx ends.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	t := time.NewTicker(c.Every)
+	defer t.Stop()
+	for {
+		if err := c.Tick(ctx); err != nil {
+			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Tick publishes a checkpoint if the log grew, or if the heartbeat is due.
+func (c *Checkpointer) Tick(ctx context.Context) error {
+	size := c.Tree.Size()
+	root, err := c.Tree.RootAt(size)
+	if err != nil {
+		return err
+	}
+	c.mu.RLock()
+	var last *CheckpointFile
+	if n := len(c.list); n > 0 {
+		last = &c.list[n-1]
+	}
+	c.mu.RUnlock()
+	now := c.Now()
+	switch {
+	case size == 0:
+		return nil
+	case last == nil || size > last.TreeSize:
+	case size == last.TreeSize:
+		if last.RootHash != root.String() {
+			return fmt.Errorf("root at size %d is %s, but checkpoint says %s: refusing to re-sign", size, root, last.RootHash)
+		}
+		at, err := receipt.ParseTime(last.SignedAt)
+		if err == nil && now.Sub(at) < c.Heartbeat {
+			return nil
+		}
+	default:
+		return fmt.Errorf("the tree (%d leaves) is smaller than the last checkpoint (%d)", size, last.TreeSize)
+	}
+	env, err := receipt.SignTreeHeadWith(ctx, c.Signer, size, root.String(), now, c.LogID)
+	if err != nil {
+		return err
+	}
+	cp := CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
+	data, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(c.Dir, c.Tenant)
+	if err := receipt.WriteFileAtomic(filepath.Join(dir, strconv.FormatUint(size, 10)+".json"), data, 0o644); err != nil {
+		return err
+	}
+	if err := receipt.WriteFileAtomic(filepath.Join(dir, "latest.json"), data, 0o644); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	if n := len(c.list); n > 0 && c.list[n-1].TreeSize == size {
+		c.list[n-1] = cp
+	} else {
+		c.list = append(c.list, cp)
+	}
+	c.mu.Unlock()
+	c.Logger.Info("checkpoint published", "tenant", c.Tenant, "size", size, "root", root.String())
+	return nil
+}
+
+// Since lists the checkpoints with treeSize > since, ascending.
+func (c *Checkpointer) Since(since uint64) []CheckpointFile {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	i := sort.Search(len(c.list), func(i int) bool { return c.list[i].TreeSize > since })
+	return append([]CheckpointFile(nil), c.list[i:]...)
+}
+
+

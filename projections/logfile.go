@@ -1,0 +1,103 @@
+package projections
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+)
+
+// LogFile keeps a SPEC.md log file in step with a tenant's committed leaves, so the
+// file a file-mode log server names with --file stays a faithful log file that
+// `svc verify --log` and `svc audit --log` read. Lines are written in batches, one
+// fsync each.
+type LogFile struct {
+	Path      string // the log file
+	StatePath string // where the stream position is kept
+	Tenant    string
+	JS        jetstream.JetStream
+	Logger    *slog.Logger
+	// CaughtUp, when set, is called once the file holds every leaf the stream held
+	// when Run started.
+	CaughtUp func()
+
+	w *merkle.LineWriter
+}
+
+type logFileState struct {
+	Lines     uint64 `json:"lines"`
+	StreamSeq uint64 `json:"streamSeq"` // the batch that ends at Lines
+}
+
+// Run follows the stream until ctx ends.
+func (p *LogFile) Run(ctx context.Context) error {
+	if p.Logger == nil {
+		p.Logger = slog.Default()
+	}
+	w, err := merkle.OpenLineWriter(p.Path, p.Logger)
+	if err != nil {
+		return err
+	}
+	p.w = w
+	defer w.Close()
+	var st logFileState
+	if err := loadState(p.StatePath, &st); err != nil {
+		return fmt.Errorf("log file projection %s: %w", p.StatePath, err)
+	}
+	start := uint64(1)
+	if st.Lines <= w.Count() && st.StreamSeq > 0 {
+		start = st.StreamSeq + 1
+	}
+	var pending []merkle.Entry
+	var lastSeq uint64
+	lastSave := time.Now()
+	flush := func() error {
+		if len(pending) == 0 {
+			return nil
+		}
+		if err := w.Append(pending); err != nil {
+			return fmt.Errorf("log file %s: %w", p.Path, err)
+		}
+		pending = pending[:0]
+		if time.Since(lastSave) > time.Second {
+			lastSave = time.Now()
+			return saveState(p.StatePath, logFileState{Lines: w.Count(), StreamSeq: lastSeq})
+		}
+		return nil
+	}
+	err = Follow(ctx, p.JS, pipeline.LeavesSubject(p.Tenant), start, func(ev Event) error {
+		have := w.Count() + uint64(len(pending))
+		b := ev.Batch
+		if b.First > have {
+			return fmt.Errorf("log file %s holds %d leaves but the next committed batch starts at %d", p.Path, have, b.First)
+		}
+		for _, l := range b.Leaves[min(have-b.First, uint64(len(b.Leaves))):] {
+			if l.Data != nil {
+				pending = append(pending, merkle.Entry{Kind: merkle.LineLeaf, Leaf: string(l.Data), Hash: l.Hash})
+			} else {
+				pending = append(pending, merkle.Entry{Kind: merkle.LineHash, Hash: l.Hash})
+			}
+		}
+		lastSeq = ev.Seq
+		if ev.Pending == 0 || len(pending) >= 8192 {
+			return flush()
+		}
+		return nil
+	}, func() {
+		if err := flush(); err == nil && p.CaughtUp != nil {
+			p.CaughtUp()
+		}
+	})
+	if ferr := flush(); err == nil {
+		err = ferr
+	}
+	if lastSeq > 0 {
+		_ = saveState(p.StatePath, logFileState{Lines: w.Count(), StreamSeq: lastSeq})
+	}
+	return err
+}

@@ -1,0 +1,85 @@
+package remote_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+// FuzzSignRequest feeds arbitrary bodies to POST /sign. It never panics, answers only
+// 200, 400 or 413, and whatever it signs is a tree head in canonical form, exactly
+// the bytes sent, signed by the log key. Run with
+// go test ./signer/remote -run '^$' -fuzz '^FuzzSignRequest$' -fuzztime 10s.
+func FuzzSignRequest(f *testing.F) {
+	good := treeHead(f, 3, "main")
+	f.Add([]byte(signBody(receipt.PayloadTreeHead, good)))
+	f.Add([]byte(signBody(receipt.PayloadTreeHead, treeHead(f, 0, ""))))
+	f.Add([]byte(signBody(receipt.PayloadInToto, good)))
+	f.Add([]byte(signBody(receipt.PayloadTreeHead, []byte(`{"treeSize":1}`))))
+	f.Add([]byte(`{"payloadType":"application/vnd.svc.treehead+json","payload":"e30="}`))
+	f.Add([]byte(`{"payloadType":"application/vnd.svc.treehead+json","payload":null}`))
+	f.Add([]byte(`{"payloadType":1}`))
+	f.Add([]byte(`{}`))
+	f.Add([]byte(`null`))
+	f.Add([]byte(``))
+	f.Add([]byte(`{"payloadType":"x","payload":"aGk="}{}`))
+
+	key := seedKey(f, 1)
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: testToken, ValidFrom: validFrom, Logger: discardLogger()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	trusted := []signer.PublicKey{key.Public()}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, th, perr := remote.ParseSignRequest(body)
+		if perr == nil && (req == nil || th == nil) {
+			t.Fatal("ParseSignRequest: nil result without an error")
+		}
+
+		r := httptest.NewRequest(http.MethodPost, "/sign", bytes.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+testToken)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		switch w.Code {
+		case 200:
+			if perr != nil {
+				t.Fatalf("signed a body the parser refuses (%v)", perr)
+			}
+			env, err := receipt.ParseEnvelope(w.Body.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.Verify(trusted); err != nil {
+				t.Fatal(err)
+			}
+			if env.PayloadType != receipt.PayloadTreeHead || !bytes.Equal(env.Payload, req.Payload) {
+				t.Fatalf("signed %q %q", env.PayloadType, env.Payload)
+			}
+			head, err := receipt.DecodeTreeHead(env)
+			if err != nil {
+				t.Fatalf("signed a payload that is not a tree head: %v", err)
+			}
+			if c, _ := receipt.Canonical(head); !bytes.Equal(c, env.Payload) {
+				t.Fatalf("signed a non-canonical head %q", env.Payload)
+			}
+		case 400, 413:
+			if perr == nil && w.Code == 400 {
+				t.Fatalf("refused a body the parser accepts: %s", w.Body.String())
+			}
+			var e struct{ Error string }
+			if json.Unmarshal(w.Body.Bytes(), &e) != nil || strings.TrimSpace(e.Error) == "" {
+				t.Fatalf("error body %q", w.Body.String())
+			}
+		default:
+			t.Fatalf("status %d: %s", w.Code, w.Body.String())
+		}
+	})
+}
