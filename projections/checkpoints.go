@@ -33,10 +33,10 @@ type CheckpointFile struct {
 // (only when the root at that size is unchanged, which it always is for a log that
 // only appends).
 type Checkpointer struct {
-	Dir       string        // the checkpoint directory; files go under Dir/<tenant>
+	Dir       string // the checkpoint directory; files go under Dir/<tenant>
 	Tenant    string
 	LogID     string
-	Tree      *merkle.Tree  // the tenant's tree (read only)
+	Tree      *merkle.Tree // the tenant's tree (read only)
 	Signer    receipt.EnvelopeSigner
 	Every     time.Duration // default 300 s
 	Heartbeat time.Duration // default 21600 s
@@ -173,5 +173,3 @@ func (c *Checkpointer) Since(since uint64) []CheckpointFile {
 	i := sort.Search(len(c.list), func(i int) bool { return c.list[i].TreeSize > since })
 	return append([]CheckpointFile(nil), c.list[i:]...)
 }
-
-

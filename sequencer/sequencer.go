@@ -63,9 +63,9 @@ type Config struct {
 	// the stream (svc log --file on a gateway's log). After recovery the sequencer
 	// checks that the leaves the log already holds match, and commits the rest
 	// before it takes requests. A mismatch stops Run with an error.
-	Adopt []pipeline.Leaf
-	Logger          *slog.Logger
-	Now             func() time.Time
+	Adopt  []pipeline.Leaf
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Sequencer is the single writer of one tenant's log. Construct with New, then Run.
