@@ -50,7 +50,10 @@ type ServiceConfig struct {
 	CheckpointEvery     time.Duration // default 300 s
 	CheckpointHeartbeat time.Duration // default 21600 s
 	TrustProxy          bool
-	Logger              *slog.Logger
+	// AppendTimeout bounds how long the HTTP front waits for a sequencer's answer
+	// before answering 503; default 10 s.
+	AppendTimeout time.Duration
+	Logger        *slog.Logger
 	// NoSync turns off fsync in the embedded server (tests that measure something else).
 	NoSync bool
 }
@@ -117,7 +120,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		}
 		tenants = append(tenants, t)
 	}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: cfg.AppendTimeout}); err != nil {
 		return nil, err
 	}
 	if s.http, err = New(Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {

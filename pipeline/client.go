@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -95,6 +96,20 @@ func newAppendError(status, retryAfter int, msg string) *AppendError {
 // Do sends one append request and waits for its answer, at most Timeout. A 200
 // returns the proof; any other answer an *AppendError.
 func (c *Client) Do(ctx context.Context, tenant string, l Leaf) (*receipt.Proof, error) {
+	body, err := c.DoRaw(ctx, tenant, l)
+	if err != nil {
+		return nil, err
+	}
+	var p receipt.Proof
+	if err := json.Unmarshal(body, &p); err != nil || p.TreeHead == nil {
+		return nil, newAppendError(503, 0, fmt.Sprintf("log unavailable: malformed answer: %v", err))
+	}
+	return &p, nil
+}
+
+// DoRaw is Do returning the answer's JSON ({inclusion, treeHead}) undecoded, for the
+// HTTP front, which passes it on as its own answer.
+func (c *Client) DoRaw(ctx context.Context, tenant string, l Leaf) ([]byte, error) {
 	inbox := fmt.Sprintf("%s%d", c.prefix, c.next.Add(1))
 	ch := make(chan *nats.Msg, 1)
 	c.mu.Lock()
@@ -116,14 +131,14 @@ func (c *Client) Do(ctx context.Context, tenant string, l Leaf) (*receipt.Proof,
 	case <-t.C:
 		return nil, newAppendError(503, 0, fmt.Sprintf("log unavailable: no answer within %s", c.timeout))
 	case m := <-ch:
+		if m.Header.Get(HeaderStatus) == "200" {
+			return m.Data, nil
+		}
 		r, err := DecodeReply(m)
 		if err != nil {
 			return nil, newAppendError(503, 0, "log unavailable: "+err.Error())
 		}
-		if r.Status != 200 {
-			return nil, newAppendError(r.Status, r.RetryAfter, r.Error)
-		}
-		return r.Proof, nil
+		return nil, newAppendError(r.Status, r.RetryAfter, r.Error)
 	}
 }
 

@@ -55,7 +55,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 	}
 	var pending []merkle.Entry
 	var lastSeq uint64
-	lastSave := time.Now()
+	lastSave, lastFlush := time.Now(), time.Now()
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
@@ -84,7 +84,10 @@ func (p *LogFile) Run(ctx context.Context) error {
 			}
 		}
 		lastSeq = ev.Seq
-		if ev.Pending == 0 || len(pending) >= 8192 {
+		// The file is a projection: the stream holds every leaf, so the file is
+		// written (and fsynced) in groups rather than once a batch.
+		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= 100*time.Millisecond) {
+			lastFlush = time.Now()
 			return flush()
 		}
 		return nil

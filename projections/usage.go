@@ -53,7 +53,7 @@ func (m *Metering) Run(ctx context.Context) error {
 	lastSave := time.Now()
 	err := Follow(ctx, m.JS, pipeline.LeavesPrefix+">", start, func(ev Event) error {
 		m.Apply(ev)
-		if time.Since(lastSave) > time.Second || ev.Pending == 0 {
+		if time.Since(lastSave) > time.Second {
 			lastSave = time.Now()
 			return m.save()
 		}

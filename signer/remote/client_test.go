@@ -247,7 +247,6 @@ func TestNewClientChecks(t *testing.T) {
 		t.Errorf("bad key document: %v", err)
 	}
 	// Health notices a signer that now signs with another key.
-	c := newClient(t, s.http.URL, testToken)
 	rotated := newSigner(t, 3, testToken, nil)
 	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/keys" {
@@ -257,7 +256,7 @@ func TestNewClientChecks(t *testing.T) {
 		rotated.srv.ServeHTTP(w, r)
 	}))
 	defer moved.Close()
-	c = newClient(t, moved.URL, testToken)
+	c := newClient(t, moved.URL, testToken)
 	if err := c.Health(context.Background()); !errors.Is(err, remote.ErrBadResponse) {
 		t.Errorf("Health after rotation: %v", err)
 	}

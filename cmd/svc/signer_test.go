@@ -1,0 +1,199 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+const signerTokenEnv = "SVC_TEST_SIGNER_TOKEN"
+
+// lockedBuffer is written by the command's goroutine and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestSignerHelpListsEveryFlag(t *testing.T) {
+	code, out, errOut := runSvc(t, "signer", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	text := out + errOut
+	for _, want := range []string{"Usage: svc signer", "Example:", "svc signer --key", "POST /sign", "GET  /keys"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("help lacks %q:\n%s", want, text)
+		}
+	}
+	for _, f := range []string{"key", "port", "host", "token-env", "retired-key", "log-id", "valid-from"} {
+		if !strings.Contains(text, "\n  -"+f+" ") && !strings.Contains(text, "\n  -"+f+"\n") {
+			t.Errorf("flag -%s not listed:\n%s", f, text)
+		}
+	}
+	_, _, top := runSvc(t, "--help")
+	if !strings.Contains(top, "  signer ") {
+		t.Errorf("svc --help does not list signer:\n%s", top)
+	}
+}
+
+func TestSignerUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	_, keyPath, _ := testKey(t, dir, "log")
+	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
+	for name, args := range map[string][]string{
+		"no --key":       {"signer", "--port", "0", "--token-env", signerTokenEnv},
+		"no --port":      {"signer", "--key", keyPath, "--token-env", signerTokenEnv},
+		"no --token-env": {"signer", "--key", keyPath, "--port", "0"},
+		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv},
+		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "extra"},
+		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--valid-from", "monday"},
+	} {
+		if code, _, errOut := runSvc(t, args...); code != 2 {
+			t.Errorf("%s: exit %d, want 2 (stderr %s)", name, code, errOut)
+		}
+	}
+}
+
+// A token variable that is unset, empty or too weak stops startup with a message
+// naming the variable, and the token never appears in the output.
+func TestSignerTokenEnvMustBeSet(t *testing.T) {
+	dir := t.TempDir()
+	_, keyPath, _ := testKey(t, dir, "log")
+	const unset = "SVC_TEST_SIGNER_TOKEN_NOT_SET"
+	t.Setenv(unset, "x")
+	os.Unsetenv(unset)
+	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset)
+	if code != 1 || !strings.Contains(errOut, unset) || strings.Contains(out, "listening") {
+		t.Errorf("unset variable: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	t.Setenv(signerTokenEnv, "")
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	if code != 1 || !strings.Contains(errOut, signerTokenEnv) {
+		t.Errorf("empty variable: exit %d, stderr %q", code, errOut)
+	}
+	t.Setenv(signerTokenEnv, "weak")
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	if code != 1 || !strings.Contains(errOut, signerTokenEnv) || strings.Contains(errOut, "weak") {
+		t.Errorf("weak token: exit %d, stderr %q", code, errOut)
+	}
+	// A missing key file fails too, after the token checks pass.
+	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
+	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv); code != 1 {
+		t.Errorf("missing key: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// svc signer runs: it prints its keyid and address, signs through the client, serves
+// its key document with the retired key, logs without the token, and stops on cancel.
+func TestSignerRun(t *testing.T) {
+	dir := t.TempDir()
+	key, keyPath, _ := testKey(t, dir, "log")
+	old, _, oldPub := testKey(t, dir, "log-old")
+	const token = "the-shared-signer-token-0123456789"
+	t.Setenv(signerTokenEnv, token)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+			"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z"}, &stdout, &stderr)
+	}()
+
+	addrRE := regexp.MustCompile(`listening\s+(http://127\.0\.0\.1:[0-9]+)\n`)
+	var addr string
+	deadline := time.Now().Add(10 * time.Second)
+	for addr == "" {
+		if m := addrRE.FindStringSubmatch(stdout.String()); m != nil {
+			addr = m[1]
+			break
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("signer exited %d before listening:\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address printed:\nstdout %s\nstderr %s", stdout.String(), stderr.String())
+		}
+	}
+	if !strings.Contains(stdout.String(), key.KeyID()) {
+		t.Errorf("keyid not printed: %s", stdout.String())
+	}
+	if strings.HasSuffix(addr, ":0") {
+		t.Errorf("printed the requested port, not the chosen one: %s", addr)
+	}
+
+	c, err := remote.NewClient(ctx, addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.KeyID() != key.KeyID() {
+		t.Errorf("client learned %s, want %s", c.KeyID(), key.KeyID())
+	}
+	head, err := receipt.SignTreeHeadWith(ctx, c, 3, strings.Repeat("cd", 32), time.Now(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := head.Verify([]signer.PublicKey{key.Public()}); err != nil {
+		t.Errorf("head does not verify with the key file's public key: %v", err)
+	}
+	doc, err := c.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if doc.Log != "main" || len(doc.Keys) != 2 || doc.Keys[0].KeyID != key.KeyID() || doc.Keys[1].KeyID != old.KeyID() ||
+		doc.Keys[0].ValidFrom != "2026-05-01T00:00:00.000Z" || doc.Keys[1].ValidTo != "2026-05-01T00:00:00.000Z" {
+		t.Errorf("key document = %+v", doc)
+	}
+	// The wrong token is refused by the running service.
+	bad, err := remote.NewClient(ctx, addr, "not-the-shared-token-000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.SignEnvelope(ctx, receipt.PayloadTreeHead, head.Payload); err == nil {
+		t.Error("wrong token signed")
+	}
+
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("exit %d after cancel; stderr %s", code, stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("signer did not stop after cancel")
+	}
+	logs := stderr.String()
+	if strings.Contains(logs, token) || strings.Contains(stdout.String(), token) {
+		t.Error("the token was printed or logged")
+	}
+	for _, want := range []string{`"path":"/sign"`, `"status":200`, `"status":401`, `"method":"POST"`, `"duration"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("stderr lacks %s:\n%s", want, logs)
+		}
+	}
+}
