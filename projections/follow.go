@@ -23,6 +23,23 @@ type Event struct {
 	Pending uint64
 }
 
+// Target is the stream sequence of the last batch on subject now (0: none): how far
+// a replay has to go.
+func Target(ctx context.Context, js jetstream.JetStream, subject string) (uint64, error) {
+	stream, err := js.Stream(ctx, pipeline.LeavesStream)
+	if err != nil {
+		return 0, err
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return last.Sequence, nil
+}
+
 // Follow delivers every batch on subject (a tenant's leaves subject, or
 // svc.leaves.> for all) from stream sequence startSeq on, in order, until ctx ends.
 // When caughtUp is not nil it is called once, when Follow has delivered everything

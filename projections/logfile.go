@@ -25,6 +25,8 @@ type LogFile struct {
 	// CaughtUp, when set, is called once the file holds every leaf the stream held
 	// when Run started.
 	CaughtUp func()
+	// OnBatch, when set, is called with the stream sequence of each batch written.
+	OnBatch func(seq uint64)
 
 	w *merkle.LineWriter
 }
@@ -84,9 +86,12 @@ func (p *LogFile) Run(ctx context.Context) error {
 			}
 		}
 		lastSeq = ev.Seq
+		if p.OnBatch != nil {
+			defer p.OnBatch(ev.Seq)
+		}
 		// The file is a projection: the stream holds every leaf, so the file is
 		// written (and fsynced) in groups rather than once a batch.
-		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= 100*time.Millisecond) {
+		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= 500*time.Millisecond) {
 			lastFlush = time.Now()
 			return flush()
 		}

@@ -56,7 +56,9 @@ type Config struct {
 	// idempotent retries; default 1<<20 (about 40 MiB).
 	RecentLeaves int
 	// CheckpointEvery is how often the tree store is synced and the stream position
-	// recorded, bounding the replay after a crash; default 5 s.
+	// recorded, bounding the replay after a crash; default 30 s (a sync stalls the
+	// sequencer for a few milliseconds, and replay runs at hundreds of thousands of
+	// leaves a second).
 	CheckpointEvery time.Duration
 	Admit           Admitter // optional
 	// Adopt lists leaves the log must begin with: a log file that existed before
@@ -110,7 +112,7 @@ func New(cfg Config) (*Sequencer, error) {
 		cfg.RecentLeaves = 1 << 20
 	}
 	if cfg.CheckpointEvery <= 0 {
-		cfg.CheckpointEvery = 5 * time.Second
+		cfg.CheckpointEvery = 30 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -182,13 +184,19 @@ func (s *Sequencer) Run(ctx context.Context) error {
 	return err
 }
 
-func (s *Sequencer) run(ctx context.Context) error {
+// Recover brings the tree store up to the last committed batch without taking
+// requests (svc replay tree); Run does it first itself.
+func (s *Sequencer) Recover(ctx context.Context) error {
 	var err error
 	if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
 		return fmt.Errorf("sequencer %s: stream %s: %w", s.cfg.Tenant, pipeline.LeavesStream, err)
 	}
+	return s.recover(ctx)
+}
+
+func (s *Sequencer) run(ctx context.Context) error {
 	start := time.Now()
-	if err := s.recover(ctx); err != nil {
+	if err := s.Recover(ctx); err != nil {
 		return err
 	}
 	if err := s.adopt(ctx); err != nil {

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	iofs "io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/projections"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/sequencer"
+	"svc.dev/svc/signer"
+)
+
+func init() {
+	register("replay", "rebuild a projection from the log of record", runReplay)
+}
+
+const replayHelp = `Rebuilds a projection from SVC_LEAVES, the log of record, with a progress bar. Run it
+while the log server is stopped (it opens the same --data directory, or connects to
+--nats-url).
+
+Projections:
+  logfile    writes the tenant's SPEC log file afresh to --out (which must not exist)
+  metering   recounts appends per tenant and month (<data>/projections/metering.json)
+  tree       rebuilds the tenant's tree store (<data>/tenants/<tenant>/tree)
+
+Checkpoints are signatures made at the time; they are not replayed.
+
+Example:
+  svc replay logfile --data ./data --tenant default --out rebuilt.jsonl`
+
+func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		fs := newFlagSet("replay", "<logfile|metering|tree> [flags]", replayHelp, stderr)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			fs.Usage()
+			return nil
+		}
+		return usagef("name the projection: logfile, metering or tree")
+	}
+	what := args[0]
+	fs := newFlagSet("replay "+what, "[flags]", replayHelp, stderr)
+	data := fs.String("data", "data", "the log's data `directory`")
+	natsURL := fs.String("nats-url", "", "NATS `URL` of the cluster; default: the embedded server in --data")
+	tenant := fs.String("tenant", "default", "the `tenant` (logfile, tree)")
+	out := fs.String("out", "", "logfile: the `file` to write")
+	if _, err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	var nc *nats.Conn
+	if *natsURL != "" {
+		var err error
+		if nc, err = nats.Connect(*natsURL, nats.Name("svc-replay")); err != nil {
+			return err
+		}
+	} else {
+		if _, err := os.Stat(filepath.Join(*data, "nats")); err != nil {
+			return fmt.Errorf("%s holds no JetStream store (%v); point --data at the log's data directory", *data, err)
+		}
+		srv, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: *data})
+		if err != nil {
+			return fmt.Errorf("%w (is the log server still running on %s? stop it first)", err, *data)
+		}
+		defer srv.Shutdown()
+		if nc, err = pipeline.ConnectEmbedded(srv, "svc-replay"); err != nil {
+			return err
+		}
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	switch what {
+	case "metering":
+		path := filepath.Join(*data, "projections", "metering.json")
+		if err := os.Remove(path); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+			return err
+		}
+		target, err := projections.Target(ctx, js, pipeline.LeavesPrefix+">")
+		if err != nil {
+			return err
+		}
+		m := &projections.Metering{StatePath: path, JS: js}
+		if err := m.Load(); err != nil {
+			return err
+		}
+		return replayUntil(ctx, stderr, "metering", target, m.Position, func(ctx context.Context) error { return m.Run(ctx) })
+	case "logfile":
+		if *out == "" {
+			return usagef("logfile: --out is required")
+		}
+		if _, err := os.Stat(*out); err == nil {
+			return fmt.Errorf("%s exists; replay writes a new file", *out)
+		}
+		target, err := projections.Target(ctx, js, pipeline.LeavesSubject(*tenant))
+		if err != nil {
+			return err
+		}
+		state, err := os.MkdirTemp("", "svc-replay-*")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(state)
+		var pos atomic.Uint64
+		p := &projections.LogFile{Path: *out, StatePath: filepath.Join(state, "state.json"), Tenant: *tenant, JS: js, Logger: logger}
+		p.OnBatch = func(seq uint64) { pos.Store(seq) }
+		err = replayUntil(ctx, stderr, "logfile", target, pos.Load, func(ctx context.Context) error { return p.Run(ctx) })
+		if err == nil {
+			fmt.Fprintf(stdout, "wrote %s\n", *out)
+		}
+		return err
+	case "tree":
+		dir := filepath.Join(*data, "tenants", *tenant)
+		if err := os.RemoveAll(filepath.Join(dir, "tree")); err != nil {
+			return err
+		}
+		_ = os.Remove(filepath.Join(dir, "state.json"))
+		key, _ := signer.GenerateKey() // signs nothing that leaves this command
+		seq, err := sequencer.New(sequencer.Config{Tenant: *tenant, Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, Logger: logger})
+		if err != nil {
+			return err
+		}
+		defer seq.Close()
+		start := time.Now()
+		stop := progress(stderr, "tree", func() (uint64, uint64) { return seq.Tree().Size(), 0 })
+		err = seq.Recover(ctx)
+		stop()
+		if err == nil {
+			fmt.Fprintf(stdout, "rebuilt the tree of %s: %d leaves in %s\n", *tenant, seq.Tree().Size(), time.Since(start).Round(time.Millisecond))
+		}
+		return err
+	}
+	return usagef("unknown projection %q: want logfile, metering or tree", what)
+}
+
+// replayUntil runs a projection until its position reaches target, with progress.
+func replayUntil(ctx context.Context, w io.Writer, name string, target uint64, pos func() uint64, run func(context.Context) error) error {
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- run(rctx) }()
+	stop := progress(w, name, func() (uint64, uint64) { return pos(), target })
+	defer stop()
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if pos() >= target {
+			cancel()
+			return <-errc
+		}
+		select {
+		case err := <-errc:
+			if err == nil && pos() < target {
+				err = fmt.Errorf("%s stopped at stream sequence %d of %d", name, pos(), target)
+			}
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// progress prints a progress bar to w until stop is called.
+func progress(w io.Writer, name string, at func() (done, total uint64)) (stop func()) {
+	quit := make(chan struct{})
+	finished := make(chan struct{})
+	draw := func() {
+		done, total := at()
+		if total == 0 {
+			fmt.Fprintf(w, "\r  replay %-9s %12d", name, done)
+			return
+		}
+		pct := float64(done) / float64(total)
+		bar := strings.Repeat("#", int(pct*30)) + strings.Repeat(".", 30-int(pct*30))
+		fmt.Fprintf(w, "\r  replay %-9s [%s] %5.1f%%  %d/%d", name, bar, 100*pct, done, total)
+	}
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				draw()
+				fmt.Fprintln(w)
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	}()
+	return func() { close(quit); <-finished }
+}
