@@ -42,18 +42,18 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Transport   string
-	Appends     int64
-	Errors      int64
-	Elapsed     time.Duration
-	Rate        float64 // appends/s
-	P50         time.Duration
-	P95         time.Duration
-	P99         time.Duration
-	Max         time.Duration
+	Transport string
+	Appends   int64
+	Errors    int64
+	Elapsed   time.Duration
+	Rate      float64 // appends/s
+	P50       time.Duration
+	P95       time.Duration
+	P99       time.Duration
+	Max       time.Duration
 	// PacerP99 is how late the load generator itself sent (open loop only): latency
 	// counts from the scheduled time, so this much of P99 may be the generator's.
-	PacerP99 time.Duration
+	PacerP99    time.Duration
 	Heads       int    // distinct heads seen
 	ProofsOK    bool   // every proof verified against a head signed by a trusted key
 	Consistent  bool   // every head is consistent with the last
