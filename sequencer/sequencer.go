@@ -21,6 +21,10 @@ import (
 	"svc.dev/svc/receipt"
 )
 
+// preloadLeaves is how many of the latest leaf hashes a restart reads back for
+// idempotency.
+const preloadLeaves = 1 << 16
+
 // ErrFenced: another sequencer committed to this tenant's log, so this one stopped
 // without assigning any index. Run returns it; the process should not restart the
 // sequencer blindly.
@@ -85,7 +89,8 @@ type Sequencer struct {
 	lastCkpt  time.Time
 	statePath string
 
-	ready chan struct{} // closed once Run consumes requests
+	ready    chan struct{} // closed once Run consumes requests
+	replayed uint64        // leaves replayed from the stream by the last recovery
 
 	headMu sync.RWMutex
 	head   *receipt.Envelope // latest signed head
@@ -139,6 +144,11 @@ func New(cfg Config) (*Sequencer, error) {
 		log: cfg.Logger.With("tenant", cfg.Tenant), ready: make(chan struct{}),
 	}, nil
 }
+
+// Replayed is how many leaves the last recovery replayed from the stream into the
+// tree store: the work a restart did, which depends on what the store missed, not on
+// the size of the log.
+func (s *Sequencer) Replayed() uint64 { return s.replayed }
 
 // Ready is closed once Run has recovered and consumes append requests.
 func (s *Sequencer) Ready() <-chan struct{} { return s.ready }
@@ -509,13 +519,15 @@ func (s *Sequencer) recover(ctx context.Context) error {
 		if err := s.replay(ctx, size, streamSize); err != nil {
 			return err
 		}
+		s.replayed = streamSize - size
 	}
-	// Remember the latest leaves, so retries of leaves answered before a restart are
-	// recognised too.
+	// Remember the latest leaves, so retries of leaves answered just before a
+	// restart are recognised too. Producers retry within seconds, so the last
+	// preloadLeaves suffice, and keep restarts fast.
 	n := s.tree.Size()
 	from := uint64(0)
-	if n > uint64(s.cfg.RecentLeaves) {
-		from = n - uint64(s.cfg.RecentLeaves)
+	if keep := uint64(min(s.cfg.RecentLeaves, preloadLeaves)); n > keep {
+		from = n - keep
 	}
 	for i := from; i < n; i++ {
 		h, err := s.tree.LeafHash(i)

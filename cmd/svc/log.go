@@ -18,6 +18,7 @@ import (
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
 )
 
 func init() {
@@ -45,6 +46,7 @@ Example:
 // logOptions are the flags of svc log that svc up also sets.
 type logOptions struct {
 	file, key, tokenEnv, tenants, logID string
+	signerURL, signerTokenEnv           string
 	host                                string
 	port, checkpointsPort               int
 	data, natsURL, natsListen           string
@@ -76,7 +78,9 @@ func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("log", "--file <f> --key <k> [flags]", logHelp, stderr)
 	var o logOptions
 	fs.StringVar(&o.file, "file", "", "the default tenant's log `file` (SPEC log file format)")
-	fs.StringVar(&o.key, "key", "", "the log's private key `file` (the log signs its heads)")
+	fs.StringVar(&o.key, "key", "", "the log's private key `file` (the log signs its heads in-process)")
+	fs.StringVar(&o.signerURL, "signer-url", "", "a signer service `URL` (svc signer) that signs heads instead of --key; the log server then never holds the key")
+	fs.StringVar(&o.signerTokenEnv, "signer-token-env", "", "environment `variable` holding the signer's shared token (with --signer-url)")
 	fs.StringVar(&o.tokenEnv, "token-env", "", "environment `variable` holding the default tenant's bearer token")
 	fs.StringVar(&o.tenants, "tenants", "", "JSON `file` mapping tenant ids to {file, tokenEnv, logId}")
 	fs.StringVar(&o.logID, "log-id", "", "the default tenant's log `id`, named in its heads")
@@ -85,8 +89,8 @@ func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if o.file == "" || o.key == "" {
-		return usagef("--file and --key are required")
+	if o.file == "" || (o.key == "") == (o.signerURL == "") {
+		return usagef("--file and exactly one of --key and --signer-url are required")
 	}
 	return serveLog(ctx, o, stdout, stderr, nil)
 }
@@ -149,15 +153,10 @@ func loadTenants(path string) ([]logserver.TenantSpec, error) {
 // listening addresses once the service answers.
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	key, err := signer.LoadPrivateKey(o.key)
+	headSigner, keys, err := logSigner(ctx, o)
 	if err != nil {
 		return err
 	}
-	validFrom := time.Now()
-	if fi, err := os.Stat(o.key); err == nil {
-		validFrom = fi.ModTime()
-	}
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(validFrom, nil)}}
 	th := o.tokenHashes
 	if o.tokenEnv != "" {
 		if th, err = tokenHashes(o.tokenEnv); err != nil {
@@ -182,7 +181,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	svc, err := logserver.StartService(ctx, logserver.ServiceConfig{
 		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
-		Signer: receipt.KeySigner{Key: key}, Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		TrustProxy: o.trustProxy, Logger: logger,
@@ -217,9 +216,9 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	for i, t := range tenants {
 		names[i] = t.ID
 	}
-	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", key.KeyID(), "tenants", names, "data", o.data)
+	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", headSigner.KeyID(), "tenants", names, "data", o.data)
 	if ready != nil {
-		ready(ln.Addr().String(), cpAddr, key.KeyID())
+		ready(ln.Addr().String(), cpAddr, headSigner.KeyID())
 	}
 	var runErr error
 	select {
@@ -249,4 +248,33 @@ func readOnly(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// logSigner is the head signer of svc log: the in-process key (--key) or a signer
+// service (--signer-url), with the key document each publishes.
+func logSigner(ctx context.Context, o logOptions) (receipt.EnvelopeSigner, func(context.Context) (*signer.KeyDocument, error), error) {
+	if o.signerURL != "" {
+		if o.signerTokenEnv == "" {
+			return nil, nil, usagef("--signer-url needs --signer-token-env")
+		}
+		token, ok := os.LookupEnv(o.signerTokenEnv)
+		if !ok || token == "" {
+			return nil, nil, fmt.Errorf("environment variable %s (named by --signer-token-env) is not set; set it to the signer's shared token", o.signerTokenEnv)
+		}
+		c, err := remote.NewClient(ctx, o.signerURL, token)
+		if err != nil {
+			return nil, nil, fmt.Errorf("signer at %s: %w", o.signerURL, err)
+		}
+		return c, c.Keys, nil
+	}
+	key, err := signer.LoadPrivateKey(o.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	validFrom := time.Now()
+	if fi, err := os.Stat(o.key); err == nil {
+		validFrom = fi.ModTime()
+	}
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(validFrom, nil)}}
+	return receipt.KeySigner{Key: key}, func(context.Context) (*signer.KeyDocument, error) { return doc, nil }, nil
 }

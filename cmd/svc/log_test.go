@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+// startLogCmd runs `svc log` in-process and returns its base URL once it listens.
+func startLogCmd(t *testing.T, args ...string) (string, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan int, 1)
+	go func() {
+		var out strings.Builder
+		done <- run(ctx, append([]string{"log", "--port", "0"}, args...), &out, pw)
+		pw.Close()
+	}()
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`msg="log server listening" addr=(\S+)`)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		t.Cleanup(func() { cancel(); <-done })
+		return "http://" + a, cancel
+	case code := <-done:
+		t.Fatalf("svc log exited with %d", code)
+	case <-time.After(30 * time.Second):
+		t.Fatal("svc log did not start")
+	}
+	return "", nil
+}
+
+// TestLogWithRemoteSigner: the log server signs through svc signer and never holds
+// the key; when the signer stops answering, heads are 503.
+func TestLogWithRemoteSigner(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := signer.GenerateKey()
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(srv)
+	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	base, _ := startLogCmd(t, "--file", filepath.Join(dir, "log.jsonl"), "--data", filepath.Join(dir, "data"),
+		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN")
+	resp, err := http.Post(base+"/append", "application/json", strings.NewReader(`{"leaf":"signed remotely"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("append: %d %s", resp.StatusCode, body)
+	}
+	p, err := conformance.ParseHead(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Verify([]signer.PublicKey{key.Public()}); err != nil {
+		t.Fatalf("head not signed by the signer's key: %v", err)
+	}
+	keys, err := (&conformance.LogServer{Base: base}).Keys(context.Background())
+	if err != nil || len(keys) != 1 || keys[0].KeyID != key.KeyID() {
+		t.Fatalf("the log publishes the signer's key document: %v %v", keys, err)
+	}
+	ss.Close()
+	resp, err = http.Get(base + "/head")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || !strings.HasPrefix(string(body), `{"error":"log unavailable: `) {
+		t.Fatalf("head with the signer gone: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestLogFlagErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"log"}, 2, "exactly one of --key and --signer-url"},
+		{[]string{"log", "--file", "x", "--key", "k", "--signer-url", "http://s"}, 2, "exactly one of"},
+		{[]string{"log", "--file", "x", "--signer-url", "http://127.0.0.1:1"}, 2, "--signer-token-env"},
+		{[]string{"log", "--file", "x", "--key", "/nonexistent.key"}, 1, "nonexistent.key"},
+	} {
+		code, _, stderr := runCLI(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("svc %v: exit %d, stderr %q; want %d containing %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+	t.Setenv("UNSET_FOR_TEST", "")
+	dir := t.TempDir()
+	k, _ := signer.GenerateKey()
+	k.WriteKeyFiles(dir, "log")
+	code, _, stderr := runCLI(t, "log", "--file", filepath.Join(dir, "l"), "--key", filepath.Join(dir, "log.key"), "--token-env", "UNSET_FOR_TEST", "--data", filepath.Join(dir, "d"))
+	if code != 1 || !strings.Contains(stderr, "UNSET_FOR_TEST") {
+		t.Fatalf("missing token variable: %d %s", code, stderr)
+	}
+}
