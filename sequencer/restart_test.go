@@ -2,10 +2,10 @@ package sequencer
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
-	"encoding/binary"
 	"testing"
 	"time"
 
