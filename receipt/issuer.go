@@ -190,3 +190,18 @@ func (is *Issuer) write(name string, v any) error {
 	}
 	return WriteFileAtomic(filepath.Join(is.receiptsDir, name), append(data, '\n'), 0o644)
 }
+
+// Resume replaces the call record of a pending receipt, keeping its id and timestamp:
+// a gateway fixes the receipt id first (upstreams see it in fact lookups) and learns
+// the facts and the policy decision after.
+func (is *Issuer) Resume(p *Pending, call Call) (*Pending, error) {
+	if p.authorization != nil {
+		return nil, errors.New("issuer: the call was already authorized; its record can no longer change")
+	}
+	q, err := is.Begin(call)
+	if err != nil {
+		return nil, err
+	}
+	q.ReceiptID, q.Timestamp = p.ReceiptID, p.Timestamp
+	return q, nil
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+
+	"svc.dev/svc/gateway"
+)
+
+func init() {
+	register("gateway", "run the MCP gateway between an agent and its tools", runGateway)
+}
+
+const gatewayHelp = `Runs the MCP gateway: an out-of-process proxy between an untrusted agent and its tools.
+It shows the agent only the tools its grant names, checks the grant, looks up the facts
+the policy needs, evaluates the Cedar policy, logs a signed authorization first for
+pre-committed tools, forwards or refuses the call, and issues a signed receipt whose
+hash goes to the log. Refusals are tool errors, never protocol errors.
+
+Over stdio (the default) it serves the grant in the config's grantFile; stdout carries
+only MCP and every diagnostic goes to stderr. With --http, each connection presents its
+own grant on initialize (Authorization: Bearer <base64url grant> or X-Svc-Grant).
+
+The config file is JSON (SPEC.md, "Gateway config"); relative paths resolve against it.
+
+Example:
+  svc gateway --config examples/payments/gateway.json`
+
+func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes]", gatewayHelp, stderr)
+	config := fs.String("config", "", "the gateway config `file` (JSON)")
+	httpMode := fs.Bool("http", false, "serve MCP Streamable HTTP on /mcp instead of stdio")
+	host := fs.String("host", "127.0.0.1", "HTTP mode: `address` to listen on (plain HTTP: loopback, a private network, or TLS in front)")
+	port := fs.Int("port", 8090, "HTTP mode: `port` (0: any free port)")
+	idle := fs.Int("idle-minutes", 30, "HTTP mode: close a session after this many `minutes` without a request")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *config == "" {
+		return usagef("--config is required")
+	}
+	if *idle <= 0 {
+		return usagef("--idle-minutes must be positive")
+	}
+	cfg, err := gateway.LoadConfig(*config)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	g, err := gateway.New(ctx, cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	if *httpMode {
+		return g.ServeHTTP(ctx, gateway.HTTPConfig{Host: *host, Port: *port, IdleMinutes: *idle}, func(addr string) {
+			logger.Info("gateway listening", "addr", addr, "keyid", g.KeyID())
+		})
+	}
+	if err := g.CheckGrant(); err != nil {
+		return err
+	}
+	return g.ServeStdio(ctx, os.Stdin, stdout, stderr)
+}

@@ -1,0 +1,42 @@
+// Drives an svc gateway with the official MCP TypeScript SDK client, as an agent would.
+// Usage: node gateway-client.mjs <scenario.json>
+// scenario: { transport: "stdio" | "http", command?, args?, url?, grant?, calls: [{ name, arguments, _meta? }] }
+// Prints one JSON object: { tools: [names], results: [CallToolResult | { thrown }] }
+// or { connectError } when the connection was refused (a bad grant over HTTP: 403).
+import { readFileSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const sc = JSON.parse(readFileSync(process.argv[2], "utf8"));
+let transport;
+if (sc.transport === "http") {
+  const headers = sc.grant ? { "X-Svc-Grant": sc.grant } : {};
+  transport = new StreamableHTTPClientTransport(new URL(sc.url), { requestInit: { headers } });
+} else {
+  transport = new StdioClientTransport({ command: sc.command, args: sc.args, stderr: "inherit" });
+}
+const client = new Client({ name: "svc-e2e-agent", version: "1.0.0" });
+try {
+  await client.connect(transport);
+} catch (e) {
+  console.log(JSON.stringify({ connectError: String(e && e.message ? e.message : e) }));
+  process.exit(0);
+}
+const out = { tools: [], results: [] };
+const listed = await client.listTools();
+out.tools = listed.tools.map((t) => t.name).sort();
+for (const call of sc.calls || []) {
+  try {
+    const params = { name: call.name, arguments: call.arguments || {} };
+    if (call._meta) params._meta = call._meta;
+    out.results.push(await client.callTool(params));
+  } catch (e) {
+    out.results.push({ thrown: String(e && e.message ? e.message : e) });
+  }
+}
+if (sc.transport === "http" && transport.terminateSession) {
+  try { await transport.terminateSession(); } catch {}
+}
+await client.close();
+console.log(JSON.stringify(out));

@@ -1,0 +1,190 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"svc.dev/svc/receipt"
+)
+
+// HTTPConfig configures the HTTP front end.
+type HTTPConfig struct {
+	Host        string
+	Port        int // 0: any free port
+	IdleMinutes int // a session without a request for this long is closed; default 30
+}
+
+// maxMCPBody caps one MCP request body.
+const maxMCPBody = 4 << 20
+
+type ctxKey struct{}
+
+// httpFront serves MCP Streamable HTTP on /mcp: one mcp-go server for every session,
+// with a tool filter and handlers that find the session's grant in the context.
+type httpFront struct {
+	g   *Gateway
+	mcp *server.StreamableHTTPServer
+
+	mu       sync.Mutex
+	sessions map[string]*Session // by MCP session id
+}
+
+// Handler returns the gateway's HTTP handler (POST/GET/DELETE /mcp and GET /health).
+func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
+	if cfg.IdleMinutes <= 0 {
+		cfg.IdleMinutes = 30
+	}
+	f := &httpFront{g: g, sessions: map[string]*Session{}}
+	hooks := &server.Hooks{}
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		s, _ := ctx.Value(ctxKey{}).(*Session)
+		cs := server.ClientSessionFromContext(ctx)
+		if s != nil && cs != nil && cs.SessionID() != "" {
+			s.ID = cs.SessionID()
+			f.mu.Lock()
+			f.sessions[s.ID] = s
+			f.mu.Unlock()
+		}
+	})
+	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
+		f.mu.Lock()
+		delete(f.sessions, cs.SessionID())
+		f.mu.Unlock()
+	})
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		res.Tools = grantedTools(f.session(ctx), res.Tools)
+	})
+	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
+	g.addTools(srv, f.session)
+	f.mcp = server.NewStreamableHTTPServer(srv,
+		server.WithSessionIdleTTL(time.Duration(cfg.IdleMinutes)*time.Minute),
+		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if s, ok := r.Context().Value(ctxKey{}).(*Session); ok {
+				return context.WithValue(ctx, ctxKey{}, s)
+			}
+			return ctx
+		}))
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", f)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		n := len(f.sessions)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "sessions": n, "keyid": g.KeyID()})
+	})
+	return mux
+}
+
+// session finds the gateway session of a request: a stateful session by its MCP
+// session id, or the grant checked on this very request.
+func (f *httpFront) session(ctx context.Context) *Session {
+	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
+		f.mu.Lock()
+		s := f.sessions[cs.SessionID()]
+		f.mu.Unlock()
+		if s != nil {
+			return s
+		}
+	}
+	s, _ := ctx.Value(ctxKey{}).(*Session)
+	return s
+}
+
+// ServeHTTP checks the grant where one must be presented: on initialize, and on every
+// request that belongs to no session (clients of the 2026-07-28 revision send no
+// initialize and no session). A rejected grant gets HTTP 403 with a JSON-RPC error.
+func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPBody+1))
+		if err != nil || len(body) > maxMCPBody {
+			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		s, err := f.grantSession(r)
+		if err != nil {
+			writeGrantRejection(w, err)
+			return
+		}
+		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
+	} else if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+		f.mu.Lock()
+		_, ok := f.sessions[id]
+		f.mu.Unlock()
+		if !ok && r.Method != http.MethodDelete {
+			http.Error(w, "session not found or closed; initialize again with a grant", http.StatusNotFound)
+			return
+		}
+	}
+	f.mcp.ServeHTTP(w, r)
+}
+
+func (f *httpFront) grantSession(r *http.Request) (*Session, error) {
+	raw := r.Header.Get("X-Svc-Grant")
+	if raw == "" {
+		raw, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	}
+	raw = strings.TrimSpace(raw)
+	if raw == "" {
+		return nil, fmt.Errorf("grant rejected: no grant presented (Authorization: Bearer <base64url grant> or X-Svc-Grant)")
+	}
+	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
+	if err != nil {
+		return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
+	}
+	env, err := receipt.ParseEnvelope(data)
+	if err != nil {
+		return nil, fmt.Errorf("grant rejected: %v", err)
+	}
+	s, err := f.g.NewSession("", env)
+	if err != nil {
+		return nil, fmt.Errorf("grant rejected: %v", err)
+	}
+	return s, nil
+}
+
+func writeGrantRejection(w http.ResponseWriter, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusForbidden)
+	json.NewEncoder(w).Encode(map[string]any{
+		"jsonrpc": "2.0",
+		"error":   map[string]any{"code": -32000, "message": err.Error()},
+		"id":      nil,
+	})
+}
+
+// ServeHTTP listens and serves until ctx ends. ready, when set, gets the address.
+func (g *Gateway) ServeHTTP(ctx context.Context, cfg HTTPConfig, ready func(addr string)) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(cfg.Port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)
+	}
+	hs := &http.Server{Handler: g.Handler(cfg), ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return hs.Shutdown(sctx)
+	case err := <-errc:
+		return err
+	}
+}

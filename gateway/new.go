@@ -1,0 +1,198 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// Options are what the gateway takes besides its config file.
+type Options struct {
+	// LoadPolicy builds the policy evaluator from the policy text. Required.
+	LoadPolicy func(text []byte) (Decider, error)
+	// OnReceipt receives every receipt issued (exporters). Optional; must not block.
+	OnReceipt func(*receipt.Bundle)
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// New starts the upstreams, opens the log and checks everything SPEC.md says must
+// fail startup: a grant outside its window (stdio), a missing environment variable
+// named for a token or a header, a tool offered by more than one upstream, both or
+// neither of logFile and log, both or neither of upstream and upstreams.
+func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
+	if opts.LoadPolicy == nil {
+		return nil, errors.New("gateway: no policy loader")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]Upstream{}}
+	ok := false
+	defer func() {
+		if !ok {
+			g.Close()
+		}
+	}()
+	var err error
+	if g.key, err = signer.LoadPrivateKey(cfg.Path(cfg.Identity.KeyFile)); err != nil {
+		return nil, fmt.Errorf("identity.keyFile: %w", err)
+	}
+	for _, p := range cfg.TrustedPrincipalKeys {
+		k, err := signer.LoadPublicKey(cfg.Path(p))
+		if err != nil {
+			return nil, fmt.Errorf("trustedPrincipalKeys: %w", err)
+		}
+		g.principalKeys = append(g.principalKeys, k)
+	}
+	text, err := receipt.ReadFileCapped(cfg.Path(cfg.PolicyFile), 1<<20)
+	if err != nil {
+		return nil, fmt.Errorf("policyFile: %w", err)
+	}
+	g.policyDigest = PolicyDigest(text)
+	if g.policy, err = opts.LoadPolicy(text); err != nil {
+		return nil, fmt.Errorf("policyFile %s: %w", cfg.PolicyFile, err)
+	}
+	log, err := g.openLog()
+	if err != nil {
+		return nil, err
+	}
+	if g.issuer, err = receipt.NewIssuer(receipt.IssuerConfig{Key: g.key, Kind: receipt.KindGateway, Log: log,
+		ReceiptsDir: cfg.Path(cfg.ReceiptsDir), Now: opts.Now}); err != nil {
+		return nil, err
+	}
+	ups := cfg.Upstreams
+	if cfg.Upstream != nil {
+		ups = []UpstreamConfig{*cfg.Upstream}
+		if ups[0].Name == "" {
+			ups[0].Name = "upstream"
+		}
+	}
+	g.multi = len(ups) > 1
+	for i := range ups {
+		u, err := dialUpstream(ctx, &ups[i])
+		if err != nil {
+			return nil, err
+		}
+		g.upstreams = append(g.upstreams, u)
+	}
+	owners := map[string][]string{}
+	for _, u := range g.upstreams {
+		for _, t := range u.Tools() {
+			owners[t.Name] = append(owners[t.Name], u.Name())
+			g.owner[t.Name] = u
+		}
+	}
+	var dups []string
+	for t, us := range owners {
+		if len(us) > 1 {
+			dups = append(dups, fmt.Sprintf("%s (offered by %s)", t, strings.Join(us, ", ")))
+		}
+	}
+	if len(dups) > 0 {
+		sort.Strings(dups)
+		return nil, fmt.Errorf("upstreams: each tool must belong to exactly one upstream: %s", strings.Join(dups, "; "))
+	}
+	for _, f := range cfg.Facts {
+		if g.owner[f.Tool] == nil {
+			return nil, fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
+		}
+	}
+	ok = true
+	return g, nil
+}
+
+func dialUpstream(ctx context.Context, u *UpstreamConfig) (Upstream, error) {
+	if u.Rest != nil {
+		return newRestUpstream(u.Name, u.Rest)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	return dialMCP(dctx, u.Name, u)
+}
+
+func (g *Gateway) openLog() (receipt.Log, error) {
+	c := g.cfg
+	if c.LogFile != "" {
+		l, err := receipt.OpenFileLog(c.Path(c.LogFile), g.key, "")
+		if err != nil {
+			return nil, fmt.Errorf("logFile: %w", err)
+		}
+		g.closers = append(g.closers, l.Close)
+		return l, nil
+	}
+	token := ""
+	if c.Log.TokenEnv != "" {
+		v, ok := os.LookupEnv(c.Log.TokenEnv)
+		if !ok || v == "" {
+			return nil, fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv)
+		}
+		token = v
+	}
+	timeout := 10 * time.Second
+	if c.Log.TimeoutMs > 0 {
+		timeout = time.Duration(c.Log.TimeoutMs) * time.Millisecond
+	}
+	if c.Log.URL != "" {
+		return pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
+	}
+	nc, err := nats.Connect(c.Log.NATS, nats.Name("svc-gateway"), nats.Token(token), nats.MaxReconnects(-1))
+	if err != nil {
+		return nil, fmt.Errorf("log.nats %s: %w", c.Log.NATS, err)
+	}
+	g.closers = append(g.closers, func() error { nc.Close(); return nil })
+	client, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout})
+	if err != nil {
+		return nil, err
+	}
+	tenant := c.Log.Tenant
+	if tenant == "" {
+		tenant = pipeline.DefaultTenant
+	}
+	return &pipeline.Log{Client: client, Tenant: tenant, HashOnly: c.Log.HashOnly}, nil
+}
+
+// KeyID is the gateway key's id.
+func (g *Gateway) KeyID() string { return g.key.KeyID() }
+
+// Close stops the upstreams and closes the log.
+func (g *Gateway) Close() error {
+	var errs []error
+	for _, u := range g.upstreams {
+		errs = append(errs, u.Close())
+	}
+	for _, c := range g.closers {
+		errs = append(errs, c())
+	}
+	return errors.Join(errs...)
+}
+
+// LoadGrant reads the stdio gateway's grant file.
+func (c *Config) LoadGrant() (*receipt.Envelope, error) {
+	if c.GrantFile == "" {
+		return nil, errors.New("grantFile is required in stdio mode")
+	}
+	data, err := receipt.ReadFileCapped(c.Path(c.GrantFile), receipt.MaxEnvelopeSize)
+	if err != nil {
+		return nil, fmt.Errorf("grantFile: %w", err)
+	}
+	env, err := receipt.ParseEnvelope(data)
+	if err != nil {
+		return nil, fmt.Errorf("grantFile %s: %w", c.GrantFile, err)
+	}
+	return env, nil
+}
