@@ -1,0 +1,317 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/gateway"
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// recordingUpstream is a real MCP server (mcp-go, Streamable HTTP) that remembers the
+// _meta of each call, declares a served fact and signs its results.
+type recordingUpstream struct {
+	url  string
+	key  *signer.Key
+	mu   sync.Mutex
+	meta []map[string]any
+}
+
+func startRecordingUpstream(t *testing.T) *recordingUpstream {
+	t.Helper()
+	u := &recordingUpstream{}
+	u.key, _ = signer.GenerateKey()
+	srv := server.NewMCPServer("recording", "1")
+	srv.AddTool(mcp.NewTool("lookup", mcp.WithString("q")), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		m := map[string]any{}
+		if req.Params.Meta != nil {
+			m = req.Params.Meta.AdditionalFields
+		}
+		u.mu.Lock()
+		u.meta = append(u.meta, m)
+		u.mu.Unlock()
+		res := mcp.NewToolResultText(`{"balance":42}`)
+		content, _ := json.Marshal(map[string]any{"content": res.Content, "isError": false})
+		var cd struct {
+			Content json.RawMessage `json:"content"`
+			IsError bool            `json:"isError"`
+		}
+		json.Unmarshal(content, &cd)
+		d, _ := receipt.Digest(cd)
+		id, _ := m["svc/receipt"].(string)
+		sig, _ := receipt.SignJSON(receipt.PayloadUpstream, receipt.UpstreamAttestation{ReceiptID: id, Tool: "lookup", ContentDigest: d}, u.key)
+		res.Meta = &mcp.Meta{AdditionalFields: map[string]any{"svc/facts": []any{"kb:article-" + req.GetString("q", "")}, "svc/upstream-signature": sig}}
+		return res, nil
+	})
+	srv.AddTool(mcp.NewTool("boom"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, context.DeadlineExceeded
+	})
+	ts := httptest.NewServer(server.NewStreamableHTTPServer(srv))
+	t.Cleanup(ts.Close)
+	u.url = ts.URL + "/mcp"
+	return u
+}
+
+// flakyProxy forwards to a real log server, failing appends while down is set.
+type flakyProxy struct {
+	down atomic.Bool
+	ts   *httptest.Server
+}
+
+func startLog(t *testing.T) (*signer.Key, *flakyProxy) {
+	t.Helper()
+	dir := t.TempDir()
+	key, _ := signer.GenerateKey()
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{DataDir: dir, Signer: receipt.KeySigner{Key: key},
+		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
+		Tenants: []logserver.TenantSpec{{ID: "default"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	real := httptest.NewServer(svc.Handler())
+	t.Cleanup(real.Close)
+	p := &flakyProxy{}
+	p.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p.down.Load() {
+			http.Error(w, `{"error":"log unavailable: store did not answer"}`, http.StatusServiceUnavailable)
+			return
+		}
+		req, _ := http.NewRequest(r.Method, real.URL+r.URL.Path, r.Body)
+		req.Header = r.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		var buf [64 << 10]byte
+		for {
+			n, err := resp.Body.Read(buf[:])
+			w.Write(buf[:n])
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(p.ts.Close)
+	return key, p
+}
+
+func newGateway(t *testing.T, f *fixture) *gateway.Gateway {
+	t.Helper()
+	cfg, err := gateway.LoadConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(context.Background(), cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+func resText(r *mcp.CallToolResult) string {
+	var s []string
+	for _, c := range r.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			s = append(s, tc.Text)
+		}
+	}
+	return strings.Join(s, "\n")
+}
+
+func TestGatewayOutcomes(t *testing.T) {
+	up := startRecordingUpstream(t)
+	logKey, logProxy := startLog(t)
+	api := paymentsAPI(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		delete(cfg, "upstream")
+		delete(cfg, "logFile")
+		cfg["log"] = map[string]any{"url": logProxy.ts.URL + "/append", "timeoutMs": 2000}
+		cfg["upstreams"] = []any{
+			map[string]any{"name": "kb", "url": up.url},
+			map[string]any{"name": "dead", "rest": map[string]any{"baseUrl": "http://127.0.0.1:1", "tools": []any{map[string]any{"name": "unreachable", "method": "GET", "path": "/x"}}}},
+			map[string]any{"name": "payments", "rest": map[string]any{"baseUrl": api.URL, "headers": map[string]string{"X-Api-Key": "rest-secret"},
+				"tools": []any{map[string]any{"name": "create-payment", "method": "POST", "path": "/payments"}}}},
+		}
+		cfg["facts"] = []any{
+			map[string]any{"name": "kb", "tool": "lookup", "args": map[string]any{"q": "$args.topic"}, "forTools": []string{"create-payment"}},
+			map[string]any{"name": "extra", "tool": "lookup", "args": map[string]any{"q": "$args.optionalTopic"}, "forTools": []string{"create-payment"}, "optional": true},
+		}
+		cfg["precommit"] = []string{"create-payment"}
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`
+@id("all") permit (principal, action, resource) unless { context has args && context.args has amount && context.args.amount > 10000 };
+`), 0o644)
+	g := newGateway(t, f)
+	grant := f.writeGrant(t, "g.json", []string{"lookup", "unreachable", "create-payment", "boom"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	s, err := g.NewSession("", grant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	call := func(tool string, args string, meta map[string]any) *mcp.CallToolResult {
+		return g.Call(ctx, s, tool, json.RawMessage(args), meta)
+	}
+	// Forwarded with the gateway's meta keys; an agent's svc/* keys are stripped.
+	r := call("lookup", `{"q":"refunds"}`, map[string]any{"svc/receipt": "forged", "svc/agent": "mallory", "trace": "t1"})
+	if r.IsError {
+		t.Fatalf("lookup: %s", resText(r))
+	}
+	id := r.Meta.AdditionalFields["svc/receipt"].(string)
+	m := up.meta[len(up.meta)-1]
+	if m["svc/receipt"] != id || m["svc/agent"] != "e2e-agent" || m["svc/principal"] != "alice" || m["trace"] != "t1" {
+		t.Fatalf("upstream saw _meta %v", m)
+	}
+	// Upstream attestation embedded; svc/facts become `consumed` on the NEXT receipt.
+	b := readBundle(t, f, id)
+	if up := mustPred(t, b).Execution.Upstream; len(up) == 0 {
+		t.Fatal("the upstream signature was not embedded")
+	}
+	rep := conformance.Verify(b, conformance.Options{IssuerKeys: []signer.PublicKey{f.gw.Public()}, PrincipalKeys: []signer.PublicKey{f.alice.Public()}, UpstreamKeys: []signer.PublicKey{up.key.Public()}, LogKeys: []signer.PublicKey{logKey.Public()}})
+	if !rep.Verified || !strings.Contains(strings.Join(rep.CheckNames(), ","), conformance.CheckUpstreamKey) {
+		t.Fatalf("upstream-attested receipt: %+v", rep.Checks)
+	}
+	r = call("lookup", `{"q":"fees"}`, nil)
+	if p := mustPred(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string))); p.Consumed == nil || p.Consumed.FactIDs[0] != "kb:article-refunds" {
+		t.Fatalf("consumed: %+v", p.Consumed)
+	}
+	// Upstream unreachable: "Upstream error: <message> (receipt <id>)".
+	r = call("unreachable", `{}`, nil)
+	if !r.IsError || !strings.HasPrefix(resText(r), "Upstream error: ") || !strings.HasSuffix(resText(r), ")") || !strings.Contains(resText(r), "(receipt ") {
+		t.Fatalf("unreachable: %s", resText(r))
+	}
+	r = call("boom", `{}`, nil)
+	if !r.IsError || !strings.HasPrefix(resText(r), "Upstream error: ") && !strings.Contains(resText(r), "deadline") {
+		t.Fatalf("boom: %s", resText(r))
+	}
+	// A non-optional fact lookup with its argument missing denies, saying why.
+	r = call("create-payment", `{"amount":100}`, nil)
+	if !r.IsError || !strings.HasPrefix(resText(r), "Denied by policy: fact lookup failed (receipt ") {
+		t.Fatalf("missing fact argument: %s", resText(r))
+	}
+	// Pre-commit with the log down: withheld, distinguishable from a denial.
+	logProxy.down.Store(true)
+	r = call("create-payment", `{"amount":100,"topic":"p"}`, nil)
+	logProxy.down.Store(false)
+	if !r.IsError || !strings.HasPrefix(resText(r), "Not executed: the log did not commit the authorization") || !strings.HasSuffix(resText(r), ")") {
+		t.Fatalf("withheld: %s", resText(r))
+	}
+	// An ordinary call whose receipt the log refuses: the agent hears it already happened.
+	before := countReceipts(t, f)
+	logProxy.down.Store(true)
+	r = call("lookup", `{"q":"late"}`, nil)
+	logProxy.down.Store(false)
+	if !r.IsError || !strings.Contains(resText(r), "already happened") || countReceipts(t, f) != before {
+		t.Fatalf("log refused an ordinary receipt: %s (receipts %d → %d)", resText(r), before, countReceipts(t, f))
+	}
+	// Pre-committed and allowed with the optional fact absent.
+	r = call("create-payment", `{"amount":100,"topic":"p"}`, nil)
+	if r.IsError {
+		t.Fatalf("create-payment: %s", resText(r))
+	}
+	p := mustPred(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string)))
+	if p.Authorization == nil || p.Facts["kb"].Provenance != receipt.Observed || len(p.Facts) != 1 {
+		t.Fatalf("pre-committed receipt: auth %v facts %v", p.Authorization != nil, p.Facts)
+	}
+}
+
+func readBundle(t *testing.T, f *fixture, id string) *receipt.Bundle {
+	t.Helper()
+	b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", id+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustPred(t *testing.T, b *receipt.Bundle) *receipt.Predicate {
+	t.Helper()
+	st, err := receipt.DecodeStatement(b.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.DecodePredicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func countReceipts(t *testing.T, f *fixture) int {
+	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	return len(files)
+}
+
+func TestGatewayStartupMisconfiguration(t *testing.T) {
+	up := startRecordingUpstream(t)
+	for _, c := range []struct {
+		name   string
+		mutate func(map[string]any)
+		want   string
+	}{
+		{"both upstream and upstreams", func(c map[string]any) { c["upstreams"] = []any{map[string]any{"name": "x", "url": up.url}} }, "upstream or upstreams, not both"},
+		{"neither upstream nor upstreams", func(c map[string]any) { delete(c, "upstream") }, "one of upstream or upstreams is required"},
+		{"both logFile and log", func(c map[string]any) { c["log"] = map[string]any{"url": "http://127.0.0.1:1/append"} }, "logFile or log, not both"},
+		{"neither logFile nor log", func(c map[string]any) { delete(c, "logFile") }, "one of logFile or log is required"},
+		{"a tool offered twice", func(c map[string]any) {
+			delete(c, "upstream")
+			c["upstreams"] = []any{map[string]any{"name": "a", "url": up.url}, map[string]any{"name": "b", "url": up.url}}
+		}, "each tool must belong to exactly one upstream: boom (offered by a, b)"},
+		{"missing upstream token variable", func(c map[string]any) {
+			c["upstream"] = map[string]any{"url": up.url, "tokenEnv": "SVC_TEST_NO_SUCH_VAR"}
+		}, "SVC_TEST_NO_SUCH_VAR"},
+		{"missing REST header variable", func(c map[string]any) {
+			c["upstream"] = map[string]any{"rest": map[string]any{"baseUrl": "http://127.0.0.1:1", "headerEnv": map[string]string{"X-Key": "SVC_TEST_NO_HEADER_VAR"}, "tools": []any{map[string]any{"name": "t", "method": "GET", "path": "/"}}}}
+		}, "SVC_TEST_NO_HEADER_VAR"},
+		{"missing log token variable", func(c map[string]any) {
+			delete(c, "logFile")
+			c["log"] = map[string]any{"url": "http://127.0.0.1:1/append", "tokenEnv": "SVC_TEST_NO_LOG_VAR"}
+		}, "SVC_TEST_NO_LOG_VAR"},
+		{"unknown field", func(c map[string]any) { c["polcyFile"] = "x" }, `unknown field "polcyFile"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t, func(cfg map[string]any) {
+				cfg["upstream"] = map[string]any{"url": up.url}
+				delete(cfg, "facts")
+				c.mutate(cfg)
+			})
+			cfg, err := gateway.LoadConfig(f.config)
+			if err == nil {
+				var g *gateway.Gateway
+				g, err = gateway.New(context.Background(), cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy})
+				if err == nil {
+					g.Close()
+				}
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v, want an error containing %q", err, c.want)
+			}
+		})
+	}
+	// A stdio grant outside its validity window fails startup.
+	f := newFixture(t, func(cfg map[string]any) { cfg["upstream"] = map[string]any{"url": up.url}; delete(cfg, "facts") })
+	f.writeGrant(t, "grant.json", []string{"lookup"}, time.Now().Add(-2*time.Hour), time.Hour, nil)
+	g := newGateway(t, f)
+	if err := g.CheckGrant(); err == nil || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("expired stdio grant: %v", err)
+	}
+}
