@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 
 // nodeModules is e2e/node_modules, installed by .ci/run (npm ci). A missing install
 // fails the test: it never skips.
-func nodeModules(t *testing.T) string {
+func nodeModules(t testing.TB) string {
 	t.Helper()
 	nm := filepath.Join(repoDir, "e2e", "node_modules")
 	if _, err := os.Stat(filepath.Join(nm, "@modelcontextprotocol", "sdk")); err != nil {
@@ -71,7 +71,7 @@ forbid (principal, action == Action::"get-structured-content", resource) when { 
 `
 
 // newFixture writes keys, a grant and a gateway config in front of server-everything.
-func newFixture(t *testing.T, mutate func(map[string]any)) *fixture {
+func newFixture(t testing.TB, mutate func(map[string]any)) *fixture {
 	t.Helper()
 	nm := nodeModules(t)
 	f := &fixture{dir: t.TempDir()}
@@ -104,7 +104,7 @@ func newFixture(t *testing.T, mutate func(map[string]any)) *fixture {
 	return f
 }
 
-func (f *fixture) writeGrant(t *testing.T, name string, scopes []string, from time.Time, ttl time.Duration, parent *receipt.Envelope) *receipt.Envelope {
+func (f *fixture) writeGrant(t testing.TB, name string, scopes []string, from time.Time, ttl time.Duration, parent *receipt.Envelope) *receipt.Envelope {
 	t.Helper()
 	env, err := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "e2e-agent", scopes, from, ttl, nil, parent), f.alice)
 	if err != nil {

@@ -32,7 +32,7 @@ type recordingUpstream struct {
 	meta []map[string]any
 }
 
-func startRecordingUpstream(t *testing.T) *recordingUpstream {
+func startRecordingUpstream(t testing.TB) *recordingUpstream {
 	t.Helper()
 	u := &recordingUpstream{}
 	u.key, _ = signer.GenerateKey()
@@ -73,7 +73,7 @@ type flakyProxy struct {
 	ts   *httptest.Server
 }
 
-func startLog(t *testing.T) (*signer.Key, *flakyProxy) {
+func startLog(t testing.TB) (*signer.Key, *flakyProxy) {
 	t.Helper()
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
