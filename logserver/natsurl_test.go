@@ -1,0 +1,46 @@
+package logserver_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// TestServiceOnExternalNATS runs the log service against a NATS server it did not
+// start (reached by URL, as with --nats-url), and appends through it.
+func TestServiceOnExternalNATS(t *testing.T) {
+	broker, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Shutdown()
+	url := broker.ClientURL()
+	if !strings.HasPrefix(url, "nats://127.0.0.1:") {
+		t.Fatalf("client URL %q", url)
+	}
+	key, _ := signer.GenerateKey()
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+		DataDir: t.TempDir(), NATSURL: url, Replicas: 1, Signer: receipt.KeySigner{Key: key},
+		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
+		Tenants: []logserver.TenantSpec{{ID: "default"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	ts := httptest.NewServer(svc.Handler())
+	defer ts.Close()
+	l, _ := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: ts.URL + "/append"})
+	for i := 0; i < 3; i++ {
+		p, err := l.Append(context.Background(), []byte{'a' + byte(i)})
+		if err != nil || p.Inclusion.LeafIndex != uint64(i) {
+			t.Fatalf("append %d: %v %+v", i, err, p)
+		}
+	}
+}
