@@ -394,6 +394,15 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 			s.lastSeq = ack.Sequence
 			return nil
 		case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant):
+			// Either another sequencer committed, or an earlier attempt of ours landed
+			// although we saw it time out: then the last batch on our subject is ours,
+			// byte for byte.
+			last, gerr := s.stream.GetLastMsgForSubject(ctx, s.subject)
+			if gerr == nil && bytes.Equal(last.Data, data) {
+				s.log.Info("commit had landed before its answer was lost", "first", b.First, "seq", last.Sequence)
+				s.lastSeq = last.Sequence
+				return nil
+			}
 			return ErrFenced
 		default:
 			lastErr = err

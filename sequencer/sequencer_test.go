@@ -258,3 +258,39 @@ func TestSecondSequencerIsFenced(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitRetryAfterLostAnswer: a commit that landed although its answer was lost
+// (a timeout under load) is retried with the same Nats-Msg-Id and the old expected
+// sequence. The broker answers that retry with a duplicate or with "wrong last
+// sequence"; either way it is our batch, and the sequencer must not think itself
+// fenced.
+func TestCommitRetryAfterLostAnswer(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: t.TempDir(), Signer: receipt.KeySigner{Key: key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := &pipeline.Batch{First: 0, Leaves: []pipeline.Leaf{pipeline.NewLeaf([]byte("one")), pipeline.NewLeaf([]byte("two"))}}
+	if err := s.commit(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	seq := s.lastSeq
+	s.lastSeq = 0 // as if the first attempt's answer never came
+	if err := s.commit(context.Background(), b); err != nil {
+		t.Fatalf("retry of a landed commit: %v", err)
+	}
+	if s.lastSeq != seq {
+		t.Fatalf("retry recorded sequence %d, the batch is at %d", s.lastSeq, seq)
+	}
+	// A different batch at the same position is someone else's: fenced.
+	s.lastSeq = 0
+	other := &pipeline.Batch{First: 0, Leaves: []pipeline.Leaf{pipeline.NewLeaf([]byte("three"))}}
+	if err := s.commit(context.Background(), other); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a different batch at a taken position: %v", err)
+	}
+}
