@@ -39,17 +39,10 @@ func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
 		}
 		var torn *tornError
 		if errors.As(err, &torn) {
-			if err := f.Truncate(torn.offset); err != nil {
+			if err := repairTorn(f, path, torn, logger); err != nil {
 				f.Close()
 				return nil, err
 			}
-			if err := f.Sync(); err != nil {
-				f.Close()
-				return nil, err
-			}
-			logger.Warn("merkle: truncated torn last line of log file",
-				"file", path, "line", torn.line, "offset", torn.offset,
-				"dropped_bytes", torn.size, "reason", torn.reason.Error())
 			s.off = torn.offset
 			break
 		}
@@ -91,3 +84,18 @@ func (w *LineWriter) Append(entries []Entry) error {
 
 // Close closes the file.
 func (w *LineWriter) Close() error { return w.f.Close() }
+
+// repairTorn cuts a torn last line (left by a crash mid-append, never acknowledged)
+// off the file, fsyncs, and says so.
+func repairTorn(f *os.File, path string, torn *tornError, logger *slog.Logger) error {
+	if err := f.Truncate(torn.offset); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	logger.Warn("merkle: truncated torn last line of log file",
+		"file", path, "line", torn.line, "offset", torn.offset,
+		"dropped_bytes", torn.size, "reason", torn.reason.Error())
+	return nil
+}

@@ -113,15 +113,9 @@ func openLogFile(path string, f *os.File, logger *slog.Logger, store HashStore) 
 		}
 		var torn *tornError
 		if errors.As(err, &torn) {
-			if err := f.Truncate(torn.offset); err != nil {
+			if err := repairTorn(f, path, torn, logger); err != nil {
 				return nil, err
 			}
-			if err := f.Sync(); err != nil {
-				return nil, err
-			}
-			logger.Warn("merkle: truncated torn last line of log file",
-				"file", path, "line", torn.line, "offset", torn.offset,
-				"dropped_bytes", torn.size, "reason", torn.reason.Error())
 			s.off = torn.offset
 			break
 		}
