@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/monitor"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// monitoredLog is a real log service (tenants default and acme, token "tok") with its
+// checkpoint directory served read-only.
+type monitoredLog struct {
+	svc   *logserver.Service
+	url   string
+	cpURL string
+	key   *signer.Key
+	dir   string
+}
+
+func startMonitoredLog(t *testing.T) *monitoredLog {
+	t.Helper()
+	dir := t.TempDir()
+	key, _ := signer.GenerateKey()
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
+	cpDir := filepath.Join(dir, "checkpoints")
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
+		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		Tenants: []logserver.TenantSpec{
+			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
+			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
+		},
+		CheckpointDir: cpDir, CheckpointEvery: time.Hour, NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls := httptest.NewServer(svc.Handler())
+	cs := httptest.NewServer(http.FileServer(http.Dir(cpDir)))
+	t.Cleanup(func() { ls.Close(); cs.Close(); svc.Close() })
+	return &monitoredLog{svc: svc, url: ls.URL, cpURL: cs.URL, key: key, dir: dir}
+}
+
+// grow appends n leaves to tenant through the HTTP front and publishes a checkpoint.
+func (l *monitoredLog) grow(t *testing.T, tenant string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest("POST", l.url+"/t/"+tenant+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"cli %d %d"}`, i, time.Now().UnixNano())))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("append: %d", resp.StatusCode)
+		}
+	}
+	if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// helpCovers checks that `svc <name> --help` exits 0 and shows the usage line, a
+// description, an example and every flag.
+func helpCovers(t *testing.T, name string, flags ...string) {
+	t.Helper()
+	for _, h := range []string{"--help", "-h"} {
+		code, out, errOut := runCLI(t, name, h)
+		if code != 0 {
+			t.Fatalf("svc %s %s: exit %d\n%s", name, h, code, errOut)
+		}
+		text := out + errOut
+		for _, want := range []string{"Usage: svc " + name + " ", "Example:\n  ", "svc " + name + " --", "\nFlags:\n"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("svc %s %s: lacks %q:\n%s", name, h, want, text)
+			}
+		}
+		for _, f := range flags {
+			if !strings.Contains(text, "\n  -"+f+" ") && !strings.Contains(text, "\n  -"+f+"\n") {
+				t.Errorf("svc %s %s: flag -%s not listed:\n%s", name, h, f, text)
+			}
+			if !strings.Contains(strings.SplitN(text, "\nFlags:\n", 2)[0], "--"+f) {
+				t.Errorf("svc %s %s: flag --%s not in the usage line or description", name, h, f)
+			}
+		}
+	}
+	if _, _, top := runCLI(t, "--help"); !strings.Contains(top, "  "+name+" ") {
+		t.Errorf("svc --help does not list %s:\n%s", name, top)
+	}
+}
+
+func TestLogCheckHelp(t *testing.T) {
+	helpCovers(t, "log-check", "log-url", "checkpoints-url", "witness-url", "tenant", "max-lag", "json")
+}
+
+func TestLogCheckUsageErrors(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"log-check"}, "--log-url is required"},
+		{[]string{"log-check", "--log-url", "ftp://x"}, "want http(s)"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--max-lag", "0"}, "--max-lag must be a positive"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--tenant", "../etc"}, "tenant"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "extra"}, "unexpected argument"},
+	} {
+		code, _, errOut := runCLI(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("svc %v: exit %d, stderr %q; want 2 containing %q", c.args, code, errOut, c.want)
+		}
+	}
+}
+
+func TestLogCheckCommand(t *testing.T) {
+	l := startMonitoredLog(t)
+	l.grow(t, "default", 3)
+	l.grow(t, "acme", 2)
+	code, out, errOut := runCLI(t, "log-check", "--log-url", l.url, "--checkpoints-url", l.cpURL, "--tenant", "default", "--tenant", "acme")
+	if code != 0 || strings.Count(out, "\nPASS ")+1 != 12 || !strings.HasSuffix(out, "RESULT: OK (12 checks passed)\n") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	// JSON: exactly { ok, checks: [{ tenant, name, ok, detail? }] }.
+	code, out, _ = runCLI(t, "log-check", "--log-url", l.url, "--tenant", "acme", "--json")
+	var generic map[string]any
+	if err := json.Unmarshal([]byte(out), &generic); err != nil || code != 0 || len(generic) != 2 || generic["ok"] != true {
+		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
+	}
+	for _, c := range generic["checks"].([]any) {
+		for k := range c.(map[string]any) {
+			if k != "tenant" && k != "name" && k != "ok" && k != "detail" {
+				t.Fatalf("unexpected key %q in %v", k, c)
+			}
+		}
+	}
+	// The log grows and no checkpoint follows: --max-lag 1 fails once a second passed.
+	for i := 0; i < 2; i++ {
+		req, _ := http.NewRequest("POST", l.url+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"lag %d"}`, i)))
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		code, out, _ = runCLI(t, "log-check", "--log-url", l.url, "--checkpoints-url", l.cpURL, "--max-lag", "1", "--json")
+		var res monitor.Result
+		json.Unmarshal([]byte(out), &res)
+		if code == 1 && len(res.Failed()) == 1 && res.Failed()[0].Name == monitor.CheckCheckpointFreshness {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("log-check --max-lag 1 did not fail on freshness alone: exit %d\n%s", code, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// A dead log: every check fails, exit 1.
+	dead := httptest.NewServer(http.NotFoundHandler())
+	dead.Close()
+	if code, out, _ := runCLI(t, "log-check", "--log-url", dead.URL); code != 1 || !strings.Contains(out, "FAIL default health") || !strings.Contains(out, "RESULT: FAILED (6 of 6 checks failed)") {
+		t.Fatalf("dead log: exit %d\n%s", code, out)
+	}
+}

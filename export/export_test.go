@@ -1,0 +1,236 @@
+package export_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/export"
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+const token = "acme-export-token"
+
+type testLog struct {
+	svc *logserver.Service
+	url string
+}
+
+// startLog runs a real log service whose tenant acme starts from a log file of
+// preloaded leaf hashes (adopted into the log at start).
+func startLog(t *testing.T, preload int) *testLog {
+	t.Helper()
+	dir := t.TempDir()
+	var lines bytes.Buffer
+	for i := 0; i < preload; i++ {
+		fmt.Fprintf(&lines, "{\"hash\":\"%s\"}\n", merkle.LeafHash([]byte(fmt.Sprintf("preloaded %d", i))))
+	}
+	acmeFile := filepath.Join(dir, "acme.log")
+	if err := os.WriteFile(acmeFile, lines.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := signer.GenerateKey()
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
+		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		Tenants: []logserver.TenantSpec{
+			{ID: "default", TokenHashes: [][32]byte{logserver.HashToken("default-token")}},
+			{ID: "acme", LogID: "acme-prod", File: acmeFile, TokenHashes: [][32]byte{logserver.HashToken(token)}},
+		},
+		CheckpointEvery: time.Hour, NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := httptest.NewServer(svc.Handler())
+	t.Cleanup(func() { s.Close(); svc.Close() })
+	return &testLog{svc: svc, url: s.URL}
+}
+
+func (l *testLog) grow(t *testing.T, tenant, tok string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		req, _ := http.NewRequest("POST", l.url+"/t/"+tenant+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"grown %d %d"}`, i, time.Now().UnixNano())))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("append: %d", resp.StatusCode)
+		}
+	}
+	if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipLeaf is a reverse proxy that flips one hex digit of one leaf hash in every
+// /leaves answer: leaves altered in transit.
+func flipLeaf(t *testing.T, target string) string {
+	t.Helper()
+	u, _ := url.Parse(target)
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(resp *http.Response) error {
+		if !strings.HasSuffix(resp.Request.URL.Path, "/leaves") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if i := bytes.Index(body, []byte(`"leaves":["`)); i >= 0 && len(body) > i+20 {
+			j := i + len(`"leaves":["`) + 7
+			if body[j] == '0' {
+				body[j] = '1'
+			} else {
+				body[j] = '0'
+			}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+		return nil
+	}
+	s := httptest.NewServer(p)
+	t.Cleanup(s.Close)
+	return s.URL
+}
+
+func TestExport(t *testing.T) {
+	l := startLog(t, 12345)
+	if err := l.svc.Checkpointer("acme").Tick(context.Background()); err != nil { // a checkpoint at 12345
+		t.Fatal(err)
+	}
+	l.grow(t, "acme", token, 3) // and one at 12348
+	l.grow(t, "default", "default-token", 4)
+	ctx := context.Background()
+
+	t.Run("a real tenant adds up", func(t *testing.T) {
+		out := t.TempDir()
+		var progress bytes.Buffer
+		start := time.Now()
+		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "acme", Token: token, Out: out, Progress: &progress})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		res.WriteText(&text)
+		if !res.OK {
+			t.Fatalf("export does not add up:\n%s", text.String())
+		}
+		t.Logf("exported 12,348 leaves in %s", time.Since(start).Round(time.Millisecond))
+		if !strings.Contains(progress.String(), "leaves 10000/12348") || !strings.Contains(progress.String(), "leaves 12348/12348") {
+			t.Fatalf("progress:\n%s", progress.String())
+		}
+		last := strings.TrimSpace(text.String())
+		last = last[strings.LastIndex(last, "\n")+1:]
+		if !strings.HasPrefix(last, export.AddsUp+": tenant acme, 12348 leaves") {
+			t.Fatalf("result line %q", last)
+		}
+		var sum export.Summary
+		data, _ := os.ReadFile(filepath.Join(out, "export.json"))
+		if err := json.Unmarshal(data, &sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum.Tenant != "acme" || sum.LogID != "acme-prod" || sum.TreeSize != 12348 || sum.Counts.Leaves != 12348 || sum.Counts.Checkpoints != 2 || len(sum.Files) != 6 || sum.ExportedAt == "" {
+			t.Fatalf("export.json: %s", data)
+		}
+		for _, f := range sum.Files {
+			b, err := os.ReadFile(filepath.Join(out, f.Name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.Sum256(b)
+			if hex.EncodeToString(h[:]) != f.SHA256 || int64(len(b)) != f.Bytes {
+				t.Fatalf("%s: sha256 or size differs from export.json", f.Name)
+			}
+		}
+		// log.jsonl is a SPEC log file that rebuilds the head's root.
+		c, err := conformance.OpenFileCopy(filepath.Join(out, "log.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := c.RootAt(12348)
+		if root.String() != sum.RootHash {
+			t.Fatal("log.jsonl does not give the head's root")
+		}
+		first, _ := os.ReadFile(filepath.Join(out, "log.jsonl"))
+		if want := fmt.Sprintf("{\"hash\":\"%s\"}\n", merkle.LeafHash([]byte("preloaded 0"))); !strings.HasPrefix(string(first), want) {
+			t.Fatalf("first line %q", first[:80])
+		}
+		if left, _ := filepath.Glob(filepath.Join(out, ".export-*")); len(left) != 0 {
+			t.Fatalf("temporary files left: %v", left)
+		}
+	})
+	t.Run("small pages and the default tenant", func(t *testing.T) {
+		out := t.TempDir()
+		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "default", Token: "default-token", Out: out, PageSize: 3})
+		if err != nil || !res.OK {
+			t.Fatalf("%v %+v", err, res.Failed())
+		}
+		if res.Summary.TreeSize != 4 || !strings.Contains(res.Checks[3].Detail, "in 2 page(s)") {
+			t.Fatalf("%+v", res.Checks)
+		}
+	})
+	t.Run("leaves altered in transit do not add up", func(t *testing.T) {
+		out := t.TempDir()
+		res, err := export.Run(ctx, export.Options{LogURL: flipLeaf(t, l.url), Tenant: "acme", Token: token, Out: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var text bytes.Buffer
+		res.WriteText(&text)
+		if res.OK || !strings.Contains(text.String(), "\n"+export.DoesNotAddUp+"\n") {
+			t.Fatalf("tampered export:\n%s", text.String())
+		}
+		if !strings.Contains(text.String(), "FAIL "+export.CheckHeadRoot) || !strings.Contains(text.String(), "0 of 2 checkpoints match") {
+			t.Fatalf("tampered export does not say what failed:\n%s", text.String())
+		}
+		entries, _ := os.ReadDir(out)
+		if len(entries) != 0 {
+			t.Fatalf("an export that does not add up left files: %v", entries)
+		}
+	})
+	t.Run("a wrong token does not add up", func(t *testing.T) {
+		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "acme", Token: "nope", Out: t.TempDir()})
+		if err != nil || res.OK || !strings.Contains(res.Failed()[0].Detail, "401") {
+			t.Fatalf("%v %+v", err, res)
+		}
+	})
+}
+
+func FuzzParseLeavesPage(f *testing.F) {
+	f.Add([]byte(`{"since":0,"size":1,"leaves":["` + strings.Repeat("ab", 32) + `"]}`))
+	f.Add([]byte(`{"since":5,"size":2,"leaves":[]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := export.ParseLeavesPage(data)
+		if err != nil {
+			return
+		}
+		if p.Since > p.Size || uint64(len(p.Leaves)) > p.Size-p.Since {
+			t.Fatalf("accepted %d leaves from %d of %d", len(p.Leaves), p.Since, p.Size)
+		}
+	})
+}

@@ -1,0 +1,268 @@
+package witness_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"svc.dev/svc/logserver"
+	"svc.dev/svc/projections"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/witness"
+)
+
+var svcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svc-bin-*")
+	if err != nil {
+		panic(err)
+	}
+	svcBin = filepath.Join(dir, "svc")
+	out, err := exec.Command("go", "build", "-o", svcBin, "svc.dev/svc/cmd/svc").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// switchable is an HTTP front whose backend can be swapped, and which can answer
+// chosen paths with chosen bodies: the test double for an operator who misbehaves.
+type switchable struct {
+	mu   sync.RWMutex
+	h    http.Handler
+	over map[string][]byte
+}
+
+func newSwitchable(h http.Handler) *switchable { return &switchable{h: h, over: map[string][]byte{}} }
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	h, body, ok := s.h, s.over[r.URL.Path], s.over[r.URL.Path] != nil
+	s.mu.RUnlock()
+	if ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+		return
+	}
+	h.ServeHTTP(w, r)
+}
+
+func (s *switchable) set(h http.Handler) { s.mu.Lock(); s.h = h; s.mu.Unlock() }
+
+func (s *switchable) serve(path string, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if body == nil {
+		delete(s.over, path)
+	} else {
+		s.over[path] = body
+	}
+}
+
+func (s *switchable) reset() { s.mu.Lock(); s.over = map[string][]byte{}; s.mu.Unlock() }
+
+// testLog is a real log service with tenants default and acme.
+type testLog struct {
+	svc   *logserver.Service
+	cpDir string
+}
+
+const (
+	defaultToken = "default-tenant-token"
+	acmeToken    = "acme-tenant-token"
+)
+
+func startLog(t *testing.T, dir string, key *signer.Key) *testLog {
+	t.Helper()
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
+	cpDir := filepath.Join(dir, "checkpoints")
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
+		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		Tenants: []logserver.TenantSpec{
+			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken(defaultToken)}},
+			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken(acmeToken)}},
+		},
+		CheckpointDir: cpDir, CheckpointEvery: time.Hour, AppendTimeout: 5 * time.Second, NoSync: true,
+		Logger: quietLogger(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Close() })
+	return &testLog{svc: svc, cpDir: cpDir}
+}
+
+// appendLeaves appends n leaves through base (the log's HTTP front).
+func appendLeaves(t *testing.T, base, tenant, prefix string, n int) {
+	t.Helper()
+	path, token := "/append", defaultToken
+	if tenant != "default" {
+		path, token = "/t/"+tenant+"/append", acmeToken
+	}
+	for i := 0; i < n; i++ {
+		body := fmt.Sprintf(`{"leaf":"%s-%s-%d-%d"}`, prefix, tenant, i, time.Now().UnixNano())
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			t.Fatalf("append to %s: %d %s", tenant, resp.StatusCode, b)
+		}
+	}
+}
+
+func (l *testLog) tick(t *testing.T, tenants ...string) {
+	t.Helper()
+	for _, tn := range tenants {
+		if err := l.svc.Checkpointer(tn).Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// runBin runs the svc binary as its own process.
+func runBin(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, svcBin, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("svc %v: %v", args, err)
+	}
+	return code, out.String(), errOut.String()
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readCheckpoint(t *testing.T, path string) *witness.Checkpoint {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := witness.ParseCheckpoint(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return cp
+}
+
+func tryCheckpoint(path string) *witness.Checkpoint {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	cp, err := witness.ParseCheckpoint(data)
+	if err != nil {
+		return nil
+	}
+	return cp
+}
+
+func readState(t *testing.T, path string) *witness.State {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := witness.ParseState(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func readAlarm(t *testing.T, path string) *witness.Alarm {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no alarm: %v", err)
+	}
+	a, err := witness.ParseAlarm(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// checkpointJSON is a checkpoint in the file form, signed by the given keys.
+func checkpointJSON(t *testing.T, tenant, logID string, size uint64, root string, keys ...*signer.Key) []byte {
+	t.Helper()
+	at := time.Now()
+	th := receipt.TreeHead{TreeSize: size, RootHash: root, Timestamp: receipt.FormatTime(at), Log: logID}
+	env, err := receipt.SignJSON(receipt.PayloadTreeHead, th, keys...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(projections.CheckpointFile{Tenant: tenant, LogID: logID, TreeSize: size, RootHash: root, SignedAt: th.Timestamp, Envelope: env}, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func alarmFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "ALARM-*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func fileServer(dir string) *httptest.Server {
+	return httptest.NewServer(http.FileServer(http.Dir(dir)))
+}
+
+func quietLogger() *slog.Logger {
+	if testing.Verbose() {
+		return slog.Default()
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

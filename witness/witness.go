@@ -1,0 +1,486 @@
+package witness
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"time"
+
+	"svc.dev/svc/conformance"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/projections"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// DefaultEvery is the default time between two cycles.
+const DefaultEvery = 300 * time.Second
+
+// Config configures a Witness.
+type Config struct {
+	Key *signer.Key // the witness's own key; its signature is the countersignature
+	// KeyValidFrom is the validFrom of the key in the published key document (the key
+	// file's modification time, say); zero: now.
+	KeyValidFrom   time.Time
+	LogURL         string   // the log server's base URL (default tenant at the root)
+	CheckpointsURL string   // the host serving <tenant>/latest.json
+	Out            string   // output directory
+	Tenants        []string // watched tenants; empty: ["default"]
+	Client         *http.Client
+	Logger         *slog.Logger
+	Now            func() time.Time
+}
+
+// Witness countersigns a log's checkpoints after checking them (see the package doc).
+type Witness struct {
+	cfg  Config
+	lock *os.File
+}
+
+// Outcome is what a cycle did for one tenant.
+type Outcome string
+
+// Outcomes.
+const (
+	Countersigned Outcome = "countersigned" // a new head (or a re-signed one) was countersigned
+	Unchanged     Outcome = "unchanged"     // nothing newer than what was countersigned
+	Alarmed       Outcome = "alarm"         // the log misbehaved; alarm files written, state kept
+	Failed        Outcome = "error"         // could not check (unreachable, malformed); retried next cycle
+)
+
+// Result is one tenant's outcome of a cycle.
+type Result struct {
+	Tenant   string
+	Outcome  Outcome
+	TreeSize uint64 // the checkpoint's size, when one was read
+	RootHash string
+	Alarm    *Alarm // with Alarmed
+	Err      error  // with Failed
+}
+
+// OK reports whether the outcome is countersigned or unchanged.
+func (r Result) OK() bool { return r.Outcome == Countersigned || r.Outcome == Unchanged }
+
+// New checks cfg, takes the output directory's lock (one witness process per
+// directory) and publishes the witness key document.
+func New(cfg Config) (*Witness, error) {
+	if cfg.Key == nil {
+		return nil, errors.New("witness: no key")
+	}
+	var err error
+	if cfg.LogURL, err = CheckBaseURL("log URL", cfg.LogURL); err != nil {
+		return nil, err
+	}
+	if cfg.CheckpointsURL, err = CheckBaseURL("checkpoints URL", cfg.CheckpointsURL); err != nil {
+		return nil, err
+	}
+	if cfg.Out == "" {
+		return nil, errors.New("witness: no output directory")
+	}
+	if len(cfg.Tenants) == 0 {
+		cfg.Tenants = []string{"default"}
+	}
+	seen := map[string]bool{}
+	for _, t := range cfg.Tenants {
+		if !pipeline.ValidTenant(t) {
+			return nil, fmt.Errorf("witness: tenant %q: use 1 to 63 of a-z, 0-9, - and _", t)
+		}
+		if seen[t] {
+			return nil, fmt.Errorf("witness: tenant %q named twice", t)
+		}
+		seen[t] = true
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: FetchTimeout}
+	}
+	if cfg.KeyValidFrom.IsZero() {
+		cfg.KeyValidFrom = cfg.Now()
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Out, ".well-known"), 0o755); err != nil {
+		return nil, err
+	}
+	w := &Witness{cfg: cfg}
+	if w.lock, err = lockDir(cfg.Out); err != nil {
+		return nil, err
+	}
+	for _, t := range cfg.Tenants {
+		if err := os.MkdirAll(filepath.Join(cfg.Out, t), 0o755); err != nil {
+			w.Close()
+			return nil, err
+		}
+	}
+	if err := w.publishKeyDocument(); err != nil {
+		w.Close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// Close releases the output directory.
+func (w *Witness) Close() error {
+	if w.lock == nil {
+		return nil
+	}
+	err := w.lock.Close()
+	w.lock = nil
+	return err
+}
+
+// publishKeyDocument writes <out>/.well-known/svc-witness.json: the current key first,
+// and keys listed by an earlier document after it (retired, with validTo set), so
+// countersignatures they made keep verifying.
+func (w *Witness) publishKeyDocument() error {
+	path := filepath.Join(w.cfg.Out, KeyDocumentRel)
+	cur := w.cfg.Key.Public().Entry(w.cfg.KeyValidFrom, nil)
+	doc := signer.KeyDocument{Keys: []signer.KeyEntry{cur}}
+	if data, err := receipt.ReadFileCapped(path, signer.MaxKeyDocumentSize); err == nil {
+		if old, err := signer.ParseKeyDocument(data); err == nil {
+			for _, e := range old.Keys {
+				if e.KeyID == cur.KeyID {
+					doc.Keys[0].ValidFrom = e.ValidFrom // keep the key's first publication
+					continue
+				}
+				if e.ValidTo == "" {
+					if from, err := receipt.ParseTime(e.ValidFrom); err == nil && w.cfg.Now().After(from) {
+						e.ValidTo = signer.FormatTime(w.cfg.Now())
+					}
+				}
+				doc.Keys = append(doc.Keys, e)
+			}
+		} else {
+			w.cfg.Logger.Warn("replacing an unreadable witness key document", "path", path, "err", err)
+		}
+	}
+	data, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if _, err := signer.ParseKeyDocument(data); err != nil {
+		return err
+	}
+	return receipt.WriteFileAtomic(path, append(data, '\n'), 0o644)
+}
+
+// Run runs a cycle every `every` until ctx ends.
+func (w *Witness) Run(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		w.Cycle(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Cycle checks every watched tenant once.
+func (w *Witness) Cycle(ctx context.Context) []Result {
+	out := make([]Result, 0, len(w.cfg.Tenants))
+	for _, t := range w.cfg.Tenants {
+		r := w.Check(ctx, t)
+		l := w.cfg.Logger.With("tenant", t, "outcome", string(r.Outcome), "size", r.TreeSize, "root", r.RootHash)
+		switch r.Outcome {
+		case Failed:
+			l.Warn("witness could not check the log", "err", r.Err)
+		case Alarmed:
+			l.Error("WITNESS ALARM", "kind", r.Alarm.Kind, "summary", r.Alarm.Summary, "detail", r.Alarm.Evidence.Detail)
+		default:
+			l.Info("witness cycle")
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// Check runs the cycle of SPEC.md for one tenant: fetch latest.json, verify it against
+// the published keys, prove that it extends the last head this witness signed, and
+// countersign it, or raise an alarm.
+func (w *Witness) Check(ctx context.Context, tenant string) Result {
+	res := Result{Tenant: tenant}
+	fail := func(err error) Result { res.Outcome, res.Err = Failed, err; return res }
+	st, err := w.loadState(tenant)
+	if err != nil {
+		return fail(err) // never guess past a state we cannot read
+	}
+	cpURL := w.cfg.CheckpointsURL + "/" + tenant + "/" + LatestFile
+	data, err := Fetch(ctx, w.cfg.Client, cpURL, MaxCheckpointSize)
+	if err != nil {
+		return fail(err)
+	}
+	cp, err := ParseCheckpoint(data)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", cpURL, err))
+	}
+	res.TreeSize, res.RootHash = cp.Head.TreeSize, cp.Head.RootHash
+	if cp.File.Tenant != "" && cp.File.Tenant != tenant {
+		return fail(fmt.Errorf("%s is the checkpoint of tenant %q", cpURL, cp.File.Tenant))
+	}
+	docURL := KeyDocumentURL(w.cfg.LogURL, tenant)
+	docData, err := Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize)
+	if err != nil {
+		return fail(err)
+	}
+	doc, err := signer.ParseKeyDocument(docData)
+	if err != nil {
+		return fail(fmt.Errorf("%s: %w", docURL, err))
+	}
+	keys, _ := doc.PublicKeys() // checked by ParseKeyDocument
+	if doc.Log != "" && cp.Head.Log != doc.Log {
+		return fail(fmt.Errorf("the checkpoint names log %q; the key document at %s is log %q's", cp.Head.Log, docURL, doc.Log))
+	}
+	if st != nil && st.LogID != cp.Head.Log {
+		return fail(fmt.Errorf("the checkpoint names log %q; this witness has been following log %q for tenant %s", cp.Head.Log, st.LogID, tenant))
+	}
+	offered := &HeadRef{TreeSize: cp.Head.TreeSize, RootHash: cp.Head.RootHash, SignedAt: cp.File.SignedAt, Envelope: cp.File.Envelope}
+	alarm := func(kind, detail string, ev Evidence) Result {
+		a := &Alarm{Kind: kind, Summary: alarmSummaries[kind], Tenant: tenant, LogURL: w.cfg.LogURL, CheckpointsURL: w.cfg.CheckpointsURL,
+			DetectedAt: signer.FormatTime(w.cfg.Now()), Offered: offered, Evidence: ev, WitnessKeyID: w.cfg.Key.KeyID()}
+		a.Evidence.Detail = detail
+		if st != nil {
+			a.Witnessed = &HeadRef{TreeSize: st.TreeSize, RootHash: st.RootHash, SignedAt: st.SignedAt, Envelope: st.Envelope}
+		}
+		if err := w.raise(tenant, a); err != nil {
+			return fail(fmt.Errorf("alarm %s not recorded: %w", kind, err))
+		}
+		res.Outcome, res.Alarm = Alarmed, a
+		return res
+	}
+
+	// Signatures: a published key must have signed it.
+	env := cp.File.Envelope
+	var unpublished []string
+	for _, s := range env.Signatures {
+		if !slices.ContainsFunc(keys, func(k signer.PublicKey) bool { return k.KeyID == s.KeyID }) && s.KeyID != w.cfg.Key.KeyID() {
+			unpublished = append(unpublished, s.KeyID)
+		}
+	}
+	if _, err := env.Verify(keys); err != nil {
+		if len(unpublished) > 0 {
+			return alarm(AlarmUnpublishedKey, fmt.Sprintf("checkpoint at size %d is signed by %v, none of which the key document at %s lists", cp.Head.TreeSize, unpublished, docURL),
+				Evidence{UnpublishedKeyIDs: unpublished, KeyDocument: doc})
+		}
+		return fail(fmt.Errorf("checkpoint at size %d: no signature verifies against the keys published at %s", cp.Head.TreeSize, docURL))
+	}
+	if len(unpublished) > 0 {
+		w.cfg.Logger.Warn("checkpoint also carries signatures by keys the log does not publish (other witnesses?)", "tenant", tenant, "keyids", unpublished)
+	}
+
+	if st == nil {
+		w.cfg.Logger.Info("first head of this log: nothing to prove consistency with; trusting it on first use", "tenant", tenant, "size", cp.Head.TreeSize)
+		return w.countersign(tenant, cp, res)
+	}
+	stRoot, err := merkle.ParseHash(st.RootHash)
+	if err != nil {
+		return fail(err)
+	}
+	src := &conformance.LogServer{Base: TenantBase(w.cfg.LogURL, tenant), Client: w.cfg.Client}
+	switch {
+	case cp.Head.TreeSize == st.TreeSize:
+		if cp.Head.RootHash != st.RootHash {
+			return alarm(AlarmSecondHistory, fmt.Sprintf("the log signed root %s at size %d; this witness signed root %s at that size", cp.Head.RootHash, cp.Head.TreeSize, st.RootHash), Evidence{})
+		}
+		if cp.File.SignedAt == st.SignedAt {
+			if err := w.ensurePublished(tenant, st); err != nil {
+				return fail(err)
+			}
+			res.Outcome = Unchanged
+			return res
+		}
+		return w.countersign(tenant, cp, res) // the log re-signed the same head (heartbeat)
+	case cp.Head.TreeSize > st.TreeSize:
+		proof, err := src.Consistency(st.TreeSize, cp.Head.TreeSize)
+		if err != nil {
+			return fail(fmt.Errorf("consistency proof %d → %d: %w", st.TreeSize, cp.Head.TreeSize, err))
+		}
+		if err := merkle.VerifyConsistency(st.TreeSize, cp.Head.TreeSize, stRoot, cp.Root(), proof); err != nil {
+			return alarm(AlarmDoesNotExtend, fmt.Sprintf("the log's consistency proof %d → %d does not prove that root %s extends root %s, which this witness signed: %v",
+				st.TreeSize, cp.Head.TreeSize, cp.Head.RootHash, st.RootHash, err),
+				Evidence{Consistency: &Proof{OldSize: st.TreeSize, NewSize: cp.Head.TreeSize, Hashes: receipt.HashStrings(proof)}})
+		}
+		return w.countersign(tenant, cp, res)
+	default: // an older checkpoint than the one countersigned: fine only if it is a prefix
+		proof, err := src.Consistency(cp.Head.TreeSize, st.TreeSize)
+		if err != nil {
+			return fail(fmt.Errorf("latest.json is at size %d, below the %d this witness signed, and the consistency proof failed: %w", cp.Head.TreeSize, st.TreeSize, err))
+		}
+		if err := merkle.VerifyConsistency(cp.Head.TreeSize, st.TreeSize, cp.Root(), stRoot, proof); err != nil {
+			return alarm(AlarmDoesNotExtend, fmt.Sprintf("latest.json went back to size %d with root %s, which is not a prefix of the head this witness signed at size %d: %v",
+				cp.Head.TreeSize, cp.Head.RootHash, st.TreeSize, err),
+				Evidence{Consistency: &Proof{OldSize: cp.Head.TreeSize, NewSize: st.TreeSize, Hashes: receipt.HashStrings(proof)}})
+		}
+		w.cfg.Logger.Warn("latest.json is older than the head this witness signed (a stale copy?)", "tenant", tenant, "size", cp.Head.TreeSize, "witnessed", st.TreeSize)
+		if err := w.ensurePublished(tenant, st); err != nil {
+			return fail(err)
+		}
+		res.Outcome = Unchanged
+		return res
+	}
+}
+
+func (w *Witness) tenantDir(tenant string) string { return filepath.Join(w.cfg.Out, tenant) }
+
+func (w *Witness) loadState(tenant string) (*State, error) {
+	path := filepath.Join(w.tenantDir(tenant), StateFile)
+	data, err := receipt.ReadFileCapped(path, MaxStateSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	st, err := ParseState(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (fix or remove it by hand; the witness will not guess)", path, err)
+	}
+	if st.Tenant != tenant {
+		return nil, fmt.Errorf("%s is the state of tenant %q", path, st.Tenant)
+	}
+	return st, nil
+}
+
+// countersign persists the new state, then publishes the countersigned checkpoint.
+func (w *Witness) countersign(tenant string, cp *Checkpoint, res Result) Result {
+	now := w.cfg.Now()
+	st := &State{Tenant: tenant, LogID: cp.Head.Log, TreeSize: cp.Head.TreeSize, RootHash: cp.Head.RootHash, SignedAt: cp.File.SignedAt,
+		WitnessedAt: signer.FormatTime(now), Envelope: cp.File.Envelope}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		res.Outcome, res.Err = Failed, err
+		return res
+	}
+	// The state moves first: after a crash here the witness has promised nothing it
+	// does not remember.
+	if err := receipt.WriteFileAtomic(filepath.Join(w.tenantDir(tenant), StateFile), append(data, '\n'), 0o644); err != nil {
+		res.Outcome, res.Err = Failed, fmt.Errorf("witness state not saved: %w", err)
+		return res
+	}
+	if err := w.publish(tenant, st); err != nil {
+		res.Outcome, res.Err = Failed, err
+		return res
+	}
+	res.Outcome = Countersigned
+	return res
+}
+
+// publish writes <out>/<tenant>/<treeSize>.json and latest.json: the log's envelope
+// with this witness's signature added.
+func (w *Witness) publish(tenant string, st *State) error {
+	env := *st.Envelope
+	env.Signatures = slices.Clone(st.Envelope.Signatures)
+	env.AddSignature(w.cfg.Key)
+	f := projections.CheckpointFile{Tenant: tenant, LogID: st.LogID, TreeSize: st.TreeSize, RootHash: st.RootHash, SignedAt: st.SignedAt, Envelope: &env}
+	data, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	dir := w.tenantDir(tenant)
+	if err := receipt.WriteFileAtomic(filepath.Join(dir, strconv.FormatUint(st.TreeSize, 10)+".json"), data, 0o644); err != nil {
+		return err
+	}
+	return receipt.WriteFileAtomic(filepath.Join(dir, LatestFile), data, 0o644)
+}
+
+// ensurePublished republishes the state's head if latest.json does not carry it (a
+// crash between saving the state and publishing).
+func (w *Witness) ensurePublished(tenant string, st *State) error {
+	data, err := receipt.ReadFileCapped(filepath.Join(w.tenantDir(tenant), LatestFile), MaxCheckpointSize)
+	if err == nil {
+		if cp, err := ParseCheckpoint(data); err == nil && cp.Head.TreeSize == st.TreeSize && cp.Head.RootHash == st.RootHash &&
+			len(cp.File.Envelope.VerifiedBy([]signer.PublicKey{w.cfg.Key.Public()})) == 1 {
+			return nil
+		}
+	}
+	w.cfg.Logger.Info("republishing the countersigned head", "tenant", tenant, "size", st.TreeSize)
+	return w.publish(tenant, st)
+}
+
+// raise writes ALARM.json and a uniquely named ALARM-<time>.json, unless ALARM.json
+// already records the same refusal (then the alarm persists and nothing is rewritten).
+func (w *Witness) raise(tenant string, a *Alarm) error {
+	dir := w.tenantDir(tenant)
+	latest := filepath.Join(dir, AlarmFile)
+	if data, err := receipt.ReadFileCapped(latest, MaxAlarmSize); err == nil {
+		if prev, err := ParseAlarm(data); err == nil && prev.same(a) {
+			return nil
+		}
+	}
+	data, err := json.MarshalIndent(a, "", "  ")
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if _, err := writeUnique(dir, "ALARM-"+w.cfg.Now().UTC().Format(alarmStamp), ".json", data); err != nil {
+		return err
+	}
+	return receipt.WriteFileAtomic(latest, data, 0o644)
+}
+
+// alarmStamp is RFC 3339 basic format with nanoseconds, e.g. 20260102T030405.123456789Z.
+const alarmStamp = "20060102T150405.000000000Z"
+
+// writeUnique writes data to <dir>/<stem><ext>, or <stem>-2<ext>, -3... if taken: the
+// file is written and fsynced under a temporary name and hard-linked into place, which
+// fails rather than replaces when the name exists.
+func writeUnique(dir, stem, ext string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, ".alarm.tmp-*")
+	if err != nil {
+		return "", err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		return "", err
+	}
+	for i := 1; i < 10000; i++ {
+		name := stem + ext
+		if i > 1 {
+			name = fmt.Sprintf("%s-%d%s", stem, i, ext)
+		}
+		path := filepath.Join(dir, name)
+		err := os.Link(tmp, path)
+		if err == nil {
+			if d, err := os.Open(dir); err == nil {
+				_ = d.Sync()
+				d.Close()
+			}
+			return path, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("no free name for %s%s", stem, ext)
+}
