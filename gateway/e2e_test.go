@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"svc.dev/svc/internal/svcbin"
 	"testing"
 	"time"
 
@@ -27,18 +27,7 @@ var (
 func TestMain(m *testing.M) {
 	_, file, _, _ := runtime.Caller(0)
 	repoDir = filepath.Dir(filepath.Dir(file))
-	dir, err := os.MkdirTemp("", "svc-gw-bin-*")
-	if err != nil {
-		panic(err)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	if out, err := exec.Command("go", "build", "-o", svcBin, "svc.dev/svc/cmd/svc").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	svcbin.Main(m, &svcBin)
 }
 
 // nodeModules is e2e/node_modules, installed by .ci/run (npm ci). A missing install

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"svc.dev/svc/internal/svcbin"
 	"sync"
 	"syscall"
 	"testing"
@@ -23,21 +24,7 @@ import (
 
 var svcBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-bin-*")
-	if err != nil {
-		panic(err)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	out, err := exec.Command("go", "build", "-o", svcBin, "svc.dev/svc/cmd/svc").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { svcbin.Main(m, &svcBin) }
 
 // logProc is a `svc log` process.
 type logProc struct {

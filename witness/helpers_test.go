@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"svc.dev/svc/internal/svcbin"
 	"sync"
 	"testing"
 	"time"
@@ -26,21 +27,7 @@ import (
 
 var svcBin string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-bin-*")
-	if err != nil {
-		panic(err)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	out, err := exec.Command("go", "build", "-o", svcBin, "svc.dev/svc/cmd/svc").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { svcbin.Main(m, &svcBin) }
 
 // switchable is an HTTP front whose backend can be swapped, and which can answer
 // chosen paths with chosen bodies: the test double for an operator who misbehaves.

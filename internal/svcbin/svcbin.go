@@ -1,0 +1,31 @@
+// Package svcbin builds the svc binary for tests that run it as a separate process
+// (a crash test that sends SIGKILL, a witness on "another machine", an MCP client
+// that spawns the gateway).
+package svcbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Main builds svc into a temporary directory, sets *path to it, runs the tests and
+// exits. Call it from TestMain.
+func Main(m *testing.M, path *string) {
+	dir, err := os.MkdirTemp("", "svc-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*path = filepath.Join(dir, "svc")
+	if out, err := exec.Command("go", "build", "-o", *path, "svc.dev/svc/cmd/svc").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build svc: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
