@@ -23,6 +23,14 @@ type LineWriter struct {
 
 // OpenLineWriter opens (or creates) the log file at path and counts its lines.
 func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
+	return ResumeLineWriter(path, logger, 0, 0)
+}
+
+// ResumeLineWriter is OpenLineWriter for a file known to hold lines complete lines in
+// its first offset bytes (as recorded after an fsynced Append): only the rest is read
+// and validated, so opening a large file costs what was written since. When the file
+// is shorter than offset, it is read from the start.
+func ResumeLineWriter(path string, logger *slog.Logger, lines uint64, offset int64) (*LineWriter, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -31,7 +39,11 @@ func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
 		return nil, err
 	}
 	w := &LineWriter{path: path, f: f}
-	s := newLineScanner(io.NewSectionReader(f, 0, 1<<62))
+	if fi, err := f.Stat(); err != nil || fi.Size() < offset || offset < 0 {
+		lines, offset = 0, 0
+	}
+	w.count = lines
+	s := newLineScanner(io.NewSectionReader(f, offset, 1<<62))
 	for {
 		_, err := s.next()
 		if err == io.EOF {
@@ -39,7 +51,10 @@ func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
 		}
 		var torn *tornError
 		if errors.As(err, &torn) {
-			if err := repairTorn(f, path, torn, logger); err != nil {
+			abs := *torn // the scanner counts from offset
+			abs.offset += offset
+			abs.line += int(lines)
+			if err := repairTorn(f, path, &abs, logger); err != nil {
 				f.Close()
 				return nil, err
 			}
@@ -52,9 +67,12 @@ func OpenLineWriter(path string, logger *slog.Logger) (*LineWriter, error) {
 		}
 		w.count++
 	}
-	w.end = s.off
+	w.end = offset + s.off
 	return w, nil
 }
+
+// Offset is the byte length of the file's complete lines.
+func (w *LineWriter) Offset() int64 { return w.end }
 
 // Count is the number of lines (leaves) in the file.
 func (w *LineWriter) Count() uint64 { return w.count }

@@ -43,3 +43,40 @@ func TestLineWriter(t *testing.T) {
 		t.Fatalf("read back: %v %+v", err, entries)
 	}
 }
+
+func TestResumeLineWriter(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	w, err := OpenLineWriter(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Append([]Entry{{Kind: LineLeaf, Leaf: "a"}, {Kind: LineLeaf, Leaf: "b"}})
+	lines, off := w.Count(), w.Offset()
+	w.Append([]Entry{{Kind: LineLeaf, Leaf: "c"}})
+	w.Close()
+	// A torn line after the recorded position is repaired at the right place.
+	f, _ := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	f.Write([]byte(`"tor`))
+	f.Close()
+	w, err = ResumeLineWriter(path, nil, lines, off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Count() != 3 {
+		t.Fatalf("resumed count %d, want 3", w.Count())
+	}
+	w.Append([]Entry{{Kind: LineLeaf, Leaf: "d"}})
+	w.Close()
+	f, _ = os.Open(path)
+	entries, err := ReadLogFile(f)
+	f.Close()
+	if err != nil || len(entries) != 4 || entries[3].Leaf != "d" {
+		t.Fatalf("after resume: %v %+v", err, entries)
+	}
+	// A recorded position past the end of the file (a file replaced) reads it whole.
+	w, err = ResumeLineWriter(path, nil, 1000, 1<<30)
+	if err != nil || w.Count() != 4 {
+		t.Fatalf("stale position: %v %d", err, w.Count())
+	}
+	w.Close()
+}

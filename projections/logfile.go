@@ -33,6 +33,7 @@ type LogFile struct {
 
 type logFileState struct {
 	Lines     uint64 `json:"lines"`
+	Offset    int64  `json:"offset"`    // bytes of those lines, fsynced
 	StreamSeq uint64 `json:"streamSeq"` // the batch that ends at Lines
 }
 
@@ -41,16 +42,17 @@ func (p *LogFile) Run(ctx context.Context) error {
 	if p.Logger == nil {
 		p.Logger = slog.Default()
 	}
-	w, err := merkle.OpenLineWriter(p.Path, p.Logger)
+	var st logFileState
+	if err := loadState(p.StatePath, &st); err != nil {
+		return fmt.Errorf("log file projection %s: %w", p.StatePath, err)
+	}
+	// Only what was written since the recorded position is read back.
+	w, err := merkle.ResumeLineWriter(p.Path, p.Logger, st.Lines, st.Offset)
 	if err != nil {
 		return err
 	}
 	p.w = w
 	defer w.Close()
-	var st logFileState
-	if err := loadState(p.StatePath, &st); err != nil {
-		return fmt.Errorf("log file projection %s: %w", p.StatePath, err)
-	}
 	start := uint64(1)
 	if st.Lines <= w.Count() && st.StreamSeq > 0 {
 		start = st.StreamSeq + 1
@@ -68,7 +70,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 		pending = pending[:0]
 		if time.Since(lastSave) > time.Second {
 			lastSave = time.Now()
-			return saveState(p.StatePath, logFileState{Lines: w.Count(), StreamSeq: lastSeq})
+			return saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: lastSeq})
 		}
 		return nil
 	}
@@ -105,7 +107,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 		err = ferr
 	}
 	if lastSeq > 0 {
-		_ = saveState(p.StatePath, logFileState{Lines: w.Count(), StreamSeq: lastSeq})
+		_ = saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: lastSeq})
 	}
 	return err
 }
