@@ -360,6 +360,9 @@ func caseOptions(dir string, m *Manifest, c *Case) (Options, error) {
 	for _, s := range c.Inputs.Secrets {
 		opts.ProviderSecrets[s] = []byte(m.Secrets[s])
 	}
+	if opts.WitnessKeys, err = manifestKeys(dir, m, c.Inputs.WitnessKeys); err != nil {
+		return opts, err
+	}
 	if c.Inputs.Log != "" {
 		if opts.Log, err = OpenFileCopy(filepath.Join(dir, c.Inputs.Log)); err != nil {
 			return opts, err

@@ -397,6 +397,13 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 	sizeB := cloneBundle(executedB)
 	sizeB.Inclusion.TreeSize++
 	add("tampered-proof-size", "", "the inclusion proof is for another tree size than the head's", sizeB, gatewayInputs, CheckTreeHeadSize)
+	witnessedB := cloneBundle(executedB)
+	witnessedB.TreeHead.AddSignature(g.keys["witness"])
+	withWitness := with(gatewayInputs, func(i *CaseInputs) { i.WitnessKeys = []string{"witness"} })
+	if err := g.addVerify("gateway-witnessed-head", "the receipt's tree head is countersigned by a witness (verify --witness-key)", "", witnessedB, withWitness, ""); err != nil {
+		return err
+	}
+	add("tampered-head-not-witnessed", "", "a witness is required and the head carries no countersignature", executedB, withWitness, CheckWitnessCovers)
 	idxB := cloneBundle(executedB)
 	idxB.Inclusion.LeafIndex++
 	add("tampered-proof-index", "", "the inclusion proof names another leaf index", idxB, gatewayInputs, CheckInclusion)

@@ -83,7 +83,7 @@ func TestVectorsCoverEveryCheck(t *testing.T) {
 		CheckToolInScope, CheckPrincipalClaimed, CheckArgsDigest, CheckUpstreamKey, CheckProviderSecret, CheckPolicyConsistent,
 		CheckNoPolicyErrors, CheckAuthSignature, CheckAuthNamesCall, CheckAuthTreeHead, CheckAuthInclusion, CheckAuthBeforeExecution,
 		CheckTreeHeadSignature, CheckTreeHeadLog, CheckTreeHeadSize, CheckInclusion, CheckLogFileRoot,
-		CheckOlderNotLarger, CheckNewerExtends, CheckWitnessCosigned}
+		CheckWitnessCovers, CheckOlderNotLarger, CheckNewerExtends, CheckWitnessCosigned}
 	for _, name := range all {
 		if !failing[name] {
 			t.Errorf("no vector fails at %q", name)

@@ -66,6 +66,9 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 		for _, k := range in.UpstreamKeys {
 			args = append(args, "--upstream-key", key(k))
 		}
+		for _, k := range in.WitnessKeys {
+			args = append(args, "--witness-key", key(k))
+		}
 		for _, s := range in.Secrets {
 			env := map[string]string{receipt.ProviderPaymentWebhook: "SVC_TEST_STRIPE_SECRET", receipt.ProviderRepoDelivery: "SVC_TEST_GITHUB_SECRET"}[s]
 			t.Setenv(env, m.Secrets[s])

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
+	"strings"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
@@ -39,6 +41,10 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logID := fs.String("log-id", "", "the log `id` the tree head must name")
 	stripeEnv := fs.String("stripe-secret-env", "", "environment `variable` holding the payment-webhook signing secret")
 	githubEnv := fs.String("github-secret-env", "", "environment `variable` holding the repo-delivery webhook secret")
+	var witnessKeys listFlag
+	fs.Var(&witnessKeys, "witness-key", "trusted witness public key `file`; repeatable: the head must be countersigned by a witness")
+	witnessURL := fs.String("witness-url", "", "witness output base `URL`: its key document and latest countersigned checkpoint (needs --log-url to prove consistency)")
+	tenant := fs.String("tenant", "default", "the `tenant` under the witness URL")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -95,6 +101,17 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			notes = append(notes, "log keys were taken from "+s.Base+"/.well-known/svc-log.json; pass --log-key to pin them")
 		}
 	}
+	if opts.WitnessKeys, err = signer.LoadPublicKeys(witnessKeys); err != nil {
+		return err
+	}
+	if *witnessURL != "" {
+		if err := loadVerifyWitness(ctx, *witnessURL, *tenant, &opts); err != nil {
+			return err
+		}
+		if s, ok := opts.Log.(*conformance.LogServer); ok {
+			opts.WitnessLog = s
+		}
+	}
 	data, err := receipt.ReadFileCapped(pos[0], receipt.MaxBundleSize)
 	if err != nil {
 		return err
@@ -112,5 +129,30 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if !rep.Verified {
 		return exitCode(1)
 	}
+	return nil
+}
+
+// loadVerifyWitness fetches the witness's key document (unless keys were given) and
+// its latest countersigned checkpoint for tenant.
+func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conformance.Options) error {
+	base = strings.TrimRight(base, "/")
+	if len(opts.WitnessKeys) == 0 {
+		var doc signer.KeyDocument
+		if err := conformance.GetJSON(ctx, nil, base+"/.well-known/svc-witness.json", &doc); err != nil {
+			return fmt.Errorf("witness key document: %w", err)
+		}
+		keys, err := doc.PublicKeys()
+		if err != nil {
+			return fmt.Errorf("witness key document: %w", err)
+		}
+		opts.WitnessKeys = keys
+	}
+	var cp struct {
+		Envelope *receipt.Envelope `json:"envelope"`
+	}
+	if err := conformance.GetJSON(ctx, nil, base+"/"+url.PathEscape(tenant)+"/latest.json", &cp); err != nil {
+		return fmt.Errorf("witness checkpoint: %w", err)
+	}
+	opts.WitnessHead = cp.Envelope
 	return nil
 }
