@@ -19,6 +19,7 @@ import (
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/gateway"
 	"svc.dev/svc/logserver"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -313,5 +314,47 @@ func TestGatewayStartupMisconfiguration(t *testing.T) {
 	g := newGateway(t, f)
 	if err := g.CheckGrant(); err == nil || !strings.Contains(err.Error(), "expired") {
 		t.Fatalf("expired stdio grant: %v", err)
+	}
+}
+
+// TestGatewayLogOverNATS: the gateway appends to a fleet log over NATS request/reply
+// (log: {nats, tenant}), and its receipts verify against the log's key.
+func TestGatewayLogOverNATS(t *testing.T) {
+	broker, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Shutdown()
+	logKey, _ := signer.GenerateKey()
+	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
+		Signer: receipt.KeySigner{Key: logKey}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
+		Tenants: []logserver.TenantSpec{{ID: "fleet", LogID: "fleet-log"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	up := startRecordingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+		delete(cfg, "logFile")
+		cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet", "hashOnly": true}
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	g := newGateway(t, f)
+	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	s, _ := g.NewSession("", grant)
+	r := g.Call(context.Background(), s, "lookup", json.RawMessage(`{"q":"nats"}`), nil)
+	if r.IsError {
+		t.Fatalf("lookup: %s", resText(r))
+	}
+	b := readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string))
+	rep := conformance.Verify(b, conformance.Options{IssuerKeys: []signer.PublicKey{f.gw.Public()}, PrincipalKeys: []signer.PublicKey{f.alice.Public()},
+		LogKeys: []signer.PublicKey{logKey.Public()}, LogID: "fleet-log"})
+	if !rep.Verified {
+		t.Fatalf("receipt logged over NATS: first failure %q", rep.FirstFailure())
+	}
+	if got := svc.Sequencer("fleet").Tree().Size(); got != 1 {
+		t.Fatalf("fleet log holds %d leaves", got)
 	}
 }
