@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -356,5 +357,55 @@ func TestGatewayLogOverNATS(t *testing.T) {
 	}
 	if got := svc.Sequencer("fleet").Tree().Size(); got != 1 {
 		t.Fatalf("fleet log holds %d leaves", got)
+	}
+}
+
+// TestGatewayHTTPSessionlessClients: a client of the 2026-07-28 revision sends no
+// initialize and no session; it presents the grant on every request, and each request
+// is checked.
+func TestGatewayHTTPSessionlessClients(t *testing.T) {
+	up := startRecordingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+		delete(cfg, "grantFile")
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	g := newGateway(t, f)
+	ts := httptest.NewServer(g.Handler(gateway.HTTPConfig{}))
+	defer ts.Close()
+	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	post := func(grantHeader, method, name, params string) (int, string) {
+		body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		if name != "" {
+			req.Header.Set("Mcp-Name", name)
+		}
+		if grantHeader != "" {
+			req.Header.Set("X-Svc-Grant", grantHeader)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern-agent","version":"1"}}`
+	code, body := post(grantHeader(grant), "tools/list", "", `{`+meta+`}`)
+	if code != 200 || !strings.Contains(body, `"lookup"`) || strings.Contains(body, `"boom"`) {
+		t.Fatalf("tools/list without a session: %d %s", code, body)
+	}
+	code, body = post(grantHeader(grant), "tools/call", "lookup", `{"name":"lookup","arguments":{"q":"s"},`+meta+`}`)
+	if code != 200 || !strings.Contains(body, `balance`) || !strings.Contains(body, `svc/receipt`) {
+		t.Fatalf("tools/call without a session: %d %s", code, body)
+	}
+	if code, body := post("", "tools/list", "", `{`+meta+`}`); code != 403 || !strings.Contains(body, "grant rejected") {
+		t.Fatalf("a sessionless request without a grant: %d %s", code, body)
 	}
 }
