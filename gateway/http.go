@@ -25,6 +25,8 @@ type HTTPConfig struct {
 	Host        string
 	Port        int // 0: any free port
 	IdleMinutes int // a session without a request for this long is closed; default 30
+	// Idle, when set, overrides IdleMinutes (finer than a minute: tests).
+	Idle time.Duration
 }
 
 // maxMCPBody caps one MCP request body.
@@ -46,6 +48,9 @@ type httpFront struct {
 func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.IdleMinutes <= 0 {
 		cfg.IdleMinutes = 30
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = time.Duration(cfg.IdleMinutes) * time.Minute
 	}
 	f := &httpFront{g: g, sessions: map[string]*Session{}}
 	hooks := &server.Hooks{}
@@ -70,7 +75,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
 	g.addTools(srv, f.session)
 	f.mcp = server.NewStreamableHTTPServer(srv,
-		server.WithSessionIdleTTL(time.Duration(cfg.IdleMinutes)*time.Minute),
+		server.WithSessionIdleTTL(cfg.Idle),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			if s, ok := r.Context().Value(ctxKey{}).(*Session); ok {
 				return context.WithValue(ctx, ctxKey{}, s)

@@ -409,3 +409,62 @@ func TestGatewayHTTPSessionlessClients(t *testing.T) {
 		t.Fatalf("a sessionless request without a grant: %d %s", code, body)
 	}
 }
+
+// TestGatewayHTTPIdleSessionCloses: a session without a request for the idle time is
+// closed; its id is no longer accepted and /health no longer counts it.
+func TestGatewayHTTPIdleSessionCloses(t *testing.T) {
+	up := startRecordingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+	})
+	g := newGateway(t, f)
+	ts := httptest.NewServer(g.Handler(gateway.HTTPConfig{Idle: 300 * time.Millisecond}))
+	defer ts.Close()
+	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+grantHeader(grant))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || id == "" {
+		t.Fatalf("initialize: %d, session %q", resp.StatusCode, id)
+	}
+	sessions := func() float64 {
+		r, err := http.Get(ts.URL + "/health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Body.Close()
+		var h map[string]any
+		json.NewDecoder(r.Body).Decode(&h)
+		return h["sessions"].(float64)
+	}
+	if n := sessions(); n != 1 {
+		t.Fatalf("%v sessions after initialize", n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sessions() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session was not closed")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	req, _ = http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("a request on the closed session: %d, want 404", resp.StatusCode)
+	}
+}
