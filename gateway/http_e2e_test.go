@@ -79,6 +79,13 @@ func paymentsAPI(t *testing.T) *httptest.Server {
 		}
 		json.NewEncoder(w).Encode(map[string]any{"id": "pay_1", "amount": body["amount"], "currency": r.URL.Query().Get("currency")})
 	})
+	mux.HandleFunc("POST /payments/{id}/capture", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		json.NewEncoder(w).Encode(map[string]any{"id": r.PathValue("id"), "bodyBytes": len(b), "note": r.URL.Query().Get("note")})
+	})
+	mux.HandleFunc("DELETE /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"deleted": r.PathValue("id"), "reason": r.URL.Query().Get("reason")})
+	})
 	mux.HandleFunc("GET /payments/{id}", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(map[string]any{"id": r.PathValue("id"), "status": "settled"})
 	})

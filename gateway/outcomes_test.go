@@ -152,7 +152,9 @@ func TestGatewayOutcomes(t *testing.T) {
 			map[string]any{"name": "kb", "url": up.url},
 			map[string]any{"name": "dead", "rest": map[string]any{"baseUrl": "http://127.0.0.1:1", "tools": []any{map[string]any{"name": "unreachable", "method": "GET", "path": "/x"}}}},
 			map[string]any{"name": "payments", "rest": map[string]any{"baseUrl": api.URL, "headers": map[string]string{"X-Api-Key": "rest-secret"},
-				"tools": []any{map[string]any{"name": "create-payment", "method": "POST", "path": "/payments"}}}},
+				"tools": []any{map[string]any{"name": "create-payment", "method": "POST", "path": "/payments"},
+					map[string]any{"name": "capture", "method": "POST", "path": "/payments/{id}/capture", "body": "none", "query": []string{"note"}},
+					map[string]any{"name": "refund", "method": "DELETE", "path": "/payments/{id}"}}}},
 		}
 		cfg["facts"] = []any{
 			map[string]any{"name": "kb", "tool": "lookup", "args": map[string]any{"q": "$args.topic"}, "forTools": []string{"create-payment"}},
@@ -164,7 +166,7 @@ func TestGatewayOutcomes(t *testing.T) {
 @id("all") permit (principal, action, resource) unless { context has args && context.args has amount && context.args.amount > 10000 };
 `), 0o644)
 	g := newGateway(t, f)
-	grant := f.writeGrant(t, "g.json", []string{"lookup", "unreachable", "create-payment", "boom"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	grant := f.writeGrant(t, "g.json", []string{"lookup", "unreachable", "create-payment", "boom", "capture", "refund"}, time.Now().Add(-time.Minute), time.Hour, nil)
 	s, err := g.NewSession("", grant)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +197,15 @@ func TestGatewayOutcomes(t *testing.T) {
 	r = call("lookup", `{"q":"fees"}`, nil)
 	if p := mustPred(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string))); p.Consumed == nil || p.Consumed.FactIDs[0] != "kb:article-refunds" {
 		t.Fatalf("consumed: %+v", p.Consumed)
+	}
+	// REST: path templating, body "none", the query list, and DELETE arguments in the query.
+	r = call("capture", `{"id":"pay_9","note":"ship it","ignored":1}`, nil)
+	if r.IsError || !strings.Contains(resText(r), `"bodyBytes":0`) || !strings.Contains(resText(r), `"id":"pay_9"`) || !strings.Contains(resText(r), `"note":"ship it"`) {
+		t.Fatalf("capture: %s", resText(r))
+	}
+	r = call("refund", `{"id":"pay_9","reason":"duplicate"}`, nil)
+	if r.IsError || !strings.Contains(resText(r), `"deleted":"pay_9"`) || !strings.Contains(resText(r), `"reason":"duplicate"`) {
+		t.Fatalf("refund: %s", resText(r))
 	}
 	// Upstream unreachable: "Upstream error: <message> (receipt <id>)".
 	r = call("unreachable", `{}`, nil)
