@@ -68,7 +68,6 @@ type Gateway struct {
 	policyDigest  string
 	upstreams     []Upstream
 	owner         map[string]Upstream // tool → the one upstream offering it
-	tools         map[string]mcp.Tool
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time

@@ -127,8 +127,8 @@ func TestFloatTouchedDeniesWithError(t *testing.T) {
 	// Arithmetic, ordering the other way and equality.
 	for text, want := range map[string]string{
 		`@id("p") permit (principal, action, resource) when { context.args.amount + 1 > 0 };`: policy.Deny,
-		`@id("p") permit (principal, action, resource) when { 100 >= context.args.amount };`:   policy.Deny,
-		`@id("p") permit (principal, action, resource) when { context.args.amount != 12 };`:    policy.Allow,
+		`@id("p") permit (principal, action, resource) when { 100 >= context.args.amount };`:  policy.Deny,
+		`@id("p") permit (principal, action, resource) when { context.args.amount != 12 };`:   policy.Allow,
 	} {
 		d := mustParse(t, text).Evaluate(policy.Request{Agent: "a", Tool: "t", Args: json.RawMessage(`{"amount": 12.5}`)})
 		if d.Decision != want {

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// serveBuffer is written by the command's goroutine and read by the test.
+type serveBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *serveBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *serveBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+func TestServeHelp(t *testing.T) {
+	for _, h := range []string{"--help", "-h"} {
+		code, out, errOut := runSvc(t, "serve", h)
+		if code != 0 {
+			t.Fatalf("svc serve %s: exit %d", h, code)
+		}
+		text := out + errOut
+		for _, want := range []string{"Usage: svc serve", "Example:", "svc serve --config", "GET  /health", "POST /decide", "POST /record", "docs/sdk-config.md"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("help lacks %q:\n%s", want, text)
+			}
+		}
+		for _, f := range []string{"config", "port", "host", "allow-remote"} {
+			if !strings.Contains(text, "\n  -"+f+" ") && !strings.Contains(text, "\n  -"+f+"\n") {
+				t.Errorf("flag -%s not listed:\n%s", f, text)
+			}
+		}
+	}
+	if _, _, top := runSvc(t, "--help"); !strings.Contains(top, "  serve ") {
+		t.Errorf("svc --help does not list serve:\n%s", top)
+	}
+}
+
+func TestServeUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"serve"}, "--config is required"},
+		{[]string{"serve", "--config", "x.json", "extra"}, "unexpected argument"},
+		{[]string{"serve", "--config", "x.json", "--host", "0.0.0.0"}, "not a loopback address"},
+		{[]string{"serve", "--config", "x.json", "--host", "192.168.1.10"}, "--allow-remote"},
+		{[]string{"serve", "--config", "x.json", "--port", "70000"}, "--port"},
+	} {
+		code, _, errOut := runSvc(t, c.args...)
+		if code != 2 || !strings.Contains(errOut, c.want) {
+			t.Errorf("svc %v: exit %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
+		}
+	}
+	// A config that does not parse, or names a missing key, fails at run time (exit 1)
+	// naming the field.
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"identity":{"keyFile":"k.key"},"agentId":"a","framework":"f","receiptsDir":"r"}`), 0o644)
+	if code, _, errOut := runSvc(t, "serve", "--config", bad, "--port", "0"); code != 1 || !strings.Contains(errOut, "neither logFile nor log") {
+		t.Errorf("bad config: exit %d, stderr %q", code, errOut)
+	}
+	os.WriteFile(bad, []byte(`{"identity":{"keyFile":"k.key"},"agentId":"a","framework":"f","receiptsDir":"r","logFile":"l"}`), 0o644)
+	if code, _, errOut := runSvc(t, "serve", "--config", bad, "--port", "0"); code != 1 || !strings.Contains(errOut, "identity.keyFile") {
+		t.Errorf("missing key: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// startServe runs `svc serve` in the background and returns its base URL.
+func startServe(t *testing.T, ctx context.Context, args ...string) (string, *serveBuffer, chan int) {
+	t.Helper()
+	var stdout, stderr serveBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, append([]string{"serve"}, args...), &stdout, &stderr) }()
+	re := regexp.MustCompile(`sidecar listening on (http://[^\s]+)\n`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if m := re.FindStringSubmatch(stdout.String()); m != nil {
+			return m[1], &stderr, done
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d:\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no address printed:\nstdout %s\nstderr %s", stdout.String(), stderr.String())
+		}
+	}
+}
+
+// writeSidecarConfig creates a key with svc keygen, a policy and a config with relative
+// paths, and returns the config path and the public key.
+func writeSidecarConfig(t *testing.T, dir string) (cfgPath, pubPath string) {
+	t.Helper()
+	mustRun(t, "keygen", "--dir", filepath.Join(dir, "keys"), "--name", "agent")
+	os.WriteFile(filepath.Join(dir, "policy.cedar"), []byte(`@id("small-refunds")
+permit (principal == Agent::"node-agent", action == Action::"refund", resource == Tool::"refund")
+when { context.args.amount <= 100 };`), 0o644)
+	cfg := map[string]any{
+		"identity": map[string]any{"keyFile": "keys/agent.key"}, "agentId": "node-agent", "principalId": "alice@example.com",
+		"framework": "node-fetch", "policyFile": "policy.cedar", "receiptsDir": "receipts", "logFile": "receipts.log",
+	}
+	data, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath = filepath.Join(dir, "sidecar.json")
+	os.WriteFile(cfgPath, data, 0o644)
+	return cfgPath, filepath.Join(dir, "keys", "agent.pub")
+}
+
+// Language neutrality: an agent in JavaScript (Node's global fetch, no packages)
+// records an executed and a denied call through `svc serve`, and `svc verify` passes
+// both bundles with the SDK check.
+func TestServeFromNode(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is required in CI for the sidecar's language-neutrality test")
+		}
+		t.Skip("node not installed")
+	}
+	dir := t.TempDir()
+	cfgPath, pub := writeSidecarConfig(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	base, stderr, done := startServe(t, ctx, "--config", cfgPath, "--port", "0")
+
+	script, _ := filepath.Abs(filepath.Join("..", "..", "sidecar", "testdata", "record.mjs"))
+	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ncancel()
+	cmd := exec.CommandContext(nctx, node, script, base)
+	var nodeOut, nodeErr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &nodeOut, &nodeErr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node: %v\nstdout %s\nstderr %s\nsidecar stderr %s", err, nodeOut.String(), nodeErr.String(), stderr.String())
+	}
+	var res struct {
+		Health struct {
+			AgentID string `json:"agentId"`
+			KeyID   string `json:"keyid"`
+			Log     struct{ Kind, Where string }
+		}
+		Receipts []string
+	}
+	if err := json.Unmarshal(nodeOut.Bytes(), &res); err != nil || len(res.Receipts) != 2 {
+		t.Fatalf("node output %q: %v", nodeOut.String(), err)
+	}
+	if res.Health.AgentID != "node-agent" || res.Health.Log.Kind != "file" || res.Health.Log.Where != filepath.Join(dir, "receipts.log") {
+		t.Errorf("health %+v", res.Health)
+	}
+	for i, id := range res.Receipts {
+		bundle := filepath.Join(dir, "receipts", id+".json")
+		code, out, errOut := runSvc(t, "verify", bundle, "--issuer-key", pub, "--log", filepath.Join(dir, "receipts.log"))
+		if code != 0 {
+			t.Fatalf("svc verify %s: exit %d\n%s%s", bundle, code, out, errOut)
+		}
+		for _, want := range []string{"PASS principal is claimed, not attested", "PASS policy decision consistent with execution", "PASS log file root matches tree head", "RESULT: VERIFIED"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("receipt %d: verify output lacks %q:\n%s", i, want, out)
+			}
+		}
+		if strings.Contains(out, "delegation signature") {
+			t.Errorf("an SDK receipt ran the delegation checks:\n%s", out)
+		}
+	}
+	// The second receipt records the denial and the float error.
+	data, _ := os.ReadFile(filepath.Join(dir, "receipts", res.Receipts[1]+".json"))
+	if !strings.Contains(string(data), `"treeHead"`) {
+		t.Fatalf("bundle %s", data)
+	}
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("serve exited %d on cancel: %s", code, stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not stop on cancel")
+	}
+}
+
+// --allow-remote binds elsewhere with a warning on stderr.
+func TestServeAllowRemoteWarns(t *testing.T) {
+	dir := t.TempDir()
+	cfgPath, _ := writeSidecarConfig(t, dir)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, stderr, done := startServe(t, ctx, "--config", cfgPath, "--port", "0", "--host", "0.0.0.0", "--allow-remote")
+	if !strings.Contains(stderr.String(), "WARNING") || !strings.Contains(stderr.String(), "no authentication") {
+		t.Errorf("no warning: %q", stderr.String())
+	}
+	cancel()
+	<-done
+}

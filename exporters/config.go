@@ -1,0 +1,149 @@
+package exporters
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+)
+
+// Config holds the optional `otel` and `splunk` fields of a gateway or SDK config
+// (SPEC.md, "Gateway config"). Both may be set; neither means no export.
+type Config struct {
+	OTel   *OTelConfig   `json:"otel,omitempty"`
+	Splunk *SplunkConfig `json:"splunk,omitempty"`
+}
+
+// OTelConfig is `otel`: { url, headersEnv?, serviceName? }.
+type OTelConfig struct {
+	// URL is the collector's OTLP/HTTP base address (e.g. http://127.0.0.1:4318);
+	// spans are POSTed to <url>/v1/traces.
+	URL string `json:"url"`
+	// HeadersEnv maps an HTTP header name to the environment variable holding its
+	// value, read once at startup: {"Authorization": "OTEL_AUTH"}. A variable that is
+	// not set fails startup.
+	HeadersEnv map[string]string `json:"headersEnv,omitempty"`
+	// ServiceName is the resource attribute service.name; default "svc".
+	ServiceName string `json:"serviceName,omitempty"`
+}
+
+// SplunkConfig is `splunk`: { url, tokenEnv, index?, source?, sourcetype?, host? }.
+type SplunkConfig struct {
+	// URL is the HTTP Event Collector's base address; events are POSTed to
+	// <url>/services/collector/event.
+	URL string `json:"url"`
+	// TokenEnv names the environment variable holding the collector token, sent as
+	// "Authorization: Splunk <token>". Required.
+	TokenEnv   string `json:"tokenEnv"`
+	Index      string `json:"index,omitempty"`
+	Source     string `json:"source,omitempty"`     // default "svc"
+	Sourcetype string `json:"sourcetype,omitempty"` // default "svc:receipt"
+	Host       string `json:"host,omitempty"`
+}
+
+// Defaults.
+const (
+	DefaultServiceName = "svc"
+	DefaultSource      = "svc"
+	DefaultSourcetype  = "svc:receipt"
+)
+
+// Empty reports whether no exporter is configured.
+func (c Config) Empty() bool { return c.OTel == nil && c.Splunk == nil }
+
+// Validate checks the fields' form (not the environment); errors name the field.
+func (c Config) Validate() error {
+	if o := c.OTel; o != nil {
+		if err := checkURL("otel.url", o.URL); err != nil {
+			return err
+		}
+		for _, h := range sortedKeys(o.HeadersEnv) {
+			if !validHeaderName(h) {
+				return fmt.Errorf("otel.headersEnv: %q is not an HTTP header name", h)
+			}
+			if !validEnvName(o.HeadersEnv[h]) {
+				return fmt.Errorf("otel.headersEnv.%s: %q is not an environment variable name", h, o.HeadersEnv[h])
+			}
+		}
+	}
+	if s := c.Splunk; s != nil {
+		if err := checkURL("splunk.url", s.URL); err != nil {
+			return err
+		}
+		if s.TokenEnv == "" {
+			return fmt.Errorf("splunk.tokenEnv is required: the environment variable holding the collector token")
+		}
+		if !validEnvName(s.TokenEnv) {
+			return fmt.Errorf("splunk.tokenEnv: %q is not an environment variable name", s.TokenEnv)
+		}
+	}
+	return nil
+}
+
+func checkURL(field, raw string) error {
+	if raw == "" {
+		return fmt.Errorf("%s is required", field)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q: want an http:// or https:// address", field, raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%s %q: want a base address without query or fragment", field, raw)
+	}
+	return nil
+}
+
+func validEnvName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i, r := range s {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// lookupEnv reads a variable that must be set and non-empty.
+func lookupEnv(getenv func(string) (string, bool), field, name string) (string, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	v, ok := getenv(name)
+	if !ok || v == "" {
+		return "", fmt.Errorf("%s: environment variable %s is not set", field, name)
+	}
+	return v, nil
+}
+
+// join appends path to a base URL, with exactly one slash between.
+func join(base, path string) string {
+	return strings.TrimRight(base, "/") + path
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,443 @@
+package exporters
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+)
+
+// The receipt stream: every receipt an issuer connected to the pipeline writes is
+// published here, and the exporters read it as durable consumers.
+const (
+	ReceiptsStream = "SVC_RECEIPTS"
+	ReceiptsPrefix = "svc.receipts."
+	// HeaderReceiptID names the receipt a message carries (also its Nats-Msg-Id, so a
+	// publisher's retry within the duplicate window is stored once).
+	HeaderReceiptID = "Svc-Receipt-Id"
+)
+
+// ReceiptsSubject is the subject tenant's receipts are published on.
+func ReceiptsSubject(tenant string) string { return ReceiptsPrefix + tenant }
+
+// ConsumerName is the durable consumer of exporter for tenant. Every process that
+// exports tenant's receipts to the same collector shares it, so each receipt goes to
+// one of them.
+func ConsumerName(exporter, tenant string) string { return "svc-export-" + exporter + "-" + tenant }
+
+// ReceiptStreamConfig is SVC_RECEIPTS: file storage (it is what a collector outage
+// is waited out from), receipts kept seven days, a ten-minute duplicate window keyed
+// by receipt id. Each message is a receipt bundle as JSON.
+func ReceiptStreamConfig(replicas int) jetstream.StreamConfig {
+	if replicas <= 0 {
+		replicas = 1
+	}
+	return jetstream.StreamConfig{
+		Name:        ReceiptsStream,
+		Description: "receipt bundles, one message per receipt, for the exporters",
+		Subjects:    []string{ReceiptsPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    replicas,
+		MaxAge:      7 * 24 * time.Hour,
+		Duplicates:  10 * time.Minute,
+		Discard:     jetstream.DiscardOld,
+		MaxMsgSize:  receipt.MaxBundleSize,
+	}
+}
+
+// EnsureReceiptStream creates or updates SVC_RECEIPTS; safe to call from every
+// process at start.
+func EnsureReceiptStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
+	if _, err := js.CreateOrUpdateStream(ctx, ReceiptStreamConfig(replicas)); err != nil {
+		return fmt.Errorf("stream %s: %w", ReceiptsStream, err)
+	}
+	return nil
+}
+
+// StreamOptions configure a StreamSink.
+type StreamOptions struct {
+	Stderr   io.Writer
+	Queue    QueueConfig // Size bounds the publish queue; Batch, MinBackoff, MaxBackoff the consumers
+	Replicas int
+	// FetchWait is how long a consumer's pull waits for messages; default 1 s.
+	FetchWait time.Duration
+}
+
+// StreamSink is the Sink of an issuer connected to the pipeline. Export queues the
+// bundle in memory (bounded, never waiting); one goroutine publishes it to
+// svc.receipts.<tenant> and retries while the broker does not answer. Each exporter
+// runs as the durable consumer ConsumerName(exporter, tenant), sends batches to its
+// collector and acknowledges a message only after the collector accepted it, so a
+// collector outage delays delivery and loses nothing: the messages wait in the stream,
+// also across a restart. With no exporters it only publishes (consumers run
+// elsewhere, e.g. RunConsumer in another process).
+type StreamSink struct {
+	js     jetstream.JetStream
+	tenant string
+	cfg    QueueConfig
+	log    *lineWriter
+	count  counters
+
+	mu     sync.RWMutex
+	closed bool
+	ch     chan *receipt.Bundle
+	pubCtx context.Context
+	pubEnd context.CancelFunc
+	pubWG  sync.WaitGroup
+
+	consCtx context.Context
+	consEnd context.CancelFunc
+	consWG  sync.WaitGroup
+}
+
+// NewStreamSink ensures the stream and the consumers and starts them. tenant ""
+// means pipeline.DefaultTenant.
+func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporter, opts StreamOptions) (*StreamSink, error) {
+	if tenant == "" {
+		tenant = pipeline.DefaultTenant
+	}
+	if !pipeline.ValidTenant(tenant) {
+		return nil, fmt.Errorf("tenant %q: use 1 to 63 of a-z, 0-9, - and _", tenant)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := EnsureReceiptStream(ctx, js, opts.Replicas); err != nil {
+		return nil, err
+	}
+	cfg := opts.Queue.withDefaults()
+	s := &StreamSink{js: js, tenant: tenant, cfg: cfg, log: newLineWriter(opts.Stderr), ch: make(chan *receipt.Bundle, cfg.Size)}
+	s.pubCtx, s.pubEnd = context.WithCancel(context.Background())
+	s.consCtx, s.consEnd = context.WithCancel(context.Background())
+	var consumers []jetstream.Consumer
+	for _, e := range exps {
+		c, err := ensureConsumer(ctx, js, tenant, e.Name(), cfg)
+		if err != nil {
+			return nil, err
+		}
+		consumers = append(consumers, c)
+	}
+	for i, e := range exps {
+		s.consWG.Add(1)
+		go func() {
+			defer s.consWG.Done()
+			runConsumer(s.consCtx, consumers[i], e, cfg, opts.FetchWait, s.log, &s.count)
+		}()
+	}
+	s.pubWG.Add(1)
+	go s.publishLoop()
+	return s, nil
+}
+
+// Export queues b for publishing without waiting.
+func (s *StreamSink) Export(_ context.Context, b *receipt.Bundle) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		s.drop("publish", receiptIDOf(b), "the exporter is closed")
+		return
+	}
+	select {
+	case s.ch <- b:
+	default:
+		s.drop("publish", receiptIDOf(b), "publish queue full")
+	}
+}
+
+// Stats counts exports: Exported counts collector acceptances by this process's
+// consumers; Dropped counts receipts never published plus records a collector refused
+// for good.
+func (s *StreamSink) Stats() Stats { return s.count.stats() }
+
+// Close publishes what is queued until ctx ends (dropping the rest with a line each),
+// then stops the consumers; messages they had not acknowledged are redelivered to the
+// next consumer of the same name.
+func (s *StreamSink) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.ch)
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.pubWG.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.pubEnd()
+		<-done
+		err = ctx.Err()
+	}
+	s.consEnd()
+	s.consWG.Wait()
+	return err
+}
+
+func (s *StreamSink) drop(what, id, why string) {
+	s.count.dropped.Add(1)
+	s.log.printf("svc: export of receipt %s dropped (%s to %s): %s", id, what, ReceiptsStream, why)
+}
+
+// publishLoop publishes in batches: every message of a batch is sent asynchronously,
+// then each acknowledgement is awaited; one that failed is retried on its own with
+// backoff until MaxAge.
+func (s *StreamSink) publishLoop() {
+	defer s.pubWG.Done()
+	for b := range s.ch {
+		batch := []*receipt.Bundle{b}
+	fill:
+		for len(batch) < s.cfg.Batch {
+			select {
+			case b, ok := <-s.ch:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, b)
+			default:
+				break fill
+			}
+		}
+		type pending struct {
+			id  string
+			m   *nats.Msg
+			ack jetstream.PubAckFuture
+		}
+		var sent []pending
+		for _, b := range batch {
+			if s.pubCtx.Err() != nil {
+				s.drop("publish", receiptIDOf(b), "the exporter was closed before the broker stored it")
+				continue
+			}
+			id, m, err := s.message(b)
+			if err != nil {
+				s.drop("publish", id, err.Error())
+				continue
+			}
+			ack, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ReceiptsStream))
+			if err != nil {
+				ack = nil // retried below
+			}
+			sent = append(sent, pending{id, m, ack})
+		}
+		for _, p := range sent {
+			if p.ack != nil {
+				t := time.NewTimer(5 * time.Second)
+				select {
+				case <-p.ack.Ok():
+					t.Stop()
+					continue
+				case <-p.ack.Err():
+				case <-t.C:
+				case <-s.pubCtx.Done():
+				}
+				t.Stop()
+			}
+			s.publishOne(p.id, p.m)
+		}
+	}
+}
+
+func (s *StreamSink) message(b *receipt.Bundle) (string, *nats.Msg, error) {
+	r, err := FromBundle(b)
+	if err != nil {
+		return "(unreadable bundle)", nil, err
+	}
+	data, err := json.Marshal(b)
+	if err != nil {
+		return r.ReceiptID, nil, err
+	}
+	m := nats.NewMsg(ReceiptsSubject(s.tenant))
+	m.Header.Set(HeaderReceiptID, r.ReceiptID)
+	m.Data = data
+	return r.ReceiptID, m, nil
+}
+
+// publishOne publishes synchronously with retries; the receipt id as Nats-Msg-Id makes
+// a retry of a message the broker did store harmless.
+func (s *StreamSink) publishOne(id string, m *nats.Msg) {
+	start := time.Now()
+	for try := 0; ; try++ {
+		pctx, cancel := context.WithTimeout(s.pubCtx, 5*time.Second)
+		_, err := s.js.PublishMsg(pctx, m, jetstream.WithMsgID(id), jetstream.WithExpectStream(ReceiptsStream))
+		cancel()
+		if err == nil {
+			return
+		}
+		var ae *jetstream.APIError
+		refused := errors.Is(err, nats.ErrMaxPayload) || errors.As(err, &ae) && ae.Code >= 400 && ae.Code < 500
+		if s.pubCtx.Err() != nil || refused || time.Since(start) >= s.cfg.MaxAge {
+			s.drop("publish", id, err.Error())
+			return
+		}
+		sleepCtx(s.pubCtx, s.cfg.backoff(try))
+	}
+}
+
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, tenant, exporter string, cfg QueueConfig) (jetstream.Consumer, error) {
+	c, err := js.CreateOrUpdateConsumer(ctx, ReceiptsStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(exporter, tenant),
+		Description:   "exports " + tenant + "'s receipts to " + exporter,
+		FilterSubject: ReceiptsSubject(tenant),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       time.Minute,
+		MaxDeliver:    -1,
+		MaxAckPending: 4 * cfg.Batch,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", ConsumerName(exporter, tenant), err)
+	}
+	return c, nil
+}
+
+// RunConsumer runs exporter exp as tenant's durable consumer of SVC_RECEIPTS until ctx
+// ends: for a process that exports receipts other processes published. stderr nil
+// means os.Stderr.
+func RunConsumer(ctx context.Context, js jetstream.JetStream, tenant string, exp Exporter, cfg QueueConfig, stderr io.Writer) error {
+	cfg = cfg.withDefaults()
+	if err := EnsureReceiptStream(ctx, js, 0); err != nil {
+		return err
+	}
+	c, err := ensureConsumer(ctx, js, tenant, exp.Name(), cfg)
+	if err != nil {
+		return err
+	}
+	runConsumer(ctx, c, exp, cfg, 0, newLineWriter(stderr), &counters{})
+	return nil
+}
+
+// runConsumer pulls batches, sends them and acknowledges each message once its
+// record's outcome is final: accepted, or refused for good (then terminated with a
+// line on stderr). While the collector is down it retries with backoff and keeps the
+// messages in hand marked in progress, so the broker does not hand them to another
+// consumer meanwhile.
+func runConsumer(ctx context.Context, c jetstream.Consumer, exp Exporter, cfg QueueConfig, wait time.Duration, log *lineWriter, count *counters) {
+	if wait <= 0 {
+		wait = time.Second
+	}
+	name := exp.Name()
+	for try := 0; ctx.Err() == nil; {
+		batch, err := c.Fetch(cfg.Batch, jetstream.FetchMaxWait(wait))
+		if err != nil {
+			sleepCtx(ctx, cfg.backoff(try))
+			try++
+			continue
+		}
+		try = 0
+		in := batch.Messages()
+		var pending []jetstream.Msg
+		for ctx.Err() == nil {
+			if len(pending) == 0 {
+				if in == nil {
+					break
+				}
+				m, ok := <-in
+				if !ok {
+					break
+				}
+				pending = append(pending, m)
+			}
+			pending, in = drainInto(pending, in, cfg.Batch)
+			pending, in = deliverMsgs(ctx, exp, name, pending, in, cfg, log, count)
+		}
+		for _, m := range pending {
+			_ = m.Nak() // stopping: hand them back now rather than after AckWait
+		}
+	}
+}
+
+// drainInto adds the messages already waiting on in, up to max in all.
+func drainInto(msgs []jetstream.Msg, in <-chan jetstream.Msg, limit int) ([]jetstream.Msg, <-chan jetstream.Msg) {
+	for in != nil && len(msgs) < limit {
+		select {
+		case m, ok := <-in:
+			if !ok {
+				return msgs, nil
+			}
+			msgs = append(msgs, m)
+		default:
+			return msgs, in
+		}
+	}
+	return msgs, in
+}
+
+// deliverMsgs delivers msgs until each has a final outcome or ctx ends; it returns the
+// messages still in hand (only when ctx ended, or those that arrived meanwhile).
+func deliverMsgs(ctx context.Context, exp Exporter, name string, msgs []jetstream.Msg, in <-chan jetstream.Msg, cfg QueueConfig, log *lineWriter, count *counters) ([]jetstream.Msg, <-chan jetstream.Msg) {
+	byID := map[string][]jetstream.Msg{}
+	var recs []*Record
+	for _, m := range msgs {
+		var b receipt.Bundle
+		var r *Record
+		err := json.Unmarshal(m.Data(), &b)
+		if err == nil {
+			r, err = FromBundle(&b)
+		}
+		if err != nil {
+			_ = m.Term()
+			count.dropped.Add(1)
+			log.printf("svc: %s export of receipt %s dropped: unreadable message: %v", name, m.Headers().Get(HeaderReceiptID), err)
+			continue
+		}
+		if _, dup := byID[r.ReceiptID]; !dup {
+			recs = append(recs, r)
+		}
+		byID[r.ReceiptID] = append(byID[r.ReceiptID], m)
+	}
+	var arrived []jetstream.Msg
+	for try := 0; len(recs) > 0; try++ {
+		final, retry, err := attempt(ctx, exp, recs)
+		for _, o := range final {
+			for _, m := range byID[o.rec.ReceiptID] {
+				if o.err == nil {
+					_ = m.Ack()
+				} else {
+					_ = m.Term()
+				}
+			}
+			if o.err == nil {
+				count.exported.Add(1)
+			} else {
+				count.dropped.Add(1)
+				log.printf("svc: %s export of receipt %s dropped: %v", name, o.rec.ReceiptID, o.err)
+			}
+		}
+		recs = retry
+		if len(recs) == 0 {
+			break
+		}
+		_ = err // retried below; a drop line is printed only for a final refusal
+		for _, r := range recs {
+			for _, m := range byID[r.ReceiptID] {
+				_ = m.InProgress()
+			}
+		}
+		arrived, in = drainInto(arrived, in, cfg.Batch)
+		for _, m := range arrived {
+			_ = m.InProgress()
+		}
+		if !sleepCtx(ctx, cfg.backoff(try)) {
+			var left []jetstream.Msg
+			for _, r := range recs {
+				left = append(left, byID[r.ReceiptID]...)
+			}
+			return append(left, arrived...), in
+		}
+	}
+	return arrived, in
+}

@@ -1,0 +1,175 @@
+package sdk
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"svc.dev/svc/exporters"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+)
+
+// MaxConfigSize caps a config file.
+const MaxConfigSize = 1 << 20
+
+// Config is the SDK config file, the same file the sidecar (svc serve) reads. See
+// docs/sdk-config.md. Relative paths resolve against the config file's directory.
+type Config struct {
+	Identity    Identity                `json:"identity"`
+	AgentID     string                  `json:"agentId"`
+	PrincipalID *string                 `json:"principalId,omitempty"` // claimed; absent or null: null
+	Framework   string                  `json:"framework"`
+	PolicyFile  string                  `json:"policyFile,omitempty"`
+	ReceiptsDir string                  `json:"receiptsDir"`
+	LogFile     string                  `json:"logFile,omitempty"`
+	Log         *LogConfig              `json:"log,omitempty"`
+	OTel        *exporters.OTelConfig   `json:"otel,omitempty"`
+	Splunk      *exporters.SplunkConfig `json:"splunk,omitempty"`
+}
+
+// Identity names the issuer's Ed25519 private key (PKCS#8 PEM, as svc keygen writes).
+type Identity struct {
+	KeyFile string `json:"keyFile"`
+}
+
+// LogConfig is a remote log: over HTTP ({ url, tokenEnv?, hashOnly?, timeoutMs? }, the
+// gateway's shape) or over the pipeline's NATS ({ nats, tenant?, tokenEnv?, hashOnly?,
+// timeoutMs? }).
+type LogConfig struct {
+	URL       string `json:"url,omitempty"`      // the tenant's append URL
+	NATS      string `json:"nats,omitempty"`     // a NATS server URL, e.g. nats://127.0.0.1:4222
+	Tenant    string `json:"tenant,omitempty"`   // with nats; default "default"
+	TokenEnv  string `json:"tokenEnv,omitempty"` // bearer token (url) or NATS auth token (nats)
+	HashOnly  bool   `json:"hashOnly,omitempty"`
+	TimeoutMs *int   `json:"timeoutMs,omitempty"` // one append attempt; default 10000
+}
+
+// Exporters is the config's `otel` and `splunk` fields.
+func (c *Config) Exporters() exporters.Config {
+	return exporters.Config{OTel: c.OTel, Splunk: c.Splunk}
+}
+
+// LoadConfig reads and checks a config file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := receipt.ReadFileCapped(path, MaxConfigSize)
+	if err != nil {
+		return nil, fmt.Errorf("sdk config: %w", err)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	c, err := ParseConfig(data, filepath.Dir(abs))
+	if err != nil {
+		return nil, fmt.Errorf("sdk config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// ParseConfig checks a config's text and resolves its relative paths against dir. It
+// touches neither files nor the environment (Open does); every error names the field.
+func ParseConfig(data []byte, dir string) (*Config, error) {
+	if len(data) > MaxConfigSize {
+		return nil, fmt.Errorf("config is larger than %d bytes", MaxConfigSize)
+	}
+	var c Config
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, errors.New("config is empty; want a JSON object")
+		case errors.As(err, &te) && te.Field != "":
+			return nil, fmt.Errorf("%s: want %s, got %s", te.Field, te.Type, te.Value)
+		}
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("unexpected data after the JSON object")
+	}
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	resolve := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	resolve(&c.Identity.KeyFile)
+	resolve(&c.PolicyFile)
+	resolve(&c.ReceiptsDir)
+	resolve(&c.LogFile)
+	return &c, nil
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.Identity.KeyFile == "":
+		return errors.New("identity.keyFile is required: the issuer's private key file (svc keygen writes one)")
+	case strings.TrimSpace(c.AgentID) == "":
+		return errors.New("agentId is required: the id the agent's receipts name (claimed)")
+	case c.PrincipalID != nil && strings.TrimSpace(*c.PrincipalID) == "":
+		return errors.New("principalId is empty; leave it out (recorded as null) or name the principal")
+	case strings.TrimSpace(c.Framework) == "":
+		return errors.New("framework is required: the host agent framework, recorded as issuer.framework")
+	case c.ReceiptsDir == "":
+		return errors.New("receiptsDir is required: where <receiptId>.json files are written")
+	case c.LogFile != "" && c.Log != nil:
+		return errors.New("both logFile and log are set; give exactly one (a local log file, or a remote log)")
+	case c.LogFile == "" && c.Log == nil:
+		return errors.New("neither logFile nor log is set; give exactly one (a local log file, or a remote log)")
+	}
+	if l := c.Log; l != nil {
+		if err := l.check(); err != nil {
+			return err
+		}
+	}
+	return c.Exporters().Validate()
+}
+
+func (l *LogConfig) check() error {
+	switch {
+	case l.URL != "" && l.NATS != "":
+		return errors.New("log: both url and nats are set; give exactly one (an HTTP log's append URL, or a NATS server)")
+	case l.URL == "" && l.NATS == "":
+		return errors.New("log: give url (an HTTP log's append URL) or nats (a NATS server URL)")
+	case l.TimeoutMs != nil && *l.TimeoutMs <= 0:
+		return fmt.Errorf("log.timeoutMs %d: want a positive number of milliseconds", *l.TimeoutMs)
+	case l.TokenEnv != "" && !envName(l.TokenEnv):
+		return fmt.Errorf("log.tokenEnv %q is not an environment variable name", l.TokenEnv)
+	}
+	if l.URL != "" {
+		u, err := url.Parse(l.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("log.url %q: want the tenant's append URL, http(s)://host/.../append", l.URL)
+		}
+		if l.Tenant != "" {
+			return errors.New("log.tenant is only for log.nats; an HTTP log's tenant is in its URL (/t/<tenant>/append)")
+		}
+		return nil
+	}
+	u, err := url.Parse(l.NATS)
+	if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("log.nats %q: want a NATS server URL, nats://host:4222", l.NATS)
+	}
+	if l.Tenant != "" && !pipeline.ValidTenant(l.Tenant) {
+		return fmt.Errorf("log.tenant %q: use 1 to 63 of a-z, 0-9, - and _", l.Tenant)
+	}
+	return nil
+}
+
+func envName(s string) bool {
+	for i, r := range s {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return s != ""
+}
