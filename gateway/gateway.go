@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
 
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -73,6 +74,7 @@ type Gateway struct {
 	now           func() time.Time
 	onReceipt     func(*receipt.Bundle) // exporters; nil: none
 	closers       []func() error
+	nc            *nats.Conn // the log's NATS connection, when the log is over NATS
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.

@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -112,8 +115,60 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
 		}
 	}
+	if err := g.openExporters(ctx); err != nil {
+		return nil, err
+	}
 	ok = true
 	return g, nil
+}
+
+// openExporters starts the otel and splunk exports of the config, if any. With a
+// log over NATS they are durable consumers of the receipt stream.
+func (g *Gateway) openExporters(ctx context.Context) error {
+	var ec exporters.Config
+	for field, raw := range map[string]json.RawMessage{"otel": g.cfg.Otel, "splunk": g.cfg.Splunk} {
+		if len(raw) == 0 {
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		var err error
+		if field == "otel" {
+			err = dec.Decode(&ec.OTel)
+		} else {
+			err = dec.Decode(&ec.Splunk)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", field, err)
+		}
+	}
+	if ec.Empty() {
+		return nil
+	}
+	if err := ec.Validate(); err != nil {
+		return err
+	}
+	opts := exporters.Options{}
+	if g.nc != nil {
+		opts.NATS, opts.Tenant = g.nc, g.cfg.Log.Tenant
+	}
+	sink, err := exporters.New(ctx, ec, opts)
+	if err != nil {
+		return err
+	}
+	prev := g.onReceipt
+	g.onReceipt = func(b *receipt.Bundle) {
+		sink.Export(context.Background(), b)
+		if prev != nil {
+			prev(b)
+		}
+	}
+	g.closers = append(g.closers, func() error {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return sink.Close(cctx)
+	})
+	return nil
 }
 
 func dialUpstream(ctx context.Context, u *UpstreamConfig) (Upstream, error) {
@@ -154,6 +209,7 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("log.nats %s: %w", c.Log.NATS, err)
 	}
+	g.nc = nc
 	g.closers = append(g.closers, func() error { nc.Close(); return nil })
 	client, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout})
 	if err != nil {
@@ -175,8 +231,8 @@ func (g *Gateway) Close() error {
 	for _, u := range g.upstreams {
 		errs = append(errs, u.Close())
 	}
-	for _, c := range g.closers {
-		errs = append(errs, c())
+	for i := len(g.closers) - 1; i >= 0; i-- { // the last opened closes first
+		errs = append(errs, g.closers[i]())
 	}
 	return errors.Join(errs...)
 }

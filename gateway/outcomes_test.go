@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/conformance"
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway"
 	"svc.dev/svc/logserver"
 	"svc.dev/svc/pipeline"
@@ -477,5 +479,47 @@ func TestGatewayHTTPIdleSessionCloses(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 404 {
 		t.Fatalf("a request on the closed session: %d, want 404", resp.StatusCode)
+	}
+}
+
+// TestGatewayExportsReceipts: with `otel` in the config, each receipt becomes one span
+// at the collector, named by the tool, its trace id the receipt id.
+func TestGatewayExportsReceipts(t *testing.T) {
+	spans := make(chan string, 10)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		td, err := exporters.DecodeOTLP(body)
+		if err != nil || r.URL.Path != "/v1/traces" {
+			http.Error(w, "bad export", http.StatusBadRequest)
+			return
+		}
+		for _, rs := range td.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					spans <- sp.Name + " " + hex.EncodeToString(sp.TraceId)
+				}
+			}
+		}
+	}))
+	defer collector.Close()
+	up := startRecordingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+		cfg["otel"] = map[string]any{"url": collector.URL, "serviceName": "gw-test"}
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	g := newGateway(t, f)
+	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	s, _ := g.NewSession("", grant)
+	r := g.Call(context.Background(), s, "lookup", json.RawMessage(`{"q":"otel"}`), nil)
+	id := r.Meta.AdditionalFields["svc/receipt"].(string)
+	select {
+	case got := <-spans:
+		if want := "lookup " + strings.ReplaceAll(id, "-", ""); got != want {
+			t.Fatalf("span %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no span reached the collector")
 	}
 }
