@@ -2,6 +2,7 @@ package logserver_test
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,8 +135,17 @@ func TestAppendAndPublicRoutes(t *testing.T) {
 	if code, _, body := do(t, "GET", l.url+"/t/default/usage", "default-token", ""); code != 200 || !strings.Contains(body, `"totalLeaves":4`) {
 		t.Fatalf("/usage: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/t/default/audit", "default-token", ""); code != 200 || body != "{\"entries\":[]}\n" {
+	code, _, body = do(t, "GET", l.url+"/t/default/audit", "default-token", "")
+	var audit struct {
+		Entries []logserver.AuditEntry `json:"entries"`
+	}
+	if code != 200 || json.Unmarshal([]byte(body), &audit) != nil || len(audit.Entries) != 2 ||
+		audit.Entries[0].Action != "token.add" || audit.Entries[1].Action != "tenant.add" || audit.Entries[0].TenantID != "default" {
 		t.Fatalf("/audit: %d %s", code, body)
+	}
+	tokHash := logserver.HashToken("default-token")
+	if strings.Contains(body, "default-token") || !strings.Contains(audit.Entries[0].Detail, hex.EncodeToString(tokHash[:6])) {
+		t.Fatalf("the audit entry must name the token by its hash prefix only: %s", body)
 	}
 }
 

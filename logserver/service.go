@@ -2,12 +2,14 @@ package logserver
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +52,9 @@ type ServiceConfig struct {
 	CheckpointEvery     time.Duration // default 300 s
 	CheckpointHeartbeat time.Duration // default 21600 s
 	TrustProxy          bool
+	// Actor names who starts the service in the audit trail ("<user>@<host>" for the
+	// command line); default "svc log".
+	Actor string
 	// AppendTimeout bounds how long the HTTP front waits for a sequencer's answer
 	// before answering 503; default 10 s.
 	AppendTimeout time.Duration
@@ -67,6 +72,7 @@ type Service struct {
 	seqs     map[string]*sequencer.Sequencer
 	cps      map[string]*projections.Checkpointer
 	metering *projections.Metering
+	audit    *projections.Audit
 	http     *Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
@@ -112,8 +118,15 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	s.goRun("metering", func() error { return s.metering.Run(runCtx) })
+	s.audit = &projections.Audit{JS: js}
+	if err := s.audit.Load(ctx); err != nil {
+		return nil, err
+	}
 	var tenants []*Tenant
 	for _, spec := range cfg.Tenants {
+		if err := s.reconcileAudit(ctx, spec); err != nil {
+			return nil, fmt.Errorf("audit trail of %s: %w", spec.ID, err)
+		}
 		t, err := s.startTenant(ctx, runCtx, js, spec)
 		if err != nil {
 			return nil, err
@@ -239,11 +252,71 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 			}
 			return out, nil
 		},
+		Audit: func(limit int) ([]AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
 		Usage: func(month string) (*Usage, error) {
 			appends, _ := s.metering.Appends(spec.ID, month)
 			return &Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil
 		},
 	}, nil
+}
+
+// reconcileAudit records, as administrative events, how the configured tenant and
+// its tokens differ from what the audit trail says: a tenant seen for the first time,
+// a token added, a token no longer configured. Tokens appear only as the 12-hex
+// prefix of their hash.
+func (s *Service) reconcileAudit(ctx context.Context, spec TenantSpec) error {
+	actor := s.cfg.Actor
+	if actor == "" {
+		actor = "svc log"
+	}
+	known, live := s.audit.Tokens(spec.ID)
+	rec := func(action, detail string) error {
+		return s.audit.Record(ctx, projections.AdminEvent{Actor: actor, Action: action, TenantID: spec.ID, Detail: detail})
+	}
+	if !known {
+		detail := "log id " + orNone(spec.LogID)
+		if spec.File != "" {
+			detail += ", log file " + spec.File
+		}
+		if err := rec("tenant.add", detail); err != nil {
+			return err
+		}
+	}
+	want := map[string]bool{}
+	for _, h := range spec.TokenHashes {
+		want[hex.EncodeToString(h[:6])] = true
+	}
+	for _, p := range live {
+		if !want[p] {
+			if err := rec("token.revoke", "token "+p+" no longer configured"); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range sortedKeys(want) {
+		if !slices.Contains(live, p) {
+			if err := rec("token.add", "token "+p+" configured"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // PlanQuota is a plan's monthly allowance of appends; nil for no allowance.
@@ -304,6 +377,15 @@ func (s *Service) Checkpointer(tenant string) *projections.Checkpointer { return
 
 // Sequencer returns a tenant's sequencer.
 func (s *Service) Sequencer(tenant string) *sequencer.Sequencer { return s.seqs[tenant] }
+
+// AuditEntries returns a tenant's audit trail, newest first.
+func (s *Service) AuditEntries(tenant string, limit int) ([]AuditEntry, error) {
+	out := []AuditEntry{}
+	for _, e := range s.audit.Entries(tenant, limit) {
+		out = append(out, AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+	}
+	return out, nil
+}
 
 // Conn is the service's NATS connection.
 func (s *Service) Conn() *nats.Conn { return s.nc }

@@ -6,6 +6,7 @@
 //
 //	SVC_APPEND  svc.append.<tenant>   work queue, memory storage: append requests
 //	SVC_LEAVES  svc.leaves.<tenant>   limits, file storage: committed batches, the log of record
+//	SVC_ADMIN   svc.admin.<tenant>    limits, file storage: administrative events (audit trail)
 //
 // A producer publishes an append request on svc.append.<tenant> naming its reply inbox
 // in the Svc-Reply header and waits there. The tenant's sequencer (package sequencer) is

@@ -15,6 +15,8 @@ const (
 	LeavesStream  = "SVC_LEAVES"
 	AppendPrefix  = "svc.append."
 	LeavesPrefix  = "svc.leaves."
+	AdminStream   = "SVC_ADMIN"
+	AdminPrefix   = "svc.admin."
 	DefaultTenant = "default"
 )
 
@@ -36,6 +38,9 @@ func ValidTenant(id string) bool { return tenantRE.MatchString(id) }
 
 // AppendSubject is the subject append requests for tenant go to.
 func AppendSubject(tenant string) string { return AppendPrefix + tenant }
+
+// AdminSubject is the subject of tenant's administrative events.
+func AdminSubject(tenant string) string { return AdminPrefix + tenant }
 
 // LeavesSubject is the subject of tenant's committed batches.
 func LeavesSubject(tenant string) string { return LeavesPrefix + tenant }
@@ -69,6 +74,14 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		Replicas:    cfg.Replicas,
 		Duplicates:  2 * time.Minute,
 		MaxMsgSize:  MaxBatchBytes + 4096,
+	}, {
+		Name:        AdminStream,
+		Description: "administrative events (tenants, tokens, plans): the audit trail's source",
+		Subjects:    []string{AdminPrefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    cfg.Replicas,
+		Duplicates:  2 * time.Minute,
 	}}
 	for _, sc := range streams {
 		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {

@@ -184,7 +184,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger,
+		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
 	})
 	if err != nil {
 		return err
@@ -277,4 +277,14 @@ func logSigner(ctx context.Context, o logOptions) (receipt.EnvelopeSigner, func(
 	}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(validFrom, nil)}}
 	return receipt.KeySigner{Key: key}, func(context.Context) (*signer.KeyDocument, error) { return doc, nil }, nil
+}
+
+// commandLineActor is the audit trail's actor for the command line: user and host.
+func commandLineActor() string {
+	user := os.Getenv("USER")
+	if user == "" {
+		user = fmt.Sprintf("uid %d", os.Getuid())
+	}
+	host, _ := os.Hostname()
+	return user + "@" + host
 }
