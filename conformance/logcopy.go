@@ -187,3 +187,17 @@ func (s *LogServer) Keys(ctx context.Context) ([]signer.PublicKey, error) {
 	}
 	return keys, nil
 }
+
+// WitnessKeys fetches a witness's key document (<base>/.well-known/svc-witness.json)
+// and returns its checked keys.
+func WitnessKeys(ctx context.Context, base string) ([]signer.PublicKey, error) {
+	var doc signer.KeyDocument
+	if err := GetJSON(ctx, nil, strings.TrimRight(base, "/")+"/.well-known/svc-witness.json", &doc); err != nil {
+		return nil, fmt.Errorf("witness key document: %w", err)
+	}
+	keys, err := doc.PublicKeys()
+	if err != nil {
+		return nil, fmt.Errorf("witness key document: %w", err)
+	}
+	return keys, nil
+}

@@ -137,13 +137,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conformance.Options) error {
 	base = strings.TrimRight(base, "/")
 	if len(opts.WitnessKeys) == 0 {
-		var doc signer.KeyDocument
-		if err := conformance.GetJSON(ctx, nil, base+"/.well-known/svc-witness.json", &doc); err != nil {
-			return fmt.Errorf("witness key document: %w", err)
-		}
-		keys, err := doc.PublicKeys()
+		keys, err := conformance.WitnessKeys(ctx, base)
 		if err != nil {
-			return fmt.Errorf("witness key document: %w", err)
+			return err
 		}
 		opts.WitnessKeys = keys
 	}
