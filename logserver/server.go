@@ -95,6 +95,7 @@ func New(cfg Config) (*Server, error) {
 		{"GET", "/root", s.root},
 		{"GET", "/consistency", s.consistency},
 		{"GET", "/checkpoints", s.checkpoints},
+		{"GET", "/checkpoint", s.checkpointNote},
 		{"POST", "/append", s.append},
 		{"GET", "/leaves", s.tenantOnly(s.leaves)},
 		{"GET", "/usage", s.tenantOnly(s.usage)},
@@ -289,6 +290,23 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) 
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+}
+
+// checkpointNote serves the latest checkpoint in C2SP signed-note form (tlog-tiles'
+// /checkpoint), cosignatures included.
+func (s *Server) checkpointNote(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	if t.CheckpointNote == nil {
+		writeError(w, http.StatusNotFound, "this log publishes no signed-note checkpoints")
+		return
+	}
+	data, err := t.CheckpointNote()
+	if err != nil {
+		writeError(w, http.StatusNotFound, "no checkpoint published yet")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(data)
 }
 
 // appendRequest is the body of POST /append: exactly one of leaf and leafHash.

@@ -52,6 +52,11 @@ type ServiceConfig struct {
 	CheckpointEvery     time.Duration // default 300 s
 	CheckpointHeartbeat time.Duration // default 21600 s
 	TrustProxy          bool
+	// NoteKey, when set (the in-process log key), also publishes every checkpoint as a
+	// C2SP signed note (Dir/<tenant>/checkpoint) and has it cosigned by the C2SP
+	// tlog-witnesses in Witnesses.
+	NoteKey   *signer.Key
+	Witnesses []string
 	// Actor names who starts the service in the audit trail ("<user>@<host>" for the
 	// command line); default "svc log".
 	Actor string
@@ -231,6 +236,21 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger}
+	if s.cfg.NoteKey != nil {
+		origin := projections.DefaultOrigin(spec.LogID, s.cfg.NoteKey.KeyID(), spec.ID)
+		ns, err := projections.NewNoteSigner(origin, s.cfg.NoteKey)
+		if err != nil {
+			return nil, err
+		}
+		cp.Note, cp.Witnesses = ns, s.cfg.Witnesses
+		if err := os.MkdirAll(filepath.Join(s.cfg.CheckpointDir, spec.ID), 0o755); err != nil {
+			return nil, err
+		}
+		if err := receipt.WriteFileAtomic(filepath.Join(s.cfg.CheckpointDir, spec.ID, "checkpoint.vkey"), []byte(ns.VerifierKey()+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+		s.cfg.Logger.Info("C2SP checkpoints", "tenant", spec.ID, "origin", origin, "vkey", ns.VerifierKey(), "witnesses", len(s.cfg.Witnesses))
+	}
 	if err := cp.Load(); err != nil {
 		return nil, err
 	}
@@ -253,6 +273,9 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 			return out, nil
 		},
 		Audit: func(limit int) ([]AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
+		CheckpointNote: func() ([]byte, error) {
+			return receipt.ReadFileCapped(filepath.Join(s.cfg.CheckpointDir, spec.ID, "checkpoint"), 1<<20)
+		},
 		Usage: func(month string) (*Usage, error) {
 			appends, _ := s.metering.Appends(spec.ID, month)
 			return &Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil

@@ -30,6 +30,8 @@ type Tenant struct {
 	Checkpoints func(since uint64) ([]Checkpoint, error)
 	// Usage returns the metering of a month (YYYY-MM); nil: 404.
 	Usage func(month string) (*Usage, error)
+	// CheckpointNote returns the latest C2SP signed-note checkpoint; nil: none.
+	CheckpointNote func() ([]byte, error)
 	// Audit returns the newest entries first; nil: empty.
 	Audit func(limit int) ([]AuditEntry, error)
 }

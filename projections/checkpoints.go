@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -42,6 +43,13 @@ type Checkpointer struct {
 	Heartbeat time.Duration // default 21600 s
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Note, when set, also publishes each checkpoint as a C2SP signed note in
+	// Dir/<tenant>/checkpoint, cosigned by each C2SP tlog-witness in Witnesses
+	// (their cosignature lines are appended to the note).
+	Note       *NoteSigner
+	Witnesses  []string // witness base URLs (POST <url>/add-checkpoint)
+	HTTPClient *http.Client
+	witnessed  map[string]uint64 // the size each witness last cosigned
 
 	mu   sync.RWMutex
 	list []CheckpointFile // ascending treeSize, one per size (the latest signature)
@@ -154,6 +162,18 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	}
 	if err := receipt.WriteFileAtomic(filepath.Join(dir, "latest.json"), data, 0o644); err != nil {
 		return err
+	}
+	if c.Note != nil {
+		signed, err := SignCheckpointNote(c.Note, size, root)
+		if err != nil {
+			return err
+		}
+		if c.witnessed == nil {
+			c.witnessed = map[string]uint64{}
+		}
+		if err := receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint"), c.cosign(ctx, size, signed), 0o644); err != nil {
+			return err
+		}
 	}
 	c.mu.Lock()
 	if n := len(c.list); n > 0 && c.list[n-1].TreeSize == size {

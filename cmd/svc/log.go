@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,14 +55,11 @@ type logOptions struct {
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
 	trustProxy                          bool
+	witnesses                           listFlag
 	tokenHashes                         [][32]byte // svc up: the hash of its generated token
 }
 
-func (o *logOptions) register(fs interface {
-	StringVar(*string, string, string, string)
-	IntVar(*int, string, int, string)
-	BoolVar(*bool, string, bool, string)
-}) {
+func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8080, "`port` of the log's routes (0: any free port)")
 	fs.IntVar(&o.checkpointsPort, "checkpoints-port", -1, "`port` serving --checkpoint-dir read-only (-1: off, 0: any free port)")
@@ -72,6 +70,7 @@ func (o *logOptions) register(fs interface {
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
 
 func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -157,6 +156,12 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return err
 	}
+	var noteKey *signer.Key
+	if ks, ok := headSigner.(receipt.KeySigner); ok {
+		noteKey = ks.Key // C2SP notes are signed in-process only
+	} else if len(o.witnesses) > 0 {
+		return usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
+	}
 	th := o.tokenHashes
 	if o.tokenEnv != "" {
 		if th, err = tokenHashes(o.tokenEnv); err != nil {
@@ -185,6 +190,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
+		NoteKey: noteKey, Witnesses: o.witnesses,
 	})
 	if err != nil {
 		return err
