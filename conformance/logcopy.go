@@ -86,9 +86,22 @@ func NewLogServer(base string) (*LogServer, error) {
 	return &LogServer{Base: strings.TrimRight(base, "/")}, nil
 }
 
-// GetJSON fetches base+path into v with a timeout and a size cap; a non-200 status is
-// an error naming it.
-func GetJSON(ctx context.Context, client *http.Client, u string, v any) error {
+// HTTPError is a fetch answered with a status other than 200.
+type HTTPError struct {
+	URL    string
+	Status int
+	Body   string // the answer, at most 300 bytes
+}
+
+func (e *HTTPError) Error() string {
+	return fmt.Sprintf("GET %s: %d %s: %s", e.URL, e.Status, http.StatusText(e.Status), e.Body)
+}
+
+// Fetch GETs u with FetchTimeout (and header, when set) and returns the body of a 200
+// answer, refusing one larger than limit bytes. Other statuses are an *HTTPError.
+// Every outbound fetch of the verifier, the auditor, the witness, the probe and the
+// export goes through it.
+func Fetch(ctx context.Context, client *http.Client, u string, limit int64, header http.Header) ([]byte, error) {
 	if client == nil {
 		client = &http.Client{Timeout: FetchTimeout}
 	}
@@ -96,22 +109,38 @@ func GetJSON(ctx context.Context, client *http.Client, u string, v any) error {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFetch+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return fmt.Errorf("GET %s: %w", u, err)
-	}
-	if len(body) > maxFetch {
-		return fmt.Errorf("GET %s: answer larger than %d bytes", u, maxFetch)
+		return nil, fmt.Errorf("GET %s: %w", u, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+		b := strings.TrimSpace(string(body))
+		if len(b) > 300 {
+			b = b[:300] + "…"
+		}
+		return nil, &HTTPError{URL: u, Status: resp.StatusCode, Body: b}
+	}
+	if int64(len(body)) > limit {
+		return nil, fmt.Errorf("GET %s: answer larger than %d bytes", u, limit)
+	}
+	return body, nil
+}
+
+// GetJSON fetches u into v (Fetch, capped at 8 MiB).
+func GetJSON(ctx context.Context, client *http.Client, u string, v any) error {
+	body, err := Fetch(ctx, client, u, maxFetch, nil)
+	if err != nil {
+		return err
 	}
 	if err := json.Unmarshal(body, v); err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)

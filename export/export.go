@@ -38,6 +38,7 @@ import (
 	"sort"
 	"time"
 
+	"svc.dev/svc/conformance"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/monitor"
 	"svc.dev/svc/pipeline"
@@ -243,31 +244,11 @@ func (r *run) fail(name string, err error) *Summary {
 }
 
 func (r *run) get(ctx context.Context, u string, limit int64, auth bool) ([]byte, error) {
-	ctx, cancel := context.WithTimeout(ctx, witness.FetchTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, err
-	}
+	var h http.Header
 	if auth {
-		req.Header.Set("Authorization", "Bearer "+r.opts.Token)
+		h = http.Header{"Authorization": {"Bearer " + r.opts.Token}}
 	}
-	resp, err := r.opts.Client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", u, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, &witness.HTTPError{URL: u, Status: resp.StatusCode, Body: truncate(string(body), 300)}
-	}
-	if int64(len(body)) > limit {
-		return nil, fmt.Errorf("GET %s: answer larger than %d bytes", u, limit)
-	}
-	return body, nil
+	return conformance.Fetch(ctx, r.opts.Client, u, limit, h)
 }
 
 func truncate(s string, n int) string {

@@ -196,7 +196,7 @@ func (p *probe) add(tenant, name string, err error, detail string) {
 }
 
 func (p *probe) get(ctx context.Context, u string, limit int64) ([]byte, error) {
-	return witness.Fetch(ctx, p.opts.Client, u, limit)
+	return conformance.Fetch(ctx, p.opts.Client, u, limit, nil)
 }
 
 func (p *probe) keyDocument(ctx context.Context, u string) ([]signer.PublicKey, error) {

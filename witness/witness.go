@@ -223,7 +223,7 @@ func (w *Witness) Check(ctx context.Context, tenant string) Result {
 		return fail(err) // never guess past a state we cannot read
 	}
 	cpURL := w.cfg.CheckpointsURL + "/" + tenant + "/" + LatestFile
-	data, err := Fetch(ctx, w.cfg.Client, cpURL, MaxCheckpointSize)
+	data, err := conformance.Fetch(ctx, w.cfg.Client, cpURL, MaxCheckpointSize, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -236,7 +236,7 @@ func (w *Witness) Check(ctx context.Context, tenant string) Result {
 		return fail(fmt.Errorf("%s is the checkpoint of tenant %q", cpURL, cp.File.Tenant))
 	}
 	docURL := KeyDocumentURL(w.cfg.LogURL, tenant)
-	docData, err := Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize)
+	docData, err := conformance.Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize, nil)
 	if err != nil {
 		return fail(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/conformance"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -213,7 +214,7 @@ func TestFetchTimesOut(t *testing.T) {
 	defer s.Close()
 	defer close(hang)
 	start := time.Now()
-	_, err := witness.Fetch(context.Background(), nil, s.URL+"/default/latest.json", 1<<10)
+	_, err := conformance.Fetch(context.Background(), nil, s.URL+"/default/latest.json", 1<<10, nil)
 	took := time.Since(start)
 	if err == nil || took < witness.FetchTimeout-time.Second || took > witness.FetchTimeout+3*time.Second {
 		t.Fatalf("fetch from a silent server: %v after %s", err, took)
