@@ -473,19 +473,7 @@ func consistent(src *conformance.LogServer, old, head *receipt.TreeHead) (string
 // checkpoints URL, the largest checkpoint the log's /checkpoints route lists.
 func (p *probe) latestCheckpoint(ctx context.Context, tenant, base string) (*witness.Checkpoint, error) {
 	if p.opts.CheckpointsURL != "" {
-		u := p.opts.CheckpointsURL + "/" + tenant + "/" + witness.LatestFile
-		data, err := p.get(ctx, u, witness.MaxCheckpointSize)
-		if err != nil {
-			return nil, err
-		}
-		cp, err := witness.ParseCheckpoint(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", u, err)
-		}
-		if cp.File.Tenant != "" && cp.File.Tenant != tenant {
-			return nil, fmt.Errorf("%s is the checkpoint of tenant %q", u, cp.File.Tenant)
-		}
-		return cp, nil
+		return p.checkpointFile(ctx, p.opts.CheckpointsURL, tenant)
 	}
 	// /checkpoints?since=S lists those above S: search down from the live size in
 	// growing steps, so a long list is never fetched whole.
@@ -550,7 +538,13 @@ func ParseCheckpointList(data []byte) ([]*witness.Checkpoint, error) {
 }
 
 func (p *probe) witnessCheckpoint(ctx context.Context, tenant string) (*witness.Checkpoint, error) {
-	u := p.opts.WitnessURL + "/" + tenant + "/" + witness.LatestFile
+	return p.checkpointFile(ctx, p.opts.WitnessURL, tenant)
+}
+
+// checkpointFile reads <base>/<tenant>/latest.json (a log's or a witness's) and
+// checks that it is the tenant's.
+func (p *probe) checkpointFile(ctx context.Context, base, tenant string) (*witness.Checkpoint, error) {
+	u := base + "/" + tenant + "/" + witness.LatestFile
 	data, err := p.get(ctx, u, witness.MaxCheckpointSize)
 	if err != nil {
 		return nil, err
