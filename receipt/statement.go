@@ -10,11 +10,12 @@ func SubjectName(tool, receiptID string) string {
 	return "tool-call:" + tool + ":" + receiptID
 }
 
-// NewStatement builds an in-toto Statement v1 over predicate.
+// NewStatement builds an in-toto Statement v1 over predicate. The predicate is only
+// marshalled here: signing canonicalizes the whole statement, predicate included.
 func NewStatement(tool, receiptID, argsDigest, predicateType string, predicate any) (*Statement, error) {
-	p, err := Canonical(predicate)
+	p, err := json.Marshal(predicate)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("statement predicate: %w", err)
 	}
 	return &Statement{
 		Type:          StatementType,
