@@ -103,15 +103,11 @@ func (g *Gateway) NewSession(id string, grant *receipt.Envelope) (*Session, erro
 
 // ToolsFor lists the upstreams' tools the session's grant names, unchanged.
 func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
-	var out []mcp.Tool
+	var all []mcp.Tool
 	for _, u := range g.upstreams {
-		for _, t := range u.Tools() {
-			if s.chain.Leaf().HasScope(t.Name) {
-				out = append(out, t)
-			}
-		}
+		all = append(all, u.Tools()...)
 	}
-	return out
+	return grantedTools(s, all)
 }
 
 // Call runs one tool call through the gateway and returns what the agent gets.

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -91,9 +90,6 @@ type Sequencer struct {
 
 	ready    chan struct{} // closed once Run consumes requests
 	replayed uint64        // leaves replayed from the stream by the last recovery
-
-	headMu sync.RWMutex
-	head   *receipt.Envelope // latest signed head
 }
 
 // New opens the tree store and checks cfg. It does not touch the broker.
@@ -155,13 +151,6 @@ func (s *Sequencer) Ready() <-chan struct{} { return s.ready }
 
 // Tree is the tenant's tree, for read routes (safe for concurrent readers).
 func (s *Sequencer) Tree() *merkle.Tree { return s.tree }
-
-// Head is the latest head the sequencer signed, or nil before the first batch.
-func (s *Sequencer) Head() *receipt.Envelope {
-	s.headMu.RLock()
-	defer s.headMu.RUnlock()
-	return s.head
-}
 
 // Close syncs and closes the tree store. Call it after Run returned.
 func (s *Sequencer) Close() error {
@@ -433,9 +422,6 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 			s.answerAll(reqs, &pipeline.Reply{Status: 503, Error: "log unavailable: signer did not answer: " + err.Error()})
 			return nil // the leaves are committed; retries are answered once the signer is back
 		}
-		s.headMu.Lock()
-		s.head = head
-		s.headMu.Unlock()
 		if headJSON, err = json.Marshal(head); err != nil {
 			return err
 		}
@@ -545,20 +531,7 @@ func (s *Sequencer) recover(ctx context.Context) error {
 		}
 		s.recent.add(h, i)
 	}
-	if err := s.checkpoint(); err != nil {
-		return err
-	}
-	if n > 0 {
-		root, err := s.tree.RootAt(n)
-		if err != nil {
-			return err
-		}
-		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, n, root.String(), s.cfg.Now(), s.cfg.LogID)
-		if err == nil {
-			s.head = head
-		}
-	}
-	return nil
+	return s.checkpoint()
 }
 
 // replay appends the committed leaves [from, to) that the tree store lacks.
