@@ -5,13 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-
-	"github.com/gowebpki/jcs"
 )
 
 // Canonical returns the RFC 8785 canonical JSON encoding of v: v is marshalled with
 // encoding/json (so struct tags decide which fields are present) and the result is
-// transformed by a JCS implementation.
+// transformed by transformJCS.
 func Canonical(v any) ([]byte, error) {
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -23,7 +21,7 @@ func Canonical(v any) ([]byte, error) {
 // CanonicalizeJSON transforms any JSON text into its RFC 8785 canonical form. It fails
 // on invalid JSON, on duplicate keys and on numbers outside I-JSON.
 func CanonicalizeJSON(raw []byte) ([]byte, error) {
-	out, err := jcs.Transform(raw)
+	out, err := transformJCS(raw)
 	if err != nil {
 		return nil, fmt.Errorf("canonical json: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	"svc.dev/svc/signer"
 )
@@ -43,7 +44,10 @@ type Base64 []byte
 
 // MarshalJSON writes standard base64.
 func (b Base64) MarshalJSON() ([]byte, error) {
-	return json.Marshal(base64.StdEncoding.EncodeToString(b))
+	out := make([]byte, 0, base64.StdEncoding.EncodedLen(len(b))+2)
+	out = append(out, '"')
+	out = base64.StdEncoding.AppendEncode(out, b) // the alphabet needs no JSON escaping
+	return append(out, '"'), nil
 }
 
 // UnmarshalJSON reads strict standard base64.
@@ -148,11 +152,85 @@ func (e *Envelope) VerifiedBy(trusted []signer.PublicKey) []signer.PublicKey {
 
 // Canonical returns the canonical JSON of the envelope: the receipt's log leaf.
 func (e *Envelope) Canonical() []byte {
+	if c, ok := e.appendCanonical(make([]byte, 0, 64+base64.StdEncoding.EncodedLen(len(e.Payload))+len(e.Signatures)*160)); ok {
+		return c
+	}
 	c, err := Canonical(e)
 	if err != nil {
 		panic(err) // an Envelope holds only strings and bytes
 	}
 	return c
+}
+
+// appendCanonical writes the RFC 8785 form of e directly (members sorted: payload,
+// payloadType, signatures; keyid, sig), which is what Canonical(e) computes, without
+// a JSON round trip through a general canonicalizer; a receipt's payload is kilobytes
+// of base64. It declines (false) strings that are not valid UTF-8, which encoding/json
+// would rewrite.
+func (e *Envelope) appendCanonical(b []byte) ([]byte, bool) {
+	if !utf8.ValidString(e.PayloadType) {
+		return nil, false
+	}
+	b = append(b, `{"payload":"`...)
+	b = base64.StdEncoding.AppendEncode(b, e.Payload)
+	b = append(b, `","payloadType":`...)
+	b = appendJCSString(b, e.PayloadType)
+	b = append(b, `,"signatures":`...)
+	if e.Signatures == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, s := range e.Signatures {
+			if !utf8.ValidString(s.KeyID) {
+				return nil, false
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"keyid":`...)
+			b = appendJCSString(b, s.KeyID)
+			b = append(b, `,"sig":"`...)
+			b = base64.StdEncoding.AppendEncode(b, s.Sig)
+			b = append(b, `"}`...)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
+// appendJCSString appends s, valid UTF-8, as an RFC 8785 string (section 3.2.2.2):
+// quote and backslash escaped, control characters as \b \t \n \f \r or \u00xx,
+// everything else as itself.
+func appendJCSString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		b = append(b, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			b = append(b, '\\', c)
+		case '\b':
+			b = append(b, '\\', 'b')
+		case '\t':
+			b = append(b, '\\', 't')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\f':
+			b = append(b, '\\', 'f')
+		case '\r':
+			b = append(b, '\\', 'r')
+		default:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		}
+		start = i + 1
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }
 
 // DecodePayload unmarshals the payload into v after checking the payload type.
