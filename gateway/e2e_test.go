@@ -160,6 +160,24 @@ func receiptID(t *testing.T, r callResult) string {
 	return id
 }
 
+// waitForReceipts polls, with a deadline, until n receipt files are in the receipts
+// directory: with a local log a running gateway writes them a moment after each call.
+func waitForReceipts(t *testing.T, f *fixture, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+		files = slices.DeleteFunc(files, func(s string) bool { return strings.HasSuffix(s, ".authorization.json") })
+		if len(files) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d receipt files after 10 s, want %d", len(files), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // verifyAll runs `svc verify` on every receipt written and returns the reports by id.
 func verifyAll(t *testing.T, f *fixture) map[string]string {
 	t.Helper()

@@ -166,6 +166,7 @@ func TestGatewayHTTPWithTwoUpstreams(t *testing.T) {
 	if !strings.HasPrefix(text(r[5]), "Denied by policy: outside delegated scope (receipt ") {
 		t.Fatalf("ungranted tool: %+v", r[5])
 	}
+	waitForReceipts(t, f, 6) // written behind the calls, a moment after each returns
 	reports := verifyAll(t, f)
 	if len(reports) != 6 {
 		t.Fatalf("%d receipts", len(reports))
@@ -187,6 +188,7 @@ func TestGatewayHTTPWithTwoUpstreams(t *testing.T) {
 	if run.ConnectError != "" || len(run.Tools) != 1 || text(run.Results[0]) != "Echo: from a sub-agent" {
 		t.Fatalf("chained grant: %+v", run)
 	}
+	waitForReceipts(t, f, 7)
 	rep := verifyAll(t, f)[receiptID(t, run.Results[0])]
 	if !strings.Contains(rep, "PASS delegation chain to the principal") || !strings.Contains(rep, "RESULT: VERIFIED") {
 		t.Fatalf("chained receipt:\n%s", rep)

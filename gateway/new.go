@@ -74,10 +74,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
+	// With a local log file, receipt files are written behind the call (the log line
+	// is the durable record): no file-system metadata operation on the call's path.
+	_, local := log.(*receipt.FileLog)
 	if g.issuer, err = receipt.NewIssuer(receipt.IssuerConfig{Key: g.key, Kind: receipt.KindGateway, Log: log,
-		ReceiptsDir: cfg.Path(cfg.ReceiptsDir), Now: opts.Now}); err != nil {
+		ReceiptsDir: cfg.Path(cfg.ReceiptsDir), Now: opts.Now, WriteBehind: local, Logger: g.log}); err != nil {
 		return nil, err
 	}
+	g.closers = append(g.closers, g.issuer.Close) // closes before the log
 	ups := cfg.Upstreams
 	if cfg.Upstream != nil {
 		ups = []UpstreamConfig{*cfg.Upstream}
@@ -225,7 +229,12 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 // KeyID is the gateway key's id.
 func (g *Gateway) KeyID() string { return g.key.KeyID() }
 
-// Close stops the upstreams and closes the log.
+// Flush waits until the receipt file of every call that has returned is written and
+// on stable storage. With a local log file the files are written behind the calls (a
+// moment after each returns); with a remote log, before.
+func (g *Gateway) Flush() error { return g.issuer.Flush() }
+
+// Close stops the upstreams, writes the receipt files still queued and closes the log.
 func (g *Gateway) Close() error {
 	var errs []error
 	for _, u := range g.upstreams {

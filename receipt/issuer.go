@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,6 +25,7 @@ type Issuer struct {
 	receiptsDir string
 	now         func() time.Time
 	newID       func() string
+	behind      *bundleWriter // nil: bundle files are written durably before a call returns
 }
 
 // IssuerConfig configures an Issuer.
@@ -35,6 +37,18 @@ type IssuerConfig struct {
 	ReceiptsDir string           // where <id>.json files go; required, created if absent
 	Now         func() time.Time // nil: time.Now
 	NewID       func() string    // nil: random UUIDs
+
+	// WriteBehind writes bundle files after Finish and Authorize return, in a
+	// background writer without fsync; Log must then be a *FileLog. The receipt is
+	// durable when they return all the same: its envelope is a line of the fsynced
+	// log file. The file follows within milliseconds; the writer syncs the files at
+	// most once a second and records how far they are durable in MarkFile, and
+	// NewIssuer rebuilds from the log any file a crash lost after that mark. Close (or
+	// Flush) waits for every file. Without WriteBehind every bundle file is written
+	// and fsynced before Finish returns (the only choice with a remote log, which
+	// may hold the leaf's hash only).
+	WriteBehind bool
+	Logger      *slog.Logger // nil: slog.Default(); reports of the write-behind writer
 }
 
 // NewIssuer checks cfg and makes an Issuer.
@@ -60,7 +74,41 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 	if is.newID == nil {
 		is.newID = uuid.NewString
 	}
+	if cfg.WriteBehind {
+		fl, ok := cfg.Log.(*FileLog)
+		if !ok {
+			return nil, fmt.Errorf("issuer: WriteBehind needs a local log file (a *FileLog), not a %T", cfg.Log)
+		}
+		logger := cfg.Logger
+		if logger == nil {
+			logger = slog.Default()
+		}
+		from := readMark(cfg.ReceiptsDir, fl.File().Path(), logger)
+		mark, err := recoverBundles(cfg.ReceiptsDir, fl, cfg.Key, from, logger)
+		if err != nil {
+			return nil, err
+		}
+		is.behind = newBundleWriter(cfg.ReceiptsDir, fl, logger, mark, time.Second)
+	}
 	return is, nil
+}
+
+// Flush waits until every bundle file of a call that has returned is written and on
+// stable storage. It is a no-op without WriteBehind.
+func (is *Issuer) Flush() error {
+	if is.behind == nil {
+		return nil
+	}
+	return is.behind.flush()
+}
+
+// Close flushes the bundle files (see Flush) and stops the issuer: later calls fail
+// with ErrIssuerClosed when WriteBehind is set. It does not close the log.
+func (is *Issuer) Close() error {
+	if is.behind != nil {
+		is.behind.close()
+	}
+	return nil
 }
 
 // KeyID is the issuer key's id.
@@ -130,15 +178,11 @@ func (is *Issuer) Authorize(ctx context.Context, p *Pending) error {
 	if err != nil {
 		return err
 	}
-	proof, err := is.log.Append(ctx, env.Canonical())
+	b, err := is.logAndWrite(ctx, p.ReceiptID+".authorization.json", env)
 	if err != nil {
 		return err
 	}
-	auth := &Authorization{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}
-	if err := is.write(p.ReceiptID+".authorization.json", Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}); err != nil {
-		return err
-	}
-	p.authorization = auth
+	p.authorization = &Authorization{Envelope: env, TreeHead: b.TreeHead, Inclusion: b.Inclusion}
 	return nil
 }
 
@@ -164,12 +208,32 @@ func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bund
 	if err != nil {
 		return nil, err
 	}
+	return is.logAndWrite(ctx, p.ReceiptID+".json", env)
+}
+
+// logAndWrite appends env's leaf and writes its bundle file as name: before returning,
+// or behind it (WriteBehind).
+func (is *Issuer) logAndWrite(ctx context.Context, name string, env *Envelope) (*Bundle, error) {
+	var tok uint64
+	if is.behind != nil {
+		var err error
+		if tok, err = is.behind.reserve(); err != nil {
+			return nil, err
+		}
+	}
 	proof, err := is.log.Append(ctx, env.Canonical())
 	if err != nil {
+		if is.behind != nil {
+			is.behind.cancel(tok)
+		}
 		return nil, err
 	}
 	b := &Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}
-	if err := is.write(p.ReceiptID+".json", b); err != nil {
+	if is.behind != nil {
+		is.behind.enqueue(tok, name, b)
+		return b, nil
+	}
+	if err := is.write(name, b); err != nil {
 		return nil, err
 	}
 	return b, nil

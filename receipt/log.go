@@ -95,6 +95,18 @@ func (l *FileLog) Append(ctx context.Context, leaf []byte) (*Proof, error) {
 	return l.proveAt(idx, size)
 }
 
+// Prove answers for the leaf at idx with a proof against a freshly signed head at the
+// log's current size.
+func (l *FileLog) Prove(idx uint64) (*Proof, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size := l.file.Size()
+	if idx >= size {
+		return nil, fmt.Errorf("leaf %d is beyond the log's size %d", idx, size)
+	}
+	return l.proveAt(idx, size)
+}
+
 func (l *FileLog) proveAt(idx, size uint64) (*Proof, error) {
 	tree := l.file.Tree()
 	hashes, err := tree.InclusionProof(idx, size)

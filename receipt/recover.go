@@ -1,0 +1,190 @@
+package receipt
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/signer"
+)
+
+// MarkFile is the file (JSON; no .json suffix, so that globs for receipts miss it), in
+// a receipts directory, that records up to which leaf of the
+// local log file every bundle file is on stable storage (see IssuerConfig.WriteBehind).
+const MarkFile = ".svc-bundles.mark"
+
+// maxMarkFile caps the mark file read at startup.
+const maxMarkFile = 64 << 10
+
+// bundleMark is the content of MarkFile.
+type bundleMark struct {
+	LogFile      string `json:"logFile"`      // absolute path of the log file the mark counts leaves of
+	DurableBelow uint64 `json:"durableBelow"` // every leaf below has its bundle file on stable storage
+}
+
+// parseMark reads a mark file. An error names what is wrong with it.
+func parseMark(data []byte) (bundleMark, error) {
+	var m bundleMark
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return bundleMark{}, fmt.Errorf("%s: %w", MarkFile, err)
+	}
+	if dec.More() {
+		return bundleMark{}, fmt.Errorf("%s: trailing data after the JSON object", MarkFile)
+	}
+	if m.LogFile == "" {
+		return bundleMark{}, fmt.Errorf("%s: logFile is missing", MarkFile)
+	}
+	return m, nil
+}
+
+// readMark returns where recovery must start: the recorded mark when it counts leaves
+// of logPath, else 0 (every leaf is checked). A damaged mark file is reported and
+// treated as absent.
+func readMark(dir, logPath string, logger *slog.Logger) uint64 {
+	data, err := ReadFileCapped(filepath.Join(dir, MarkFile), maxMarkFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0
+	}
+	if err == nil {
+		var m bundleMark
+		if m, err = parseMark(data); err == nil {
+			if m.LogFile == absPath(logPath) {
+				return m.DurableBelow
+			}
+			logger.Info("the receipt files' mark counts another log file; checking every leaf", "mark", m.LogFile, "log", logPath)
+			return 0
+		}
+	}
+	logger.Warn("unreadable mark of durable receipt files; checking every leaf", "dir", dir, "err", err)
+	return 0
+}
+
+func writeMark(dir, logPath string, below uint64) error {
+	data, err := json.Marshal(bundleMark{LogFile: absPath(logPath), DurableBelow: below})
+	if err != nil {
+		return err
+	}
+	return WriteFileAtomic(filepath.Join(dir, MarkFile), append(data, '\n'), 0o644)
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// receiptFileID is what a receipt id must look like to name a file.
+var receiptFileID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+
+// recoverBundles checks the bundle file of every leaf of the log from the mark on and
+// rewrites those a crash lost or left incomplete, from the envelope in the log and a
+// proof at the log's current size. Leaves that are not this issuer's receipts or
+// authorizations (another key, another payload, a hash-only or pruned line) have no
+// file and are skipped. It returns the new mark: the log's size.
+func recoverBundles(dir string, log *FileLog, key *signer.Key, from uint64, logger *slog.Logger) (uint64, error) {
+	file := log.File()
+	size := file.Size()
+	if from > size {
+		logger.Warn("the receipt files' mark is beyond the log's end; checking every leaf", "mark", from, "size", size)
+		from = 0
+	}
+	if from == size {
+		return size, nil
+	}
+	own := []signer.PublicKey{key.Public()}
+	var rebuilt []string
+	start, lastReport := time.Now(), time.Now()
+	for i := from; i < size; i++ {
+		if time.Since(lastReport) > 5*time.Second {
+			logger.Info("checking receipt files against the log", "leaf", i, "of", size, "rebuilt", len(rebuilt))
+			lastReport = time.Now()
+		}
+		e, err := file.Entry(i)
+		if err != nil {
+			return 0, fmt.Errorf("recovering receipt files: %w", err)
+		}
+		if e.Kind != merkle.LineLeaf {
+			continue
+		}
+		name, env, ok := bundleFileOf(e.Leaf, own)
+		if !ok {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if bundleFileHolds(path, e.Leaf, i) {
+			continue
+		}
+		proof, err := log.Prove(i)
+		if err != nil {
+			return 0, fmt.Errorf("recovering receipt file %s: %w", name, err)
+		}
+		data, err := json.MarshalIndent(Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}, "", "  ")
+		if err != nil {
+			return 0, err
+		}
+		if err := writeFileNoSync(path, append(data, '\n'), 0o644); err != nil {
+			return 0, fmt.Errorf("recovering receipt file: %w", err)
+		}
+		rebuilt = append(rebuilt, name)
+	}
+	if len(rebuilt) > 0 {
+		if err := syncDir(dir, rebuilt); err != nil {
+			return 0, fmt.Errorf("recovering receipt files: %w", err)
+		}
+		logger.Warn("rebuilt receipt files a crash had lost, from the log file", "files", len(rebuilt),
+			"checked", size-from, "took", time.Since(start).Round(time.Millisecond))
+	}
+	if err := writeMark(dir, file.Path(), size); err != nil {
+		return 0, fmt.Errorf("recovering receipt files: %w", err)
+	}
+	return size, nil
+}
+
+// bundleFileOf names the bundle file of a log leaf, if the leaf is a receipt or an
+// authorization signed by one of own.
+func bundleFileOf(leaf string, own []signer.PublicKey) (string, *Envelope, bool) {
+	env, err := ParseEnvelope([]byte(leaf))
+	if err != nil || env.PayloadType != PayloadInToto || len(env.VerifiedBy(own)) == 0 {
+		return "", nil, false
+	}
+	st, err := DecodeStatement(env)
+	if err != nil {
+		return "", nil, false
+	}
+	var p struct {
+		ReceiptID string `json:"receiptId"`
+	}
+	if json.Unmarshal(st.Predicate, &p) != nil || !receiptFileID.MatchString(p.ReceiptID) {
+		return "", nil, false
+	}
+	switch st.PredicateType {
+	case PredicateReceipt:
+		return p.ReceiptID + ".json", env, true
+	case PredicateAuthorization:
+		return p.ReceiptID + ".authorization.json", env, true
+	}
+	return "", nil, false
+}
+
+// bundleFileHolds reports whether the file at path is a whole bundle of leaf at index.
+func bundleFileHolds(path, leaf string, index uint64) bool {
+	data, err := ReadFileCapped(path, MaxBundleSize)
+	if err != nil {
+		return false
+	}
+	b, err := ParseBundle(data)
+	if err != nil {
+		return false
+	}
+	return b.Inclusion.LeafIndex == index && bytes.Equal(b.Envelope.Canonical(), []byte(leaf))
+}
