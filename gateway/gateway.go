@@ -94,11 +94,39 @@ func (s *Session) Agent() string { return s.chain.Leaf().Agent }
 // NewSession verifies a grant (trusted principal keys, chain rules, validity window)
 // and opens a session under it.
 func (g *Gateway) NewSession(id string, grant *receipt.Envelope) (*Session, error) {
+	v, err := g.verifyGrant(grant)
+	if err != nil {
+		return nil, err
+	}
+	return g.sessionFor(id, v)
+}
+
+// verifiedGrant is a grant whose signatures, trusted root and chain rules were
+// checked; only its validity window changes with time. Read-only.
+type verifiedGrant struct {
+	env       *receipt.Envelope
+	chain     *receipt.Chain
+	principal signer.PublicKey
+}
+
+func (g *Gateway) verifyGrant(grant *receipt.Envelope) (*verifiedGrant, error) {
 	chain, key, err := receipt.VerifyGrant(grant, g.principalKeys, g.now())
 	if err != nil {
 		return nil, err
 	}
-	return &Session{ID: id, grant: grant, chain: chain, principal: key}, nil
+	return &verifiedGrant{env: grant, chain: chain, principal: key}, nil
+}
+
+// sessionFor opens a session under a verified grant if every grant of its chain is
+// within its validity window now.
+func (g *Gateway) sessionFor(id string, v *verifiedGrant) (*Session, error) {
+	now := g.now()
+	for _, gr := range v.chain.Grants {
+		if err := gr.ValidAt(now); err != nil {
+			return nil, err
+		}
+	}
+	return &Session{ID: id, grant: v.env, chain: v.chain, principal: v.principal}, nil
 }
 
 // ToolsFor lists the upstreams' tools the session's grant names, unchanged.

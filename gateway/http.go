@@ -42,6 +42,35 @@ type httpFront struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by MCP session id
+
+	grants grantCache // sessionless clients present their grant on every request
+}
+
+// grantCache remembers grants whose signatures and chain were verified, by the header
+// value that presented them, so that a sessionless client's requests cost one map
+// lookup instead of a parse and a signature check per link. The validity window is
+// checked again at every use (Gateway.sessionFor). Bounded: when full it starts over.
+type grantCache struct {
+	mu sync.Mutex
+	m  map[string]*verifiedGrant
+}
+
+// grantCacheSize bounds the cache; a gateway serves far fewer distinct grants.
+const grantCacheSize = 4096
+
+func (c *grantCache) get(raw string) *verifiedGrant {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[raw]
+}
+
+func (c *grantCache) put(raw string, v *verifiedGrant) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= grantCacheSize {
+		c.m = map[string]*verifiedGrant{}
+	}
+	c.m[raw] = v
 }
 
 // Handler returns the gateway's HTTP handler (POST/GET/DELETE /mcp and GET /health).
@@ -147,15 +176,22 @@ func (f *httpFront) grantSession(r *http.Request) (*Session, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("grant rejected: no grant presented (Authorization: Bearer <base64url grant> or X-Svc-Grant)")
 	}
-	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
-	if err != nil {
-		return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
+	v := f.grants.get(raw)
+	if v == nil {
+		data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
+		if err != nil {
+			return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
+		}
+		env, err := receipt.ParseEnvelope(data)
+		if err != nil {
+			return nil, fmt.Errorf("grant rejected: %v", err)
+		}
+		if v, err = f.g.verifyGrant(env); err != nil {
+			return nil, fmt.Errorf("grant rejected: %v", err)
+		}
+		f.grants.put(raw, v)
 	}
-	env, err := receipt.ParseEnvelope(data)
-	if err != nil {
-		return nil, fmt.Errorf("grant rejected: %v", err)
-	}
-	s, err := f.g.NewSession("", env)
+	s, err := f.g.sessionFor("", v)
 	if err != nil {
 		return nil, fmt.Errorf("grant rejected: %v", err)
 	}

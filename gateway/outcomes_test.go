@@ -423,6 +423,64 @@ func TestGatewayHTTPSessionlessClients(t *testing.T) {
 	}
 }
 
+// TestGatewayHTTPSessionlessGrantCache: a sessionless client presents its grant on
+// every request; the verified grant is remembered, but its validity window is checked
+// at every use, and a grant that failed is never remembered.
+func TestGatewayHTTPSessionlessGrantCache(t *testing.T) {
+	up := startRecordingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+		delete(cfg, "grantFile")
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	cfg, err := gateway.LoadConfig(f.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gateway.New(context.Background(), cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy, Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	ts := httptest.NewServer(g.Handler(gateway.HTTPConfig{}))
+	defer ts.Close()
+	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	stranger, _ := signer.GenerateKey()
+	strangerGrant, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "e2e-agent", []string{"lookup"}, time.Now(), time.Hour, nil, nil), stranger)
+	call := func(grant *receipt.Envelope) (int, string) {
+		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{"q":"c"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern-agent","version":"1"}}}}`
+		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", "tools/call")
+		req.Header.Set("Mcp-Name", "lookup")
+		req.Header.Set("X-Svc-Grant", grantHeader(grant))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for i := range 3 {
+		if code, body := call(grant); code != 200 || !strings.Contains(body, "svc/receipt") {
+			t.Fatalf("call %d: %d %s", i, code, body)
+		}
+		if code, body := call(strangerGrant); code != 403 || !strings.Contains(body, "grant rejected") {
+			t.Fatalf("stranger's grant, request %d: %d %s", i, code, body)
+		}
+	}
+	now.Add(int64(2 * time.Hour)) // past the grant's expiry
+	if code, body := call(grant); code != 403 || !strings.Contains(body, "grant rejected") {
+		t.Fatalf("an expired grant, verified before, was accepted: %d %s", code, body)
+	}
+}
+
 // TestGatewayHTTPIdleSessionCloses: a session without a request for the idle time is
 // closed; its id is no longer accepted and /health no longer counts it.
 func TestGatewayHTTPIdleSessionCloses(t *testing.T) {

@@ -114,6 +114,24 @@ func (t *Tree) appendLocked(leaf Hash) (uint64, error) {
 	return index, nil
 }
 
+// Next tells what appending leaf would give, without appending: the leaf's index, the
+// root of the tree one leaf larger, and the leaf's inclusion proof in that tree (the
+// frontier, smallest subtree first). An Append of leaf with nothing appended in
+// between yields that index, and then RootAt(index+1) and InclusionProof(index,
+// index+1) equal root and proof. A log can so sign the next head while the leaf is
+// still being made durable.
+func (t *Tree) Next(leaf Hash) (index uint64, root Hash, proof []Hash) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	root = leaf
+	proof = make([]Hash, 0, len(t.frontier))
+	for i := len(t.frontier) - 1; i >= 0; i-- {
+		proof = append(proof, t.frontier[i])
+		root = NodeHash(t.frontier[i], root)
+	}
+	return t.size, root, proof
+}
+
 // foldFrontier returns MTH of the whole tree: the frontier hashes folded
 // from the right.
 func (t *Tree) foldFrontier() Hash {

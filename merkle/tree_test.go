@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 
@@ -563,4 +564,43 @@ func TestTreeConcurrentReaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTreeNextMatchesAppend: what Next predicts is what Append then gives, on both
+// stores, from the empty tree through sizes with every frontier shape up to 300.
+func TestTreeNextMatchesAppend(t *testing.T) {
+	for name, store := range map[string]HashStore{"memory": NewMemoryStore(), "file": mustFileStore(t)} {
+		tree, err := NewTree(store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 300 {
+			leaf := LeafHash(fmt.Appendf(nil, "leaf %d", i))
+			idx, root, proof := tree.Next(leaf)
+			got, err := tree.Append(leaf)
+			if err != nil || got != idx {
+				t.Fatalf("%s: Next said index %d, Append gave %d (%v)", name, idx, got, err)
+			}
+			if want := tree.Root(); root != want {
+				t.Fatalf("%s size %d: Next root %s, tree root %s", name, idx+1, root, want)
+			}
+			want, err := tree.InclusionProof(idx, idx+1)
+			if err != nil || !slices.Equal(proof, want) {
+				t.Fatalf("%s size %d: Next proof %v, tree proof %v (%v)", name, idx+1, proof, want, err)
+			}
+			if err := VerifyInclusion(idx, idx+1, leaf, proof, root); err != nil {
+				t.Fatalf("%s size %d: %v", name, idx+1, err)
+			}
+		}
+	}
+}
+
+func mustFileStore(t *testing.T) HashStore {
+	t.Helper()
+	s, err := OpenFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -1,11 +1,14 @@
 package receipt
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 )
 
 // MaxBundleSize caps a bundle read from disk or the network.
@@ -107,4 +110,48 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// bundleFile is the content of a bundle file: json.MarshalIndent(b, "", "  ") and a
+// newline, byte for byte, without the reflection: the envelopes are written directly
+// (a receipt's payload is kilobytes of base64) and indented once.
+func bundleFile(b *Bundle) ([]byte, error) {
+	compact := make([]byte, 0, 256+len(b.Envelope.Payload)*4/3+len(b.TreeHead.Payload)*4/3+len(b.Inclusion.Hashes)*68)
+	compact = append(compact, `{"envelope":`...)
+	compact, ok1 := b.Envelope.appendJSON(compact)
+	compact = append(compact, `,"treeHead":`...)
+	compact, ok2 := b.TreeHead.appendJSON(compact)
+	if !ok1 || !ok2 { // a string encoding/json would escape: take its way
+		data, err := json.MarshalIndent(b, "", "  ")
+		return append(data, '\n'), err
+	}
+	compact = append(compact, `,"inclusion":{"leafIndex":`...)
+	compact = strconv.AppendUint(compact, b.Inclusion.LeafIndex, 10)
+	compact = append(compact, `,"treeSize":`...)
+	compact = strconv.AppendUint(compact, b.Inclusion.TreeSize, 10)
+	compact = append(compact, `,"hashes":`...)
+	if b.Inclusion.Hashes == nil {
+		compact = append(compact, "null"...)
+	} else {
+		compact = append(compact, '[')
+		for i, h := range b.Inclusion.Hashes {
+			if i > 0 {
+				compact = append(compact, ',')
+			}
+			if !plainJSONString(h) {
+				data, err := json.MarshalIndent(b, "", "  ")
+				return append(data, '\n'), err
+			}
+			compact = appendJCSString(compact, h)
+		}
+		compact = append(compact, ']')
+	}
+	compact = append(compact, "}}"...)
+	var out bytes.Buffer
+	out.Grow(len(compact) + 256)
+	if err := json.Indent(&out, compact, "", "  "); err != nil {
+		return nil, err
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
 }

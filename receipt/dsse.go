@@ -198,6 +198,54 @@ func (e *Envelope) appendCanonical(b []byte) ([]byte, bool) {
 	return append(b, '}'), true
 }
 
+// appendJSON writes e as encoding/json does (fields in struct order), and declines
+// (false) strings it would escape differently: invalid UTF-8, <, >, &, U+2028, U+2029.
+func (e *Envelope) appendJSON(b []byte) ([]byte, bool) {
+	if e == nil {
+		return append(b, "null"...), true
+	}
+	if !plainJSONString(e.PayloadType) {
+		return b, false
+	}
+	b = append(b, `{"payloadType":`...)
+	b = appendJCSString(b, e.PayloadType)
+	b = append(b, `,"payload":"`...)
+	b = base64.StdEncoding.AppendEncode(b, e.Payload)
+	b = append(b, `","signatures":`...)
+	if e.Signatures == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, s := range e.Signatures {
+			if !plainJSONString(s.KeyID) {
+				return b, false
+			}
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"keyid":`...)
+			b = appendJCSString(b, s.KeyID)
+			b = append(b, `,"sig":"`...)
+			b = base64.StdEncoding.AppendEncode(b, s.Sig)
+			b = append(b, `"}`...)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), true
+}
+
+// plainJSONString reports whether encoding/json writes s as appendJCSString does:
+// valid UTF-8 without control characters and without the characters encoding/json
+// escapes for HTML (<, >, &) or for JavaScript (U+2028, U+2029).
+func plainJSONString(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == '<' || r == '>' || r == '&' || r == 0x2028 || r == 0x2029 || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}
+
 // appendJCSString appends s, valid UTF-8, as an RFC 8785 string (section 3.2.2.2):
 // quote and backslash escaped, control characters as \b \t \n \f \r or \u00xx,
 // everything else as itself.

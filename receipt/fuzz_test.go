@@ -244,3 +244,66 @@ func FuzzCanonicalizeMatchesReference(f *testing.F) {
 		}
 	})
 }
+
+// FuzzStatementCanonical checks the statement's direct canonical form against the
+// general one (encoding/json, then the canonicalizer).
+func FuzzStatementCanonical(f *testing.F) {
+	f.Add("https://in-toto.io/Statement/v1", "tool-call:t:1", "sha256", "ab12", "https://svc.dev/receipt/v0.2", []byte(`{"b":1,"a":[1.50,"x"]}`), 1)
+	f.Add("t\"\\\x01é", "n\u2028\x7f", "\ud7ff", "", "", []byte(`{}`), 2)
+	f.Add("\xff", "", "a", "b", "p", []byte(`null`), 0)
+	f.Add("", "", "", "", "", []byte(`{"a":1,"a":2}`), 3)
+	f.Fuzz(func(t *testing.T, typ, name, dk, dv, predType string, pred []byte, shape int) {
+		st := &receipt.Statement{Type: typ, PredicateType: predType, Predicate: pred}
+		if shape&4 != 0 {
+			st.Predicate = nil
+		}
+		switch shape & 3 {
+		case 1:
+			st.Subject = []receipt.Subject{{Name: name, Digest: map[string]string{dk: dv, "sha256": dv + "0", "\U0001F600": "x", "\uFB33": "y"}}}
+		case 2:
+			st.Subject = []receipt.Subject{{Name: name}, {Name: name + "2", Digest: map[string]string{}}}
+		case 3:
+			st.Subject = []receipt.Subject{}
+		}
+		want, werr := receipt.Canonical(st)
+		got, gerr := st.Canonical()
+		if (werr == nil) != (gerr == nil) {
+			t.Fatalf("general error %v, direct error %v", werr, gerr)
+		}
+		if werr == nil && !bytes.Equal(got, want) {
+			t.Fatalf("direct  %s\ngeneral %s", got, want)
+		}
+	})
+}
+
+// FuzzBundleFile checks the direct encoding of a bundle file against
+// json.MarshalIndent, which it replaces byte for byte.
+func FuzzBundleFile(f *testing.F) {
+	f.Add("application/vnd.in-toto+json", []byte(`{"a":1}`), "0123abcd", []byte{1, 2, 3}, uint64(3), uint64(9), "ab12", 2)
+	f.Add("t<>&\u2028\x00é\xff", []byte{}, "k\"e\\y", []byte(nil), uint64(0), uint64(1), "", 0)
+	f.Fuzz(func(t *testing.T, payloadType string, payload []byte, keyID string, sig []byte, index, size uint64, hash string, n int) {
+		env := &receipt.Envelope{PayloadType: payloadType, Payload: payload, Signatures: []receipt.Signature{{KeyID: keyID, Sig: sig}}}
+		head := &receipt.Envelope{PayloadType: "application/vnd.svc.treehead+json", Payload: sig}
+		if n&1 == 1 {
+			head.Signatures = []receipt.Signature{{KeyID: hash, Sig: payload}, {KeyID: keyID, Sig: nil}}
+		}
+		b := &receipt.Bundle{Envelope: env, TreeHead: head, Inclusion: receipt.Inclusion{LeafIndex: index, TreeSize: size}}
+		for i := range n % 5 {
+			b.Inclusion.Hashes = append(b.Inclusion.Hashes, hash+strings.Repeat("0", i))
+		}
+		if n&8 != 0 {
+			b.Inclusion.Hashes = []string{}
+		}
+		want, err := json.MarshalIndent(b, "", "  ")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := receipt.BundleFile(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, append(want, '\n')) {
+			t.Fatalf("BundleFile:\n%s\nMarshalIndent:\n%s", got, want)
+		}
+	})
+}

@@ -41,12 +41,12 @@ type IssuerConfig struct {
 	// WriteBehind writes bundle files after Finish and Authorize return, in a
 	// background writer without fsync; Log must then be a *FileLog. The receipt is
 	// durable when they return all the same: its envelope is a line of the fsynced
-	// log file. The file follows within milliseconds; the writer syncs the files at
-	// most once a second and records how far they are durable in MarkFile, and
-	// NewIssuer rebuilds from the log any file a crash lost after that mark. Close (or
-	// Flush) waits for every file. Without WriteBehind every bundle file is written
-	// and fsynced before Finish returns (the only choice with a remote log, which
-	// may hold the leaf's hash only).
+	// log file. The writer waits for a moment without calls in progress (at most
+	// 20 ms), syncs the files with syncfs and records how far they are durable in
+	// MarkFile; NewIssuer rebuilds from the log any file a crash lost after that
+	// mark. Close (or Flush) waits for every file. Without WriteBehind every bundle
+	// file is written and fsynced before Finish returns (the only choice with a
+	// remote log, which may hold the leaf's hash only).
 	WriteBehind bool
 	Logger      *slog.Logger // nil: slog.Default(); reports of the write-behind writer
 }
@@ -88,7 +88,7 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		if err != nil {
 			return nil, err
 		}
-		is.behind = newBundleWriter(cfg.ReceiptsDir, fl, logger, mark, time.Second)
+		is.behind = newBundleWriter(cfg.ReceiptsDir, fl, logger, mark)
 	}
 	return is, nil
 }
@@ -244,15 +244,19 @@ func (is *Issuer) signStatement(tool string, p *Pending, predicateType string, p
 	if err != nil {
 		return nil, err
 	}
-	return SignJSON(PayloadInToto, st, is.key)
+	payload, err := st.Canonical()
+	if err != nil {
+		return nil, err
+	}
+	return Sign(PayloadInToto, payload, is.key), nil
 }
 
-func (is *Issuer) write(name string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
+func (is *Issuer) write(name string, b *Bundle) error {
+	data, err := bundleFile(b)
 	if err != nil {
 		return err
 	}
-	return WriteFileAtomic(filepath.Join(is.receiptsDir, name), append(data, '\n'), 0o644)
+	return WriteFileAtomic(filepath.Join(is.receiptsDir, name), data, 0o644)
 }
 
 // Resume replaces the call record of a pending receipt, keeping its id and timestamp:

@@ -81,18 +81,31 @@ func (l *FileLog) Append(ctx context.Context, leaf []byte) (*Proof, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h := merkle.LeafHash(leaf)
-	idx, ok := l.file.IndexOf(h)
-	if !ok {
-		var err error
-		if idx, err = l.file.AppendLeaf(string(leaf)); err != nil {
-			if errors.Is(err, merkle.ErrLineTooLong) || errors.Is(err, merkle.ErrInvalidLeaf) {
-				return nil, fmt.Errorf("%w: %w", ErrLogRefused, err) // no retry can help
-			}
-			return nil, fmt.Errorf("%w: %w", ErrLogUnavailable, err)
-		}
+	if idx, ok := l.file.IndexOf(h); ok {
+		return l.proveAt(idx, l.file.Size())
 	}
-	size := l.file.Size()
-	return l.proveAt(idx, size)
+	// The head of the tree with the leaf is signed while the line is written and
+	// fsynced: the signature is not on the path of the fsync. It is handed out only
+	// if the append lands where Next said.
+	next, root, path := l.file.Tree().Next(h)
+	appended := make(chan error, 1)
+	var idx uint64
+	go func() {
+		var err error
+		idx, err = l.file.AppendLeaf(string(leaf))
+		appended <- err
+	}()
+	head, headErr := SignTreeHead(l.key, next+1, root.String(), l.now(), l.logID)
+	if err := <-appended; err != nil {
+		if errors.Is(err, merkle.ErrLineTooLong) || errors.Is(err, merkle.ErrInvalidLeaf) {
+			return nil, fmt.Errorf("%w: %w", ErrLogRefused, err) // no retry can help
+		}
+		return nil, fmt.Errorf("%w: %w", ErrLogUnavailable, err)
+	}
+	if headErr != nil || idx != next { // the file was appended to behind this log's back
+		return l.proveAt(idx, l.file.Size())
+	}
+	return &Proof{Inclusion: Inclusion{LeafIndex: idx, TreeSize: idx + 1, Hashes: HashStrings(path)}, TreeHead: head}, nil
 }
 
 // Prove answers for the leaf at idx with a proof against a freshly signed head at the

@@ -128,11 +128,11 @@ func recoverBundles(dir string, log *FileLog, key *signer.Key, from uint64, logg
 		if err != nil {
 			return 0, fmt.Errorf("recovering receipt file %s: %w", name, err)
 		}
-		data, err := json.MarshalIndent(Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}, "", "  ")
+		data, err := bundleFile(&Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion})
 		if err != nil {
 			return 0, err
 		}
-		if err := writeFileNoSync(path, append(data, '\n'), 0o644); err != nil {
+		if err := writeFileNoSync(path, data, 0o644); err != nil {
 			return 0, fmt.Errorf("recovering receipt file: %w", err)
 		}
 		rebuilt = append(rebuilt, name)

@@ -3,6 +3,9 @@ package receipt
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"unicode/utf8"
 )
 
 // SubjectName is the statement subject name of a tool call.
@@ -23,6 +26,69 @@ func NewStatement(tool, receiptID, argsDigest, predicateType string, predicate a
 		PredicateType: predicateType,
 		Predicate:     p,
 	}, nil
+}
+
+// Canonical returns the statement's canonical JSON, what Canonical(s) computes: the
+// members around the predicate are written directly, so the predicate, kilobytes of
+// JSON, is canonicalized once and not re-encoded inside the statement first.
+func (s *Statement) Canonical() ([]byte, error) {
+	raw := s.Predicate
+	if raw == nil {
+		raw = json.RawMessage("null") // as encoding/json writes a nil RawMessage
+	}
+	pred, err := CanonicalizeJSON(raw)
+	if err != nil {
+		return nil, fmt.Errorf("statement predicate: %w", err)
+	}
+	valid := utf8.ValidString(s.Type) && utf8.ValidString(s.PredicateType)
+	for _, sub := range s.Subject {
+		valid = valid && utf8.ValidString(sub.Name)
+		for k, v := range sub.Digest {
+			valid = valid && utf8.ValidString(k) && utf8.ValidString(v)
+		}
+	}
+	if !valid { // encoding/json would rewrite invalid UTF-8: take its way
+		return Canonical(s)
+	}
+	b := make([]byte, 0, len(pred)+256)
+	b = append(b, `{"_type":`...)
+	b = appendJCSString(b, s.Type)
+	b = append(b, `,"predicate":`...)
+	b = append(b, pred...)
+	b = append(b, `,"predicateType":`...)
+	b = appendJCSString(b, s.PredicateType)
+	b = append(b, `,"subject":`...)
+	if s.Subject == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, sub := range s.Subject {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"digest":`...)
+			if sub.Digest == nil {
+				b = append(b, "null"...)
+			} else {
+				keys := slices.SortedFunc(maps.Keys(sub.Digest), compareUTF16)
+				b = append(b, '{')
+				for j, k := range keys {
+					if j > 0 {
+						b = append(b, ',')
+					}
+					b = appendJCSString(b, k)
+					b = append(b, ':')
+					b = appendJCSString(b, sub.Digest[k])
+				}
+				b = append(b, '}')
+			}
+			b = append(b, `,"name":`...)
+			b = appendJCSString(b, sub.Name)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
 }
 
 // DecodeStatement reads an in-toto statement from an envelope of type

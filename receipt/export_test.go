@@ -1,0 +1,4 @@
+package receipt
+
+// BundleFile exposes bundleFile to the external tests.
+var BundleFile = bundleFile
