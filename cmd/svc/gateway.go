@@ -25,8 +25,14 @@ own grant on initialize (Authorization: Bearer <base64url grant> or X-Svc-Grant)
 
 The config file is JSON (SPEC.md, "Gateway config"); relative paths resolve against it.
 
+Receipts: with a local logFile a receipt is durable in the log file before the agent
+sees the result, and its file receiptsDir/<id>.json follows, normally within 20 ms;
+at start the gateway rebuilds from the log any receipt file a crash lost. With a
+remote log the file is written and fsynced before the result is returned. Stopping
+the gateway (stdin closed, SIGINT, SIGTERM) writes every pending file first.
+
 Example:
-  svc gateway --config examples/payments/gateway.json`
+  examples/gateway/setup.sh && svc gateway --config examples/gateway/gateway.json`
 
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes]", gatewayHelp, stderr)
