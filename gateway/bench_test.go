@@ -72,16 +72,8 @@ func BenchmarkAddedLatency(b *testing.B) {
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				go g.ServeStdio(ctx, toGateway, fromGateway, io.Discard)
-				c := client.NewClient(transport.NewIO(toAgent, fromAgent, nil))
-				if err := c.Start(ctx); err != nil {
-					b.Fatal(err)
-				}
+				c := startMCPClient(b, client.NewClient(transport.NewIO(toAgent, fromAgent, nil)))
 				defer c.Close()
-				init := mcp.InitializeRequest{}
-				init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-				if _, err := c.Initialize(ctx, init); err != nil {
-					b.Fatal(err)
-				}
 				viaGateway = func() bool {
 					r, err := c.CallTool(context.Background(), req)
 					return err != nil || r.IsError
@@ -143,13 +135,19 @@ func mcpClient(b *testing.B, url string, headers map[string]string) *client.Clie
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
+	return startMCPClient(b, c)
+}
+
+// startMCPClient starts an mcp-go client and initializes it at the latest revision.
+func startMCPClient(t testing.TB, c *client.Client) *client.Client {
+	t.Helper()
 	if err := c.Start(context.Background()); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	if _, err := c.Initialize(context.Background(), init); err != nil {
-		b.Fatal(err)
+		t.Fatal(err)
 	}
 	return c
 }

@@ -39,16 +39,7 @@ func TestGatewayKilledLosesNoReceipt(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		c := client.NewClient(transport.NewIO(stdout, stdin, nil))
-		if err := c.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-		if _, err := c.Initialize(context.Background(), init); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, c
+		return cmd, startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
 	}
 	cmd, c := start()
 	var handedOut []string

@@ -373,10 +373,10 @@ func TestGatewayLogOverNATS(t *testing.T) {
 	}
 }
 
-// TestGatewayHTTPSessionlessClients: a client of the 2026-07-28 revision sends no
-// initialize and no session; it presents the grant on every request, and each request
-// is checked.
-func TestGatewayHTTPSessionlessClients(t *testing.T) {
+// httpFixture is a gateway config for HTTP tests: the recording upstream, no facts, no
+// grant file, a policy that permits everything.
+func httpFixture(t *testing.T) *fixture {
+	t.Helper()
 	up := startRecordingUpstream(t)
 	f := newFixture(t, func(cfg map[string]any) {
 		cfg["upstream"] = map[string]any{"url": up.url}
@@ -384,32 +384,50 @@ func TestGatewayHTTPSessionlessClients(t *testing.T) {
 		delete(cfg, "grantFile")
 	})
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	return f
+}
+
+// sessionlessMeta is the _meta a client of the 2026-07-28 revision puts in params.
+const sessionlessMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern-agent","version":"1"}}`
+
+// postSessionless sends one JSON-RPC request as a client of the 2026-07-28 revision
+// does (no session, the grant in X-Svc-Grant when given) and returns status and body.
+func postSessionless(t *testing.T, url, grant, method, name, params string) (int, string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	if name != "" {
+		req.Header.Set("Mcp-Name", name)
+	}
+	if grant != "" {
+		req.Header.Set("X-Svc-Grant", grant)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestGatewayHTTPSessionlessClients: a client of the 2026-07-28 revision sends no
+// initialize and no session; it presents the grant on every request, and each request
+// is checked.
+func TestGatewayHTTPSessionlessClients(t *testing.T) {
+	f := httpFixture(t)
 	g := newGateway(t, f)
 	ts := httptest.NewServer(g.Handler(gateway.HTTPConfig{}))
 	defer ts.Close()
 	grant := f.writeGrant(t, "g.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
-	post := func(grantHeader, method, name, params string) (int, string) {
-		body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `","params":` + params + `}`
-		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", method)
-		if name != "" {
-			req.Header.Set("Mcp-Name", name)
-		}
-		if grantHeader != "" {
-			req.Header.Set("X-Svc-Grant", grantHeader)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+	post := func(grant, method, name, params string) (int, string) {
+		return postSessionless(t, ts.URL+"/mcp", grant, method, name, params)
 	}
-	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern-agent","version":"1"}}`
+	meta := sessionlessMeta
 	code, body := post(grantHeader(grant), "tools/list", "", `{`+meta+`}`)
 	if code != 200 || !strings.Contains(body, `"lookup"`) || strings.Contains(body, `"boom"`) {
 		t.Fatalf("tools/list without a session: %d %s", code, body)
@@ -427,13 +445,7 @@ func TestGatewayHTTPSessionlessClients(t *testing.T) {
 // every request; the verified grant is remembered, but its validity window is checked
 // at every use, and a grant that failed is never remembered.
 func TestGatewayHTTPSessionlessGrantCache(t *testing.T) {
-	up := startRecordingUpstream(t)
-	f := newFixture(t, func(cfg map[string]any) {
-		cfg["upstream"] = map[string]any{"url": up.url}
-		delete(cfg, "facts")
-		delete(cfg, "grantFile")
-	})
-	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	f := httpFixture(t)
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	cfg, err := gateway.LoadConfig(f.config)
@@ -451,21 +463,7 @@ func TestGatewayHTTPSessionlessGrantCache(t *testing.T) {
 	stranger, _ := signer.GenerateKey()
 	strangerGrant, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "e2e-agent", []string{"lookup"}, time.Now(), time.Hour, nil, nil), stranger)
 	call := func(grant *receipt.Envelope) (int, string) {
-		body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"lookup","arguments":{"q":"c"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"modern-agent","version":"1"}}}}`
-		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-		req.Header.Set("Mcp-Method", "tools/call")
-		req.Header.Set("Mcp-Name", "lookup")
-		req.Header.Set("X-Svc-Grant", grantHeader(grant))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return postSessionless(t, ts.URL+"/mcp", grantHeader(grant), "tools/call", "lookup", `{"name":"lookup","arguments":{"q":"c"},`+sessionlessMeta+`}`)
 	}
 	for i := range 3 {
 		if code, body := call(grant); code != 200 || !strings.Contains(body, "svc/receipt") {

@@ -176,26 +176,7 @@ func (e *Envelope) appendCanonical(b []byte) ([]byte, bool) {
 	b = append(b, `","payloadType":`...)
 	b = appendJCSString(b, e.PayloadType)
 	b = append(b, `,"signatures":`...)
-	if e.Signatures == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, s := range e.Signatures {
-			if !utf8.ValidString(s.KeyID) {
-				return nil, false
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"keyid":`...)
-			b = appendJCSString(b, s.KeyID)
-			b = append(b, `,"sig":"`...)
-			b = base64.StdEncoding.AppendEncode(b, s.Sig)
-			b = append(b, `"}`...)
-		}
-		b = append(b, ']')
-	}
-	return append(b, '}'), true
+	return e.appendSignatures(b, utf8.ValidString)
 }
 
 // appendJSON writes e as encoding/json does (fields in struct order), and declines
@@ -212,26 +193,31 @@ func (e *Envelope) appendJSON(b []byte) ([]byte, bool) {
 	b = append(b, `,"payload":"`...)
 	b = base64.StdEncoding.AppendEncode(b, e.Payload)
 	b = append(b, `","signatures":`...)
+	return e.appendSignatures(b, plainJSONString)
+}
+
+// appendSignatures ends an envelope written by appendCanonical or appendJSON (the
+// members of a signature are in the same order in both); a key id that plain refuses
+// declines it.
+func (e *Envelope) appendSignatures(b []byte, plain func(string) bool) ([]byte, bool) {
 	if e.Signatures == nil {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, '[')
-		for i, s := range e.Signatures {
-			if !plainJSONString(s.KeyID) {
-				return b, false
-			}
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"keyid":`...)
-			b = appendJCSString(b, s.KeyID)
-			b = append(b, `,"sig":"`...)
-			b = base64.StdEncoding.AppendEncode(b, s.Sig)
-			b = append(b, `"}`...)
-		}
-		b = append(b, ']')
+		return append(b, "null}"...), true
 	}
-	return append(b, '}'), true
+	b = append(b, '[')
+	for i, s := range e.Signatures {
+		if !plain(s.KeyID) {
+			return nil, false
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"keyid":`...)
+		b = appendJCSString(b, s.KeyID)
+		b = append(b, `,"sig":"`...)
+		b = base64.StdEncoding.AppendEncode(b, s.Sig)
+		b = append(b, `"}`...)
+	}
+	return append(b, "]}"...), true
 }
 
 // plainJSONString reports whether encoding/json writes s as appendJCSString does:
