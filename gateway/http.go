@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -46,32 +47,35 @@ type httpFront struct {
 	grants grantCache // sessionless clients present their grant on every request
 }
 
-// grantCache remembers grants whose signatures and chain were verified, by the header
-// value that presented them, so that a sessionless client's requests cost one map
+// grantCache remembers grants whose signatures and chain were verified, by the SHA-256
+// of the grant presented, so that a sessionless client's requests cost one map
 // lookup instead of a parse and a signature check per link. The validity window is
 // checked again at every use (Gateway.sessionFor). Bounded: when full it starts over.
 type grantCache struct {
 	mu sync.Mutex
-	m  map[string]*verifiedGrant
+	m  map[[32]byte]*verifiedGrant
 }
 
 // grantCacheSize bounds the cache; a gateway serves far fewer distinct grants.
 const grantCacheSize = 4096
 
-func (c *grantCache) get(raw string) *verifiedGrant {
+func (c *grantCache) get(key [32]byte) *verifiedGrant {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[raw]
+	return c.m[key]
 }
 
-func (c *grantCache) put(raw string, v *verifiedGrant) {
+func (c *grantCache) put(key [32]byte, v *verifiedGrant) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil || len(c.m) >= grantCacheSize {
-		c.m = map[string]*verifiedGrant{}
+		c.m = map[[32]byte]*verifiedGrant{}
 	}
-	c.m[raw] = v
+	c.m[key] = v
 }
+
+// maxGrantHeader caps the grant header: a chain of three grants is a few kilobytes.
+const maxGrantHeader = 64 << 10
 
 // Handler returns the gateway's HTTP handler (POST/GET/DELETE /mcp and GET /health).
 func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
@@ -176,12 +180,16 @@ func (f *httpFront) grantSession(r *http.Request) (*Session, error) {
 	if raw == "" {
 		return nil, fmt.Errorf("grant rejected: no grant presented (Authorization: Bearer <base64url grant> or X-Svc-Grant)")
 	}
-	v := f.grants.get(raw)
+	if len(raw) > maxGrantHeader {
+		return nil, fmt.Errorf("grant rejected: %d bytes, more than the %d a grant header may have", len(raw), maxGrantHeader)
+	}
+	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
+	if err != nil {
+		return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
+	}
+	key := sha256.Sum256(data) // one entry however the header pads or spells it
+	v := f.grants.get(key)
 	if v == nil {
-		data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
-		if err != nil {
-			return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
-		}
 		env, err := receipt.ParseEnvelope(data)
 		if err != nil {
 			return nil, fmt.Errorf("grant rejected: %v", err)
@@ -189,7 +197,7 @@ func (f *httpFront) grantSession(r *http.Request) (*Session, error) {
 		if v, err = f.g.verifyGrant(env); err != nil {
 			return nil, fmt.Errorf("grant rejected: %v", err)
 		}
-		f.grants.put(raw, v)
+		f.grants.put(key, v)
 	}
 	s, err := f.g.sessionFor("", v)
 	if err != nil {

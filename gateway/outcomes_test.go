@@ -473,6 +473,13 @@ func TestGatewayHTTPSessionlessGrantCache(t *testing.T) {
 			t.Fatalf("stranger's grant, request %d: %d %s", i, code, body)
 		}
 	}
+	// Padding spells the same grant (one cache entry); an oversized header is refused.
+	if code, body := postSessionless(t, ts.URL+"/mcp", grantHeader(grant)+"==", "tools/call", "lookup", `{"name":"lookup","arguments":{"q":"c"},`+sessionlessMeta+`}`); code != 200 {
+		t.Fatalf("the grant with padding: %d %s", code, body)
+	}
+	if code, body := postSessionless(t, ts.URL+"/mcp", strings.Repeat("A", 70000), "tools/call", "lookup", `{"name":"lookup","arguments":{}}`); code != 403 || !strings.Contains(body, "a grant header may have") {
+		t.Fatalf("an oversized grant header: %d %s", code, body)
+	}
 	now.Add(int64(2 * time.Hour)) // past the grant's expiry
 	if code, body := call(grant); code != 403 || !strings.Contains(body, "grant rejected") {
 		t.Fatalf("an expired grant, verified before, was accepted: %d %s", code, body)

@@ -116,7 +116,13 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
 // newline, byte for byte, without the reflection: the envelopes are written directly
 // (a receipt's payload is kilobytes of base64) and indented once.
 func bundleFile(b *Bundle) ([]byte, error) {
-	compact := make([]byte, 0, 256+len(b.Envelope.Payload)*4/3+len(b.TreeHead.Payload)*4/3+len(b.Inclusion.Hashes)*68)
+	size := 256 + len(b.Inclusion.Hashes)*68
+	for _, e := range []*Envelope{b.Envelope, b.TreeHead} {
+		if e != nil {
+			size += len(e.Payload) * 4 / 3
+		}
+	}
+	compact := make([]byte, 0, size)
 	compact = append(compact, `{"envelope":`...)
 	compact, ok1 := b.Envelope.appendJSON(compact)
 	compact = append(compact, `,"treeHead":`...)

@@ -294,6 +294,9 @@ func FuzzBundleFile(f *testing.F) {
 		if n&8 != 0 {
 			b.Inclusion.Hashes = []string{}
 		}
+		if n&16 != 0 {
+			b.TreeHead = nil
+		}
 		want, err := json.MarshalIndent(b, "", "  ")
 		if err != nil {
 			t.Fatal(err)

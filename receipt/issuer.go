@@ -83,12 +83,14 @@ func NewIssuer(cfg IssuerConfig) (*Issuer, error) {
 		if logger == nil {
 			logger = slog.Default()
 		}
-		from := readMark(cfg.ReceiptsDir, fl.File().Path(), logger)
+		from := readMark(cfg.ReceiptsDir, fl, logger)
 		mark, err := recoverBundles(cfg.ReceiptsDir, fl, cfg.Key, from, logger)
 		if err != nil {
 			return nil, err
 		}
-		is.behind = newBundleWriter(cfg.ReceiptsDir, fl, logger, mark)
+		if is.behind, err = newBundleWriter(cfg.ReceiptsDir, fl, logger, mark); err != nil {
+			return nil, err
+		}
 	}
 	return is, nil
 }
@@ -102,11 +104,12 @@ func (is *Issuer) Flush() error {
 	return is.behind.flush()
 }
 
-// Close flushes the bundle files (see Flush) and stops the issuer: later calls fail
-// with ErrIssuerClosed when WriteBehind is set. It does not close the log.
+// Close waits for the calls in progress, flushes the bundle files (see Flush) and
+// stops the issuer: later calls fail with ErrIssuerClosed when WriteBehind is set. It
+// reports the writes and syncs that failed. It does not close the log.
 func (is *Issuer) Close() error {
 	if is.behind != nil {
-		is.behind.close()
+		return is.behind.close()
 	}
 	return nil
 }
@@ -153,7 +156,11 @@ func (is *Issuer) Begin(call Call) (*Pending, error) {
 	if err != nil {
 		return nil, fmt.Errorf("request args: %w", err)
 	}
-	return &Pending{ReceiptID: is.newID(), Timestamp: FormatTime(is.now()), call: call, argsDigest: d}, nil
+	id := is.newID()
+	if !receiptFileID.MatchString(id) { // it names the receipt's files
+		return nil, fmt.Errorf("issuer: receipt id %q is not a plain file name (letters, digits, - and _, at most 128)", id)
+	}
+	return &Pending{ReceiptID: id, Timestamp: FormatTime(is.now()), call: call, argsDigest: d}, nil
 }
 
 func (is *Issuer) issuerInfo() IssuerInfo {
@@ -214,10 +221,10 @@ func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bund
 // logAndWrite appends env's leaf and writes its bundle file as name: before returning,
 // or behind it (WriteBehind).
 func (is *Issuer) logAndWrite(ctx context.Context, name string, env *Envelope) (*Bundle, error) {
-	var tok uint64
+	var tok, lowerBound uint64
 	if is.behind != nil {
 		var err error
-		if tok, err = is.behind.reserve(); err != nil {
+		if tok, lowerBound, err = is.behind.reserve(); err != nil {
 			return nil, err
 		}
 	}
@@ -230,6 +237,13 @@ func (is *Issuer) logAndWrite(ctx context.Context, name string, env *Envelope) (
 	}
 	b := &Bundle{Envelope: env, TreeHead: proof.TreeHead, Inclusion: proof.Inclusion}
 	if is.behind != nil {
+		if proof.Inclusion.LeafIndex < lowerBound {
+			// The leaf was in the log already: the call that logged it writes (or
+			// wrote) its file, and recovery covers it; rewriting it here could move
+			// it after the mark had passed it.
+			is.behind.cancel(tok)
+			return b, nil
+		}
 		is.behind.enqueue(tok, name, b)
 		return b, nil
 	}

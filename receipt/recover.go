@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -27,6 +28,7 @@ const maxMarkFile = 64 << 10
 type bundleMark struct {
 	LogFile      string `json:"logFile"`      // absolute path of the log file the mark counts leaves of
 	DurableBelow uint64 `json:"durableBelow"` // every leaf below has its bundle file on stable storage
+	Root         string `json:"root"`         // the log's root at DurableBelow: a log recreated at the same path does not match
 }
 
 // parseMark reads a mark file. An error names what is wrong with it.
@@ -43,33 +45,46 @@ func parseMark(data []byte) (bundleMark, error) {
 	if m.LogFile == "" {
 		return bundleMark{}, fmt.Errorf("%s: logFile is missing", MarkFile)
 	}
+	if _, err := merkle.ParseHash(m.Root); err != nil {
+		return bundleMark{}, fmt.Errorf("%s: root: %w", MarkFile, err)
+	}
 	return m, nil
 }
 
 // readMark returns where recovery must start: the recorded mark when it counts leaves
-// of logPath, else 0 (every leaf is checked). A damaged mark file is reported and
-// treated as absent.
-func readMark(dir, logPath string, logger *slog.Logger) uint64 {
+// of this log (its path, and its root at the mark), else 0 (every leaf is checked). A
+// damaged mark file is reported and treated as absent.
+func readMark(dir string, log *FileLog, logger *slog.Logger) uint64 {
 	data, err := ReadFileCapped(filepath.Join(dir, MarkFile), maxMarkFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0
 	}
+	var m bundleMark
 	if err == nil {
-		var m bundleMark
-		if m, err = parseMark(data); err == nil {
-			if m.LogFile == absPath(logPath) {
-				return m.DurableBelow
-			}
-			logger.Info("the receipt files' mark counts another log file; checking every leaf", "mark", m.LogFile, "log", logPath)
-			return 0
-		}
+		m, err = parseMark(data)
 	}
-	logger.Warn("unreadable mark of durable receipt files; checking every leaf", "dir", dir, "err", err)
-	return 0
+	if err != nil {
+		logger.Warn("unreadable mark of durable receipt files; checking every leaf", "dir", dir, "err", err)
+		return 0
+	}
+	if m.LogFile != absPath(log.File().Path()) {
+		logger.Info("the receipt files' mark counts another log file; checking every leaf", "mark", m.LogFile, "log", log.File().Path())
+		return 0
+	}
+	if root, err := log.File().Tree().RootAt(m.DurableBelow); err != nil || root.String() != m.Root {
+		logger.Warn("the receipt files' mark does not match the log (recreated, or cut back?); checking every leaf",
+			"mark", m.DurableBelow, "size", log.File().Size())
+		return 0
+	}
+	return m.DurableBelow
 }
 
-func writeMark(dir, logPath string, below uint64) error {
-	data, err := json.Marshal(bundleMark{LogFile: absPath(logPath), DurableBelow: below})
+func writeMark(dir string, log *FileLog, below uint64) error {
+	root, err := log.File().Tree().RootAt(below)
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(bundleMark{LogFile: absPath(log.File().Path()), DurableBelow: below, Root: root.String()})
 	if err != nil {
 		return err
 	}
@@ -94,15 +109,16 @@ var receiptFileID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 func recoverBundles(dir string, log *FileLog, key *signer.Key, from uint64, logger *slog.Logger) (uint64, error) {
 	file := log.File()
 	size := file.Size()
-	if from > size {
-		logger.Warn("the receipt files' mark is beyond the log's end; checking every leaf", "mark", from, "size", size)
-		from = 0
-	}
 	if from == size {
 		return size, nil
 	}
+	d, err := os.Open(dir) // before reading the files: syncfs reports errors from here on
+	if err != nil {
+		return 0, fmt.Errorf("recovering receipt files: %w", err)
+	}
+	defer d.Close()
 	own := []signer.PublicKey{key.Public()}
-	var rebuilt []string
+	var present, rebuilt []string
 	start, lastReport := time.Now(), time.Now()
 	for i := from; i < size; i++ {
 		if time.Since(lastReport) > 5*time.Second {
@@ -122,6 +138,7 @@ func recoverBundles(dir string, log *FileLog, key *signer.Key, from uint64, logg
 		}
 		path := filepath.Join(dir, name)
 		if bundleFileHolds(path, e.Leaf, i) {
+			present = append(present, name) // whole, but maybe only in the page cache
 			continue
 		}
 		proof, err := log.Prove(i)
@@ -137,14 +154,16 @@ func recoverBundles(dir string, log *FileLog, key *signer.Key, from uint64, logg
 		}
 		rebuilt = append(rebuilt, name)
 	}
+	// Files a killed process wrote survive in the page cache without being durable:
+	// the mark moves past them only after this sync.
+	if err := syncDir(d, append(present, rebuilt...)); err != nil {
+		return 0, fmt.Errorf("recovering receipt files: %w", err)
+	}
 	if len(rebuilt) > 0 {
-		if err := syncDir(dir, rebuilt); err != nil {
-			return 0, fmt.Errorf("recovering receipt files: %w", err)
-		}
 		logger.Warn("rebuilt receipt files a crash had lost, from the log file", "files", len(rebuilt),
 			"checked", size-from, "took", time.Since(start).Round(time.Millisecond))
 	}
-	if err := writeMark(dir, file.Path(), size); err != nil {
+	if err := writeMark(dir, log, size); err != nil {
 		return 0, fmt.Errorf("recovering receipt files: %w", err)
 	}
 	return size, nil

@@ -2,13 +2,15 @@ package receipt
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
 // FuzzParseMark: the mark file of a receipts directory is read at every start; any
 // content gives a mark or an error naming the file, never a panic.
 func FuzzParseMark(f *testing.F) {
-	for _, s := range []string{`{"logFile":"/data/receipts.log","durableBelow":12}`, `{"logFile":""}`, `{}`, `{"logFile":"x","durableBelow":-1}`,
+	root := `"root":"` + strings.Repeat("ab", 32) + `"`
+	for _, s := range []string{`{"logFile":"/data/receipts.log","durableBelow":12,` + root + `}`, `{"logFile":"x","durableBelow":1,"root":"zz"}`, `{"logFile":""}`, `{}`, `{"logFile":"x","durableBelow":-1}`,
 		`{"logFile":"x","extra":1}`, `{"logFile":"x"} {}`, `null`, ``, `{"durableBelow":1e30,"logFile":"x"}`} {
 		f.Add([]byte(s))
 	}

@@ -8,22 +8,18 @@ import (
 	"path/filepath"
 )
 
-// syncDir makes the named files written in dir durable: without syncfs(2), an fsync
-// of each and then of the directory.
-func syncDir(dir string, names []string) error {
+// syncDir makes the named files written in the directory d durable: without
+// syncfs(2), an fsync of each and then of the directory.
+func syncDir(d *os.File, names []string) error {
 	var errs []error
 	for _, n := range names {
-		f, err := os.Open(filepath.Join(dir, n))
+		f, err := os.Open(filepath.Join(d.Name(), n))
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		errs = append(errs, f.Sync(), f.Close())
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	errs = append(errs, d.Sync(), d.Close())
+	errs = append(errs, d.Sync())
 	return errors.Join(errs...)
 }

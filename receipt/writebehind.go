@@ -28,23 +28,30 @@ var ErrIssuerClosed = errors.New("issuer: closed")
 // recovery starts there.
 type bundleWriter struct {
 	dir    string
+	dirFD  *os.File // dir, open for the writer's life: syncfs reports errors since it was opened
 	log    *FileLog
 	logger *slog.Logger
 
 	active   atomic.Int64 // calls between reserve and enqueue or cancel
 	lastDone atomic.Int64 // unix nanoseconds of the last enqueue or cancel
+	calls    sync.WaitGroup
 
 	queue    chan queuedBundle
 	flushReq chan chan error
 	stop     chan struct{}
 	done     chan struct{}
+	closeErr error // set by run before done closes
 
 	mu       sync.Mutex
 	closed   bool
 	nextTok  uint64
 	inflight map[uint64]uint64 // token → log size when taken: a lower bound of its leaf's index
-	mark     uint64            // owned by the writer goroutine after start
-	unsynced []string          // files written since the last sync; owned by the writer goroutine
+
+	// Owned by the writer goroutine.
+	mark     uint64
+	unsynced []string       // files written since the last sync
+	failed   []queuedBundle // writes that failed, retried before each sync
+	writeErr error          // the first write error since the last flush
 }
 
 type queuedBundle struct {
@@ -56,29 +63,38 @@ type queuedBundle struct {
 // bundleQueue bounds the files waiting to be written; a full queue makes issuing wait.
 const bundleQueue = 4096
 
-func newBundleWriter(dir string, log *FileLog, logger *slog.Logger, mark uint64) *bundleWriter {
-	w := &bundleWriter{dir: dir, log: log, logger: logger,
+func newBundleWriter(dir string, log *FileLog, logger *slog.Logger, mark uint64) (*bundleWriter, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("issuer: receipts directory: %w", err)
+	}
+	w := &bundleWriter{dir: dir, dirFD: d, log: log, logger: logger,
 		queue: make(chan queuedBundle, bundleQueue), flushReq: make(chan chan error),
 		stop: make(chan struct{}), done: make(chan struct{}), inflight: map[uint64]uint64{}, mark: mark}
 	go w.run()
-	return w
+	return w, nil
 }
 
 // reserve is called before a leaf is appended. The token names the leaf until its file
-// is written (done) or the append failed (cancel).
-func (w *bundleWriter) reserve() (uint64, error) {
+// is written (done) or the append failed (cancel); the lower bound is the log's size
+// now, below which the leaf can only be if it was already in the log.
+func (w *bundleWriter) reserve() (tok, lowerBound uint64, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return 0, ErrIssuerClosed
+		return 0, 0, ErrIssuerClosed
 	}
-	tok := w.nextTok
+	tok = w.nextTok
 	w.nextTok++
-	w.inflight[tok] = w.log.File().Size() // read under mu: see sync
+	lowerBound = w.log.File().Size() // read under mu: see sync
+	w.inflight[tok] = lowerBound
 	w.active.Add(1)
-	return tok, nil
+	w.calls.Add(1)
+	return tok, lowerBound, nil
 }
 
+// cancel ends a reservation whose leaf needs no file from the writer: the append
+// failed, or the leaf was already in the log (its file was written then).
 func (w *bundleWriter) cancel(tok uint64) {
 	w.mu.Lock()
 	delete(w.inflight, tok)
@@ -95,6 +111,7 @@ func (w *bundleWriter) enqueue(tok uint64, name string, b *Bundle) {
 func (w *bundleWriter) callDone() {
 	w.lastDone.Store(time.Now().UnixNano())
 	w.active.Add(-1)
+	w.calls.Done()
 }
 
 // When the writer writes. A file written while a call's log line is being fsynced
@@ -129,6 +146,7 @@ func (w *bundleWriter) run() {
 			w.write(q)
 		}
 		dirty = dirty || len(pending) > 0
+		clear(pending) // no bundle stays reachable from the spare capacity
 		pending = pending[:0]
 	}
 	sync := func() error {
@@ -144,19 +162,22 @@ func (w *bundleWriter) run() {
 			pending = append(pending, q)
 		case <-wake.C:
 		case <-tick.C:
-			if dirty && (w.quiet() || time.Since(lastSync) >= maxUnsynced) {
+			if (dirty || len(w.failed) > 0) && (w.quiet() || time.Since(lastSync) >= maxUnsynced) {
 				sync()
 			}
 			continue
 		case reply := <-w.flushReq:
 			pending = w.drainInto(pending)
 			writeAll()
-			reply <- sync()
+			err := sync()
+			reply <- errors.Join(w.writeErr, err)
+			w.writeErr = nil
 			continue
 		case <-w.stop:
+			// close waited for every call that had reserved: everything is queued.
 			pending = w.drainInto(pending)
 			writeAll()
-			sync()
+			w.closeErr = errors.Join(w.writeErr, sync(), w.dirFD.Close())
 			return
 		}
 		if len(pending) == 0 {
@@ -187,26 +208,37 @@ func (w *bundleWriter) drainInto(pending []queuedBundle) []queuedBundle {
 	}
 }
 
-func (w *bundleWriter) write(q queuedBundle) {
+// write writes one bundle file. A failure keeps the token in flight (the mark stays
+// below the leaf) and the bundle on the retry list of the next sync.
+func (w *bundleWriter) write(q queuedBundle) bool {
 	data, err := bundleFile(q.bundle)
 	if err == nil {
 		err = writeFileNoSync(filepath.Join(w.dir, q.name), data, 0o644)
 	}
 	if err != nil {
-		// The token stays in flight, so the mark stops below this leaf and the next
-		// start rewrites the file from the log.
-		w.logger.Error("receipt file not written; the receipt is in the log file and the next start rebuilds the file",
+		w.logger.Error("receipt file not written; the receipt is in the log file, the writer retries and the next start rebuilds the file",
 			"file", q.name, "leaf", q.bundle.Inclusion.LeafIndex, "err", err)
-		return
+		w.failed = append(w.failed, q)
+		if w.writeErr == nil {
+			w.writeErr = err
+		}
+		return false
 	}
 	w.unsynced = append(w.unsynced, q.name)
 	w.mu.Lock()
 	delete(w.inflight, q.tok)
 	w.mu.Unlock()
+	return true
 }
 
-// sync makes the written files durable and advances the mark.
+// sync retries failed writes, makes the written files durable and advances the mark.
 func (w *bundleWriter) sync() error {
+	if failed := w.failed; len(failed) > 0 {
+		w.failed = nil
+		for _, q := range failed {
+			w.write(q) // back on the list if it fails again
+		}
+	}
 	w.mu.Lock()
 	// Every leaf below the log's size whose token is no longer in flight has its file
 	// written; a token taken after this point gets a leaf at or above this size.
@@ -218,7 +250,7 @@ func (w *bundleWriter) sync() error {
 	if len(w.unsynced) == 0 && mark <= w.mark {
 		return nil
 	}
-	if err := syncDir(w.dir, w.unsynced); err != nil {
+	if err := syncDir(w.dirFD, w.unsynced); err != nil {
 		w.logger.Error("syncing the receipt files failed; the next start checks them against the log", "dir", w.dir, "err", err)
 		return err
 	}
@@ -226,7 +258,7 @@ func (w *bundleWriter) sync() error {
 	if mark <= w.mark {
 		return nil
 	}
-	if err := writeMark(w.dir, w.log.File().Path(), mark); err != nil {
+	if err := writeMark(w.dir, w.log, mark); err != nil {
 		w.logger.Error("recording which receipt files are durable failed", "dir", w.dir, "err", err)
 		return err
 	}
@@ -234,7 +266,8 @@ func (w *bundleWriter) sync() error {
 	return nil
 }
 
-// flush writes every bundle queued so far and makes them durable.
+// flush writes every bundle queued so far and makes them durable. It reports the
+// write errors since the last flush.
 func (w *bundleWriter) flush() error {
 	reply := make(chan error, 1)
 	select {
@@ -245,17 +278,20 @@ func (w *bundleWriter) flush() error {
 	}
 }
 
-// close writes what is queued, syncs and stops the writer. Later reserves fail.
-func (w *bundleWriter) close() {
+// close refuses new calls, waits for the calls in progress to hand over their
+// bundles, writes and syncs everything and stops the writer. Every call of close
+// returns after that, with the write and sync errors.
+func (w *bundleWriter) close() error {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
+	first := !w.closed
 	w.closed = true
 	w.mu.Unlock()
-	close(w.stop)
+	if first {
+		w.calls.Wait()
+		close(w.stop)
+	}
 	<-w.done
+	return w.closeErr
 }
 
 // writeFileNoSync writes path through a temporary file and a rename, so a reader sees

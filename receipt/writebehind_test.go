@@ -199,7 +199,11 @@ func TestWriteBehindRebuildsLostFiles(t *testing.T) {
 	e.is.Close()
 
 	// A crash after the writer synced leaves 0..9 and before it synced the rest.
-	if err := os.WriteFile(filepath.Join(e.dir, receipt.MarkFile), fmt.Appendf(nil, `{"logFile":%q,"durableBelow":10}`, mustAbs(t, e.path)), 0o644); err != nil {
+	root10, err := e.log.File().Tree().RootAt(10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, receipt.MarkFile), fmt.Appendf(nil, `{"logFile":%q,"durableBelow":10,"root":%q}`, mustAbs(t, e.path), root10), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	gone, empty, torn := bundleName(t, bs[12]), bundleName(t, bs[15]), bundleName(t, bs[22])
@@ -262,6 +266,122 @@ func receiptFiles(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestWriteBehindMarkOfARecreatedLog: a log recreated at the same path does not match
+// the mark the old one left (its root at the mark differs), so every leaf is checked.
+func TestWriteBehindMarkOfARecreatedLog(t *testing.T) {
+	e := writeBehindEnv(t)
+	issueN(t, e, 6)
+	if err := e.is.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.log.Close()
+	os.Remove(e.path)
+	for _, n := range receiptFiles(t, e.dir) {
+		os.Remove(filepath.Join(e.dir, n))
+	}
+	l, err := receipt.OpenFileLog(e.path, e.key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.log = l
+	t.Cleanup(func() { l.Close() })
+	e.is, err = receipt.NewIssuer(receipt.IssuerConfig{Key: e.key, Kind: receipt.KindSDK, Log: l, ReceiptsDir: e.dir, WriteBehind: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := issueN(t, e, 8) // a new history: leaves 0..7, none with a file yet
+	e.is.Close()
+	// A crash before the writer synced: the files are gone, the old mark (6) is back.
+	for _, n := range receiptFiles(t, e.dir) {
+		os.Remove(filepath.Join(e.dir, n))
+	}
+	old := fmt.Appendf(nil, `{"logFile":%q,"durableBelow":6,"root":%q}`, mustAbs(t, e.path), strings.Repeat("ab", 32))
+	os.WriteFile(filepath.Join(e.dir, receipt.MarkFile), old, 0o644)
+	e.reopen(t)
+	for _, b := range bs {
+		readBundle(t, filepath.Join(e.dir, bundleName(t, b)))
+	}
+}
+
+// TestWriteBehindFailedWriteIsReportedAndRetried: Flush reports a file that could not
+// be written; the writer retries it, and the mark stays below its leaf until it is.
+func TestWriteBehindFailedWriteIsReportedAndRetried(t *testing.T) {
+	e := newIssuerEnv(t, receipt.KindSDK, func(c *receipt.IssuerConfig) {
+		c.WriteBehind = true
+		c.NewID = func() string { return "fixed" }
+	})
+	t.Cleanup(func() { e.is.Close() })
+	blocker := filepath.Join(e.dir, "fixed.json")
+	if err := os.Mkdir(blocker, 0o755); err != nil { // a directory where the file must go
+		t.Fatal(err)
+	}
+	p, _ := e.is.Begin(sdkCall(`{}`))
+	if _, err := e.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusExecuted, Provenance: receipt.Observed}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.is.Flush(); err == nil {
+		t.Fatal("Flush reported no error for a file it could not write")
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, receipt.MarkFile)); err == nil {
+		if _, below := readMarkFile(t, e.dir); below != 0 {
+			t.Fatalf("mark %d moved past the unwritten leaf 0", below)
+		}
+	}
+	os.Remove(blocker)
+	if err := e.is.Flush(); err != nil { // the retry succeeds
+		t.Fatal(err)
+	}
+	readBundle(t, blocker)
+	if _, below := readMarkFile(t, e.dir); below != 1 {
+		t.Fatalf("mark %d after the retry, want 1", below)
+	}
+}
+
+// TestWriteBehindCloseDuringCalls: Close waits for the calls in progress, so every
+// Finish that succeeded has its file when Close returns, and later calls are refused.
+func TestWriteBehindCloseDuringCalls(t *testing.T) {
+	for round := range 5 {
+		e := writeBehindEnv(t)
+		var mu sync.Mutex
+		var written []*receipt.Bundle
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					p, _ := e.is.Begin(sdkCall(fmt.Sprintf(`{"i":%d}`, i)))
+					b, err := e.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusExecuted, Provenance: receipt.Observed})
+					if err != nil {
+						return // closed
+					}
+					mu.Lock()
+					written = append(written, b)
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(time.Duration(10+round*7) * time.Millisecond)
+		if err := e.is.Close(); err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		for _, b := range written {
+			if _, err := os.Stat(filepath.Join(e.dir, bundleName(t, b))); err != nil {
+				t.Fatalf("round %d: a Finish that succeeded has no file after Close: %v", round, err)
+			}
+		}
+	}
+}
+
+// TestIssuerRefusesIDsThatAreNotFileNames: receipt ids name files.
+func TestIssuerRefusesIDsThatAreNotFileNames(t *testing.T) {
+	for _, id := range []string{"", "../x", "a/b", ".hidden", "call.1", strings.Repeat("a", 129)} {
+		e := newIssuerEnv(t, receipt.KindSDK, func(c *receipt.IssuerConfig) { c.NewID = func() string { return id } })
+		if _, err := e.is.Begin(sdkCall(`{}`)); err == nil {
+			t.Fatalf("receipt id %q accepted", id)
+		}
+	}
 }
 
 func mustAbs(t *testing.T, p string) string {
