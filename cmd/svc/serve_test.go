@@ -9,28 +9,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
-
-// serveBuffer is written by the command's goroutine and read by the test.
-type serveBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *serveBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *serveBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
 
 func TestServeHelp(t *testing.T) {
 	for _, h := range []string{"--help", "-h"} {
@@ -86,9 +67,9 @@ func TestServeUsageErrors(t *testing.T) {
 }
 
 // startServe runs `svc serve` in the background and returns its base URL.
-func startServe(t *testing.T, ctx context.Context, args ...string) (string, *serveBuffer, chan int) {
+func startServe(t *testing.T, ctx context.Context, args ...string) (string, *lockedBuffer, chan int) {
 	t.Helper()
-	var stdout, stderr serveBuffer
+	var stdout, stderr lockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve"}, args...), &stdout, &stderr) }()
 	re := regexp.MustCompile(`sidecar listening on (http://[^\s]+)\n`)

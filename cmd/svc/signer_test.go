@@ -19,6 +19,7 @@ import (
 const signerTokenEnv = "SVC_TEST_SIGNER_TOKEN"
 
 // lockedBuffer is written by the command's goroutine and read by the test.
+// lockedBuffer is written by a command's goroutine and read by the test.
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
