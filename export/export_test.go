@@ -11,8 +11,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,6 +19,7 @@ import (
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/export"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/logserver"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
@@ -83,39 +82,6 @@ func (l *testLog) grow(t *testing.T, tenant, tok string, n int) {
 	if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// flipLeaf is a reverse proxy that flips one hex digit of one leaf hash in every
-// /leaves answer: leaves altered in transit.
-func flipLeaf(t *testing.T, target string) string {
-	t.Helper()
-	u, _ := url.Parse(target)
-	p := httputil.NewSingleHostReverseProxy(u)
-	p.ModifyResponse = func(resp *http.Response) error {
-		if !strings.HasSuffix(resp.Request.URL.Path, "/leaves") {
-			return nil
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		if i := bytes.Index(body, []byte(`"leaves":["`)); i >= 0 && len(body) > i+20 {
-			j := i + len(`"leaves":["`) + 7
-			if body[j] == '0' {
-				body[j] = '1'
-			} else {
-				body[j] = '0'
-			}
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		resp.ContentLength = int64(len(body))
-		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
-		return nil
-	}
-	s := httptest.NewServer(p)
-	t.Cleanup(s.Close)
-	return s.URL
 }
 
 func TestExport(t *testing.T) {
@@ -196,7 +162,7 @@ func TestExport(t *testing.T) {
 	})
 	t.Run("leaves altered in transit do not add up", func(t *testing.T) {
 		out := t.TempDir()
-		res, err := export.Run(ctx, export.Options{LogURL: flipLeaf(t, l.url), Tenant: "acme", Token: token, Out: out})
+		res, err := export.Run(ctx, export.Options{LogURL: testkit.FlipLeafProxy(t, l.url), Tenant: "acme", Token: token, Out: out})
 		if err != nil {
 			t.Fatal(err)
 		}

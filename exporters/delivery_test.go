@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
@@ -33,7 +34,7 @@ func issueN(t *testing.T, n int) ([]*receipt.Bundle, []string) {
 func TestQueueRidesOutAnOutage(t *testing.T) {
 	c := newCollector(t)
 	c.down.Store(true)
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	q := exporters.NewQueue(c.both(t), fast, &stderr)
 	bs, ids := issueN(t, 60)
 	start := time.Now()
@@ -75,7 +76,7 @@ func TestQueueRidesOutAnOutage(t *testing.T) {
 func TestQueueFullDropsWithOneLineEach(t *testing.T) {
 	c := newCollector(t)
 	c.down.Store(true)
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	exps, err := exporters.Build(exporters.Config{OTel: &exporters.OTelConfig{URL: c.srv.URL}}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +114,7 @@ func TestQueueFullDropsWithOneLineEach(t *testing.T) {
 func TestQueueGivesUpAfterMaxAge(t *testing.T) {
 	c := newCollector(t)
 	c.down.Store(true)
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	cfg := fast
 	cfg.MaxAge = 200 * time.Millisecond
 	q := exporters.NewQueue(c.both(t), cfg, &stderr)
@@ -145,7 +146,7 @@ func TestPermanentRefusalDropsOnlyTheBadRecord(t *testing.T) {
 	c := newCollector(t)
 	bs, ids := issueN(t, 5)
 	c.reject[ids[2]] = true
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	q := exporters.NewQueue(c.both(t), fast, &stderr)
 	for _, b := range bs {
 		q.Export(context.Background(), b)
@@ -166,7 +167,7 @@ func TestPermanentRefusalDropsOnlyTheBadRecord(t *testing.T) {
 func TestCloseDeadlineDrops(t *testing.T) {
 	c := newCollector(t)
 	c.down.Store(true)
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	q := exporters.NewQueue(c.both(t), fast, &stderr)
 	bs, _ := issueN(t, 4)
 	for _, b := range bs {
@@ -207,7 +208,7 @@ func TestStreamSinkDurableAcrossOutageAndRestart(t *testing.T) {
 	defer nc.Close()
 	c := newCollector(t)
 	c.down.Store(true)
-	var stderr syncBuffer
+	var stderr testkit.LockedBuffer
 	opts := exporters.StreamOptions{Stderr: &stderr, Queue: fast, FetchWait: 200 * time.Millisecond}
 	sink, err := exporters.NewStreamSink(context.Background(), nc, "acme", c.both(t), opts)
 	if err != nil {

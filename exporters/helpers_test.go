@@ -289,21 +289,3 @@ func testEnv(k string) (string, bool) {
 	v, ok := map[string]string{"TEST_OTEL_KEY": "otel-secret", "TEST_HEC_TOKEN": "hec-token"}[k]
 	return v, ok
 }
-
-// syncBuffer is a goroutine-safe stderr.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

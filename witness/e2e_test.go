@@ -1,7 +1,6 @@
 package witness_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,29 +8,17 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/monitor"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // TestWitnessEndToEnd runs a real log service, the witness as its own process (the
 // built svc binary, with its own output directory), and the probe and the auditor as
@@ -91,7 +78,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 	appendLeaves(t, logSrv.URL, "acme", "a", 3)
 	a.tick(t, "default", "acme")
 	proc := exec.Command(svcBin, append(witnessArgs, "--every", "1")...)
-	var procErr lockedBuffer
+	var procErr testkit.LockedBuffer
 	proc.Stderr = &procErr
 	if err := proc.Start(); err != nil {
 		t.Fatal(err)

@@ -1,17 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"svc.dev/svc/internal/testkit"
 )
 
 func TestLogExportHelp(t *testing.T) {
@@ -64,32 +59,9 @@ func TestLogExportCommand(t *testing.T) {
 		t.Fatalf("audit against the exported log.jsonl: exit %d\n%s%s", code, o, e)
 	}
 
-	u, _ := url.Parse(l.url)
-	proxy := httputil.NewSingleHostReverseProxy(u)
-	proxy.ModifyResponse = func(resp *http.Response) error {
-		if !strings.HasSuffix(resp.Request.URL.Path, "/leaves") {
-			return nil
-		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		i := bytes.Index(body, []byte(`"leaves":["`)) + len(`"leaves":["`) + 10 // a hex digit of the first leaf hash
-		if body[i] == '0' {
-			body[i] = '1'
-		} else {
-			body[i] = '0'
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(body))
-		resp.ContentLength = int64(len(body))
-		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
-		return nil
-	}
-	ps := httptest.NewServer(proxy)
-	defer ps.Close()
+	tampered := testkit.FlipLeafProxy(t, l.url)
 	out2 := filepath.Join(t.TempDir(), "tampered")
-	code, stdout, _ = runCLI(t, "log-export", "--log-url", ps.URL, "--tenant", "acme", "--token-env", "EXPORT_TOKEN", "--out", out2)
+	code, stdout, _ = runCLI(t, "log-export", "--log-url", tampered, "--tenant", "acme", "--token-env", "EXPORT_TOKEN", "--out", out2)
 	if code != 1 || !strings.Contains(stdout, "\nEXPORT DOES NOT ADD UP\n") || !strings.Contains(stdout, "failed: leaves hash to the head's root") {
 		t.Fatalf("tampered export: exit %d\n%s", code, stdout)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"svc.dev/svc/internal/testkit"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -67,9 +69,9 @@ func TestServeUsageErrors(t *testing.T) {
 }
 
 // startServe runs `svc serve` in the background and returns its base URL.
-func startServe(t *testing.T, ctx context.Context, args ...string) (string, *lockedBuffer, chan int) {
+func startServe(t *testing.T, ctx context.Context, args ...string) (string, *testkit.LockedBuffer, chan int) {
 	t.Helper()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testkit.LockedBuffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, append([]string{"serve"}, args...), &stdout, &stderr) }()
 	re := regexp.MustCompile(`sidecar listening on (http://[^\s]+)\n`)

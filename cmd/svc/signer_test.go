@@ -1,41 +1,21 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
 )
 
 const signerTokenEnv = "SVC_TEST_SIGNER_TOKEN"
-
-// lockedBuffer is written by the command's goroutine and read by the test.
-// lockedBuffer is written by a command's goroutine and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestSignerHelpListsEveryFlag(t *testing.T) {
 	code, out, errOut := runSvc(t, "signer", "--help")
@@ -117,7 +97,7 @@ func TestSignerRun(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testkit.LockedBuffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,

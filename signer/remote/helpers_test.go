@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
@@ -30,35 +30,17 @@ func seedKey(t testing.TB, n byte) *signer.Key {
 	return k
 }
 
-// syncBuffer is a log sink written by server goroutines and read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testSigner struct {
 	key  *signer.Key
 	srv  *remote.Server
 	http *httptest.Server // listens on 127.0.0.1, port chosen by the kernel
-	logs *syncBuffer
+	logs *testkit.LockedBuffer
 }
 
 // newSigner starts a signer service with key seed n on a real loopback HTTP server.
 func newSigner(t *testing.T, n byte, token string, mod func(*remote.ServerConfig)) *testSigner {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testkit.LockedBuffer{}
 	cfg := remote.ServerConfig{
 		Key:       seedKey(t, n),
 		Token:     token,

@@ -1,0 +1,72 @@
+// Package testkit holds helpers that tests of several packages share. It is
+// imported by tests only.
+package testkit
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// LockedBuffer is a bytes.Buffer that goroutines (a server, a command's stderr) write
+// while the test reads it.
+type LockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *LockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *LockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// FlipLeafProxy serves target through a reverse proxy that flips one hex digit of the
+// first leaf hash in every /leaves answer (leaves altered in transit) and returns the
+// proxy's URL. It closes with the test.
+func FlipLeafProxy(t testing.TB, target string) string {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := httputil.NewSingleHostReverseProxy(u)
+	p.ModifyResponse = func(resp *http.Response) error {
+		if !strings.HasSuffix(resp.Request.URL.Path, "/leaves") {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if i := bytes.Index(body, []byte(`"leaves":["`)); i >= 0 && len(body) > i+20 {
+			j := i + len(`"leaves":["`) + 7
+			if body[j] == '0' {
+				body[j] = '1'
+			} else {
+				body[j] = '0'
+			}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", fmt.Sprint(len(body)))
+		return nil
+	}
+	s := httptest.NewServer(p)
+	t.Cleanup(s.Close)
+	return s.URL
+}
