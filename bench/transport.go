@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -76,7 +76,7 @@ func (h *HTTP) Append(ctx context.Context, leaf []byte, hashOnly bool) (*receipt
 
 // Consistency asks /consistency.
 func (h *HTTP) Consistency(_ context.Context, oldSize, newSize uint64) ([]merkle.Hash, error) {
-	s := &conformance.LogServer{Base: h.Base, Client: h.Client}
+	s := &client.LogServer{Base: h.Base, Client: h.Client}
 	return s.Consistency(oldSize, newSize)
 }
 

@@ -38,13 +38,11 @@ import (
 	"sort"
 	"time"
 
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/monitor"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
-	"svc.dev/svc/witness"
 )
 
 // PageSize is the leaves page asked for (SPEC.md's maximum).
@@ -190,17 +188,17 @@ type run struct {
 // a failed check in the Result.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	var err error
-	if opts.LogURL, err = witness.CheckBaseURL("log URL", opts.LogURL); err != nil {
+	if opts.LogURL, err = client.CheckBaseURL("log URL", opts.LogURL); err != nil {
 		return nil, err
 	}
-	if !pipeline.ValidTenant(opts.Tenant) {
+	if !client.ValidTenant(opts.Tenant) {
 		return nil, fmt.Errorf("tenant %q: use 1 to 63 of a-z, 0-9, - and _", opts.Tenant)
 	}
 	if opts.Out == "" {
 		return nil, errors.New("no output directory")
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: witness.FetchTimeout}
+		opts.Client = &http.Client{Timeout: client.FetchTimeout}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -219,7 +217,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	r := &run{opts: opts, res: &Result{}, base: witness.TenantBase(opts.LogURL, opts.Tenant),
+	r := &run{opts: opts, res: &Result{}, base: client.TenantBase(opts.LogURL, opts.Tenant),
 		routes: opts.LogURL + "/t/" + url.PathEscape(opts.Tenant), tmp: tmp, files: map[string][]byte{}}
 	sum := r.export(ctx)
 	if len(r.res.Failed()) > 0 {
@@ -248,7 +246,7 @@ func (r *run) get(ctx context.Context, u string, limit int64, auth bool) ([]byte
 	if auth {
 		h = http.Header{"Authorization": {"Bearer " + r.opts.Token}}
 	}
-	return conformance.Fetch(ctx, r.opts.Client, u, limit, h)
+	return client.Fetch(ctx, r.opts.Client, u, limit, h)
 }
 
 func truncate(s string, n int) string {
@@ -262,7 +260,7 @@ func truncate(s string, n int) string {
 // passed.
 func (r *run) export(ctx context.Context) *Summary {
 	// Keys.
-	docURL := witness.KeyDocumentURL(r.opts.LogURL, r.opts.Tenant)
+	docURL := client.KeyDocumentURL(r.opts.LogURL, r.opts.Tenant)
 	keysData, err := r.get(ctx, docURL, signer.MaxKeyDocumentSize, false)
 	if err != nil {
 		return r.fail(CheckKeys, err)
@@ -403,7 +401,7 @@ func ParseLeavesPage(data []byte) (*LeavesPage, error) {
 
 // leaves fetches every leaf hash up to the head's size, writes log.jsonl (in the
 // temporary directory) and compares the rebuilt roots.
-func (r *run) leaves(ctx context.Context, th *receipt.TreeHead, cps []*witness.Checkpoint) bool {
+func (r *run) leaves(ctx context.Context, th *receipt.TreeHead, cps []*client.Checkpoint) bool {
 	store, err := merkle.OpenFileStore(filepath.Join(r.tmp, "tree"))
 	if err != nil {
 		r.fail(CheckLeaves, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/client"
 	"svc.dev/svc/receipt"
 )
 
@@ -101,12 +101,12 @@ type StreamSink struct {
 }
 
 // NewStreamSink ensures the stream and the consumers and starts them. tenant ""
-// means pipeline.DefaultTenant.
+// means client.DefaultTenant.
 func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporter, opts StreamOptions) (*StreamSink, error) {
 	if tenant == "" {
-		tenant = pipeline.DefaultTenant
+		tenant = client.DefaultTenant
 	}
-	if !pipeline.ValidTenant(tenant) {
+	if !client.ValidTenant(tenant) {
 		return nil, fmt.Errorf("tenant %q: use 1 to 63 of a-z, 0-9, - and _", tenant)
 	}
 	js, err := jetstream.New(nc)

@@ -10,9 +10,10 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"svc.dev/svc/internal/svcbin"
 	"testing"
 	"time"
+
+	"svc.dev/svc/internal/svcbin"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"

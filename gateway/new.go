@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -207,7 +208,7 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 		timeout = time.Duration(c.Log.TimeoutMs) * time.Millisecond
 	}
 	if c.Log.URL != "" {
-		return pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
+		return client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
 	}
 	nc, err := nats.Connect(c.Log.NATS, nats.Name("svc-gateway"), nats.Token(token), nats.MaxReconnects(-1))
 	if err != nil {
@@ -215,15 +216,15 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 	}
 	g.nc = nc
 	g.closers = append(g.closers, func() error { nc.Close(); return nil })
-	client, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout})
+	appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
 	tenant := c.Log.Tenant
 	if tenant == "" {
-		tenant = pipeline.DefaultTenant
+		tenant = client.DefaultTenant
 	}
-	return &pipeline.Log{Client: client, Tenant: tenant, HashOnly: c.Log.HashOnly}, nil
+	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, nil
 }
 
 // KeyID is the gateway key's id.

@@ -9,14 +9,15 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"svc.dev/svc/internal/svcbin"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/svcbin"
+
 	"svc.dev/svc/bench"
-	"svc.dev/svc/conformance"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -134,7 +135,7 @@ func TestKill9MidLoadLosesNothing(t *testing.T) {
 	}
 	p2 := startLog(t, dir)
 	final := head(t, p2.base, key)
-	server := &conformance.LogServer{Base: p2.base}
+	server := &client.LogServer{Base: p2.base}
 	seen := map[uint64]bool{}
 	for _, a := range got {
 		if seen[a.index] {
@@ -193,7 +194,7 @@ func head(t *testing.T, base string, key *signer.Key) *receipt.TreeHead {
 	var h struct {
 		TreeHead *receipt.Envelope `json:"treeHead"`
 	}
-	if err := conformance.GetJSON(context.Background(), nil, base+"/head", &h); err != nil {
+	if err := client.GetJSON(context.Background(), nil, base+"/head", &h); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := h.TreeHead.Verify([]signer.PublicKey{key.Public()}); err != nil {

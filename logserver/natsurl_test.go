@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/logserver"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -36,7 +37,7 @@ func TestServiceOnExternalNATS(t *testing.T) {
 	defer svc.Close()
 	ts := httptest.NewServer(svc.Handler())
 	defer ts.Close()
-	l, _ := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: ts.URL + "/append"})
+	l, _ := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/append"})
 	for i := 0; i < 3; i++ {
 		p, err := l.Append(context.Background(), []byte{'a' + byte(i)})
 		if err != nil || p.Inclusion.LeafIndex != uint64(i) {

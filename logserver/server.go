@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -29,7 +30,7 @@ const (
 	AppendRate     = 50       // appends a second per token
 	AppendBurst    = 100
 	MaxLeavesPage  = 10000
-	DefaultTenant  = pipeline.DefaultTenant
+	DefaultTenant  = client.DefaultTenant
 	maxAuditLimit  = 1000
 	maxLimiterKeys = 100000
 )
@@ -157,7 +158,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, pipeline.ErrorBody{Error: msg})
+	writeJSON(w, status, client.ErrorBody{Error: msg})
 }
 
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -84,7 +84,7 @@ func (t *Tenant) authorized(token string) bool {
 
 func (t *Tenant) check() error {
 	switch {
-	case !pipeline.ValidTenant(t.ID):
+	case !client.ValidTenant(t.ID):
 		return fmt.Errorf("tenant id %q is not valid: use 1 to 63 of a-z, 0-9, - and _", t.ID)
 	case t.Tree == nil:
 		return fmt.Errorf("tenant %s: no tree", t.ID)

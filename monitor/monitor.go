@@ -36,9 +36,8 @@ import (
 	"strings"
 	"time"
 
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -139,16 +138,16 @@ func (r *Result) WriteJSON(w io.Writer) error {
 // Run probes every tenant.
 func Run(ctx context.Context, opts Options) (*Result, error) {
 	var err error
-	if opts.LogURL, err = witness.CheckBaseURL("log URL", opts.LogURL); err != nil {
+	if opts.LogURL, err = client.CheckBaseURL("log URL", opts.LogURL); err != nil {
 		return nil, err
 	}
 	if opts.CheckpointsURL != "" {
-		if opts.CheckpointsURL, err = witness.CheckBaseURL("checkpoints URL", opts.CheckpointsURL); err != nil {
+		if opts.CheckpointsURL, err = client.CheckBaseURL("checkpoints URL", opts.CheckpointsURL); err != nil {
 			return nil, err
 		}
 	}
 	if opts.WitnessURL != "" {
-		if opts.WitnessURL, err = witness.CheckBaseURL("witness URL", opts.WitnessURL); err != nil {
+		if opts.WitnessURL, err = client.CheckBaseURL("witness URL", opts.WitnessURL); err != nil {
 			return nil, err
 		}
 	}
@@ -156,7 +155,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.Tenants = []string{"default"}
 	}
 	for _, t := range opts.Tenants {
-		if !pipeline.ValidTenant(t) {
+		if !client.ValidTenant(t) {
 			return nil, fmt.Errorf("tenant %q: use 1 to 63 of a-z, 0-9, - and _", t)
 		}
 	}
@@ -164,7 +163,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		opts.MaxLag = DefaultMaxLag
 	}
 	if opts.Client == nil {
-		opts.Client = &http.Client{Timeout: witness.FetchTimeout}
+		opts.Client = &http.Client{Timeout: client.FetchTimeout}
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -196,7 +195,7 @@ func (p *probe) add(tenant, name string, err error, detail string) {
 }
 
 func (p *probe) get(ctx context.Context, u string, limit int64) ([]byte, error) {
-	return conformance.Fetch(ctx, p.opts.Client, u, limit, nil)
+	return client.Fetch(ctx, p.opts.Client, u, limit, nil)
 }
 
 func (p *probe) keyDocument(ctx context.Context, u string) ([]signer.PublicKey, error) {
@@ -218,8 +217,8 @@ type liveHead struct {
 }
 
 func (p *probe) tenant(ctx context.Context, tenant string) {
-	base := witness.TenantBase(p.opts.LogURL, tenant)
-	src := &conformance.LogServer{Base: base, Client: p.opts.Client}
+	base := client.TenantBase(p.opts.LogURL, tenant)
+	src := &client.LogServer{Base: base, Client: p.opts.Client}
 
 	// health
 	health, err := p.get(ctx, p.opts.LogURL+"/health", 1<<16)
@@ -229,7 +228,7 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 	p.add(tenant, CheckHealth, err, strings.TrimSpace(string(health)))
 
 	// key document
-	docURL := witness.KeyDocumentURL(p.opts.LogURL, tenant)
+	docURL := client.KeyDocumentURL(p.opts.LogURL, tenant)
 	var doc *signer.KeyDocument
 	var keys []signer.PublicKey
 	data, err := p.get(ctx, docURL, signer.MaxKeyDocumentSize)
@@ -255,7 +254,7 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 	// The checkpoints are read before the live head, so that the head is at least as
 	// large as any of them unless the log shrank.
 	cp, cpErr := p.latestCheckpoint(ctx, tenant, base)
-	var wcp *witness.Checkpoint
+	var wcp *client.Checkpoint
 	var wErr error
 	if p.opts.WitnessURL != "" {
 		wcp, wErr = p.witnessCheckpoint(ctx, tenant)
@@ -329,7 +328,7 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 	// no alarm
 	alarmURL := p.opts.WitnessURL + "/" + tenant + "/" + witness.AlarmFile
 	data, err = p.get(ctx, alarmURL, witness.MaxAlarmSize)
-	var he *witness.HTTPError
+	var he *client.HTTPError
 	switch {
 	case errors.As(err, &he) && he.Status == http.StatusNotFound:
 		p.add(tenant, CheckNoAlarm, nil, "no "+alarmURL)
@@ -346,7 +345,7 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 }
 
 func (p *probe) head(ctx context.Context, base string) (*liveHead, error) {
-	data, err := p.get(ctx, base+"/head", witness.MaxCheckpointSize)
+	data, err := p.get(ctx, base+"/head", client.MaxCheckpointSize)
 	if err != nil {
 		return nil, err
 	}
@@ -422,7 +421,7 @@ func keyIDs(keys []signer.PublicKey) string {
 	return strings.Join(ids, ", ")
 }
 
-func (p *probe) freshness(cp *witness.Checkpoint, head *receipt.TreeHead) (string, error) {
+func (p *probe) freshness(cp *client.Checkpoint, head *receipt.TreeHead) (string, error) {
 	at, err := receipt.ParseTime(cp.Head.Timestamp)
 	if err != nil {
 		return "", err
@@ -447,7 +446,7 @@ func (p *probe) freshness(cp *witness.Checkpoint, head *receipt.TreeHead) (strin
 }
 
 // consistent proves that old is a prefix of the live head with the log's own proof.
-func consistent(src *conformance.LogServer, old, head *receipt.TreeHead) (string, error) {
+func consistent(src *client.LogServer, old, head *receipt.TreeHead) (string, error) {
 	if old.TreeSize > head.TreeSize {
 		return "", fmt.Errorf("head at size %d is ahead of the live head at size %d (the log shrank?)", old.TreeSize, head.TreeSize)
 	}
@@ -471,7 +470,7 @@ func consistent(src *conformance.LogServer, old, head *receipt.TreeHead) (string
 
 // latestCheckpoint reads <checkpoints-url>/<tenant>/latest.json, or, without a
 // checkpoints URL, the largest checkpoint the log's /checkpoints route lists.
-func (p *probe) latestCheckpoint(ctx context.Context, tenant, base string) (*witness.Checkpoint, error) {
+func (p *probe) latestCheckpoint(ctx context.Context, tenant, base string) (*client.Checkpoint, error) {
 	if p.opts.CheckpointsURL != "" {
 		return p.checkpointFile(ctx, p.opts.CheckpointsURL, tenant)
 	}
@@ -497,7 +496,7 @@ func (p *probe) latestCheckpoint(ctx context.Context, tenant, base string) (*wit
 			return nil, fmt.Errorf("%s: %w", u, err)
 		}
 		if len(cps) > 0 {
-			return slices.MaxFunc(cps, func(a, b *witness.Checkpoint) int { return cmpSize(a.Head.TreeSize, b.Head.TreeSize) }), nil
+			return slices.MaxFunc(cps, func(a, b *client.Checkpoint) int { return cmpSize(a.Head.TreeSize, b.Head.TreeSize) }), nil
 		}
 		if since == 0 {
 			return nil, fmt.Errorf("%s/checkpoints lists no checkpoint", base)
@@ -516,7 +515,7 @@ func cmpSize(a, b uint64) int {
 }
 
 // ParseCheckpointList parses a /checkpoints answer, { checkpoints: [API form] }.
-func ParseCheckpointList(data []byte) ([]*witness.Checkpoint, error) {
+func ParseCheckpointList(data []byte) ([]*client.Checkpoint, error) {
 	var l struct {
 		Checkpoints []json.RawMessage `json:"checkpoints"`
 	}
@@ -526,9 +525,9 @@ func ParseCheckpointList(data []byte) ([]*witness.Checkpoint, error) {
 	if l.Checkpoints == nil {
 		return nil, errors.New("no checkpoints list")
 	}
-	out := make([]*witness.Checkpoint, 0, len(l.Checkpoints))
+	out := make([]*client.Checkpoint, 0, len(l.Checkpoints))
 	for i, raw := range l.Checkpoints {
-		cp, err := witness.ParseCheckpoint(raw)
+		cp, err := client.ParseCheckpoint(raw)
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint %d: %w", i, err)
 		}
@@ -537,19 +536,19 @@ func ParseCheckpointList(data []byte) ([]*witness.Checkpoint, error) {
 	return out, nil
 }
 
-func (p *probe) witnessCheckpoint(ctx context.Context, tenant string) (*witness.Checkpoint, error) {
+func (p *probe) witnessCheckpoint(ctx context.Context, tenant string) (*client.Checkpoint, error) {
 	return p.checkpointFile(ctx, p.opts.WitnessURL, tenant)
 }
 
 // checkpointFile reads <base>/<tenant>/latest.json (a log's or a witness's) and
 // checks that it is the tenant's.
-func (p *probe) checkpointFile(ctx context.Context, base, tenant string) (*witness.Checkpoint, error) {
-	u := base + "/" + tenant + "/" + witness.LatestFile
-	data, err := p.get(ctx, u, witness.MaxCheckpointSize)
+func (p *probe) checkpointFile(ctx context.Context, base, tenant string) (*client.Checkpoint, error) {
+	u := base + "/" + tenant + "/" + client.LatestFile
+	data, err := p.get(ctx, u, client.MaxCheckpointSize)
 	if err != nil {
 		return nil, err
 	}
-	cp, err := witness.ParseCheckpoint(data)
+	cp, err := client.ParseCheckpoint(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", u, err)
 	}
@@ -559,7 +558,7 @@ func (p *probe) checkpointFile(ctx context.Context, base, tenant string) (*witne
 	return cp, nil
 }
 
-func (p *probe) countersigned(src *conformance.LogServer, wcp *witness.Checkpoint, logKeys []signer.PublicKey, logID string, head *liveHead, headErr error) (string, error) {
+func (p *probe) countersigned(src *client.LogServer, wcp *client.Checkpoint, logKeys []signer.PublicKey, logID string, head *liveHead, headErr error) (string, error) {
 	ws := wcp.File.Envelope.VerifiedBy(p.witnessKeys)
 	if len(ws) == 0 {
 		return "", fmt.Errorf("the witness's checkpoint at size %d carries no valid signature by a key of the witness key document (%s)", wcp.Head.TreeSize, keyIDs(p.witnessKeys))

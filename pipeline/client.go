@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/receipt"
 )
 
@@ -156,31 +156,9 @@ func (c *Client) Append(ctx context.Context, tenant string, l Leaf) (*receipt.Pr
 		if !errors.As(err, &ae) || (ae.Status != 429 && ae.Status < 500) || attempt == c.retries || ctx.Err() != nil {
 			return nil, err
 		}
-		if err := sleep(ctx, Backoff(attempt, ae.RetryAfter)); err != nil {
+		if err := client.Sleep(ctx, client.Backoff(attempt, ae.RetryAfter)); err != nil {
 			return nil, err
 		}
-	}
-}
-
-// Backoff is the wait before retry attempt+1: 200 ms doubling, with up to 50% jitter,
-// at least the server's Retry-After when that is short, and never more than 5 s.
-func Backoff(attempt, retryAfter int) time.Duration {
-	d := time.Duration(200<<attempt) * time.Millisecond
-	d += time.Duration(rand.Int64N(int64(d) / 2))
-	if ra := time.Duration(retryAfter) * time.Second; ra > d {
-		d = ra
-	}
-	return min(d, 5*time.Second)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 )
@@ -65,11 +66,6 @@ type Reply struct {
 	Error      string
 }
 
-// ErrorBody is the JSON of an error answer, the same as the HTTP log server's.
-type ErrorBody struct {
-	Error string `json:"error"`
-}
-
 // Encode writes the reply as a message to inbox.
 func (r *Reply) Encode(inbox string) (*nats.Msg, error) {
 	m := nats.NewMsg(inbox)
@@ -81,7 +77,7 @@ func (r *Reply) Encode(inbox string) (*nats.Msg, error) {
 	if r.Status == 200 {
 		m.Data, err = json.Marshal(r.Proof)
 	} else {
-		m.Data, err = json.Marshal(ErrorBody{Error: r.Error})
+		m.Data, err = json.Marshal(client.ErrorBody{Error: r.Error})
 	}
 	return m, err
 }
@@ -107,7 +103,7 @@ func DecodeReply(m *nats.Msg) (*Reply, error) {
 		r.Proof = &p
 		return r, nil
 	}
-	var e ErrorBody
+	var e client.ErrorBody
 	_ = json.Unmarshal(m.Data, &e)
 	r.Error = e.Error
 	return r, nil

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -11,13 +10,12 @@ import (
 
 // Stream names and subject prefixes.
 const (
-	AppendStream  = "SVC_APPEND"
-	LeavesStream  = "SVC_LEAVES"
-	AppendPrefix  = "svc.append."
-	LeavesPrefix  = "svc.leaves."
-	AdminStream   = "SVC_ADMIN"
-	AdminPrefix   = "svc.admin."
-	DefaultTenant = "default"
+	AppendStream = "SVC_APPEND"
+	LeavesStream = "SVC_LEAVES"
+	AppendPrefix = "svc.append."
+	LeavesPrefix = "svc.leaves."
+	AdminStream  = "SVC_ADMIN"
+	AdminPrefix  = "svc.admin."
 )
 
 // Header names of the wire formats.
@@ -28,13 +26,6 @@ const (
 	HeaderFirst  = "Svc-First"  // batch: index of its first leaf
 	HeaderCount  = "Svc-Count"  // batch: number of leaves
 )
-
-var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-
-// ValidTenant reports whether id can name a tenant (and a subject token): 1 to 63
-// characters of a-z, 0-9, '-' and '_', starting with a letter or digit. Self-registered
-// tenants are stricter (3 to 40 of a-z, 0-9, '-'); that is the portal's check.
-func ValidTenant(id string) bool { return tenantRE.MatchString(id) }
 
 // AppendSubject is the subject append requests for tenant go to.
 func AppendSubject(tenant string) string { return AppendPrefix + tenant }

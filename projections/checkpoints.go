@@ -14,20 +14,10 @@ import (
 	"sync"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 )
-
-// CheckpointFile is the file form of a published checkpoint,
-// <dir>/<tenant>/<treeSize>.json and <dir>/<tenant>/latest.json.
-type CheckpointFile struct {
-	Tenant   string            `json:"tenant"`
-	LogID    string            `json:"logId"`
-	TreeSize uint64            `json:"treeSize"`
-	RootHash string            `json:"rootHash"`
-	SignedAt string            `json:"signedAt"`
-	Envelope *receipt.Envelope `json:"envelope"`
-}
 
 // Checkpointer publishes a tenant's signed heads: every Every it signs the head of a
 // log that has grown, and every Heartbeat it re-signs the head of one that has not
@@ -52,7 +42,7 @@ type Checkpointer struct {
 	witnessed  map[string]uint64 // the size each witness last cosigned
 
 	mu   sync.RWMutex
-	list []CheckpointFile // ascending treeSize, one per size (the latest signature)
+	list []client.CheckpointFile // ascending treeSize, one per size (the latest signature)
 }
 
 // Load reads the checkpoints already published.
@@ -92,7 +82,7 @@ func (c *Checkpointer) Load() error {
 		if err != nil {
 			return err
 		}
-		var cp CheckpointFile
+		var cp client.CheckpointFile
 		if err := json.Unmarshal(data, &cp); err != nil {
 			return fmt.Errorf("checkpoint %s: %w", e.Name(), err)
 		}
@@ -126,7 +116,7 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 		return err
 	}
 	c.mu.RLock()
-	var last *CheckpointFile
+	var last *client.CheckpointFile
 	if n := len(c.list); n > 0 {
 		last = &c.list[n-1]
 	}
@@ -151,7 +141,7 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cp := CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
+	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
 	data, err := json.MarshalIndent(cp, "", "  ")
 	if err != nil {
 		return err
@@ -187,9 +177,9 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 }
 
 // Since lists the checkpoints with treeSize > since, ascending.
-func (c *Checkpointer) Since(since uint64) []CheckpointFile {
+func (c *Checkpointer) Since(since uint64) []client.CheckpointFile {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	i := sort.Search(len(c.list), func(i int) bool { return c.list[i].TreeSize > since })
-	return append([]CheckpointFile(nil), c.list[i:]...)
+	return append([]client.CheckpointFile(nil), c.list[i:]...)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -64,7 +65,7 @@ func TestCheckpointerGrowthAndHeartbeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var f CheckpointFile
+		var f client.CheckpointFile
 		if err := json.Unmarshal(data, &f); err != nil || f.Tenant != "acme" || f.TreeSize != 2 || f.SignedAt != cps[0].SignedAt || f.RootHash != tree.Root().String() {
 			t.Fatalf("%s: %v %+v", name, err, f)
 		}

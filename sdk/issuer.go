@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/policy"
@@ -168,7 +169,7 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 			}
 			token = v
 		}
-		hl, err := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout(c.Log), Client: o.HTTPClient})
+		hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout(c.Log), Client: o.HTTPClient})
 		if err != nil {
 			return fail(fmt.Errorf("log.url: %w", err))
 		}
@@ -186,15 +187,15 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 			return fail(fmt.Errorf("log.nats: connect %s: %w", c.Log.NATS, err))
 		}
 		closers = append(closers, func(context.Context) error { nc.Close(); return nil })
-		client, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
+		appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
 		if err != nil {
 			return fail(fmt.Errorf("log.nats: %w", err))
 		}
 		tenant := c.Log.Tenant
 		if tenant == "" {
-			tenant = pipeline.DefaultTenant
+			tenant = client.DefaultTenant
 		}
-		log = &pipeline.Log{Client: client, Tenant: tenant, HashOnly: c.Log.HashOnly}
+		log = &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}
 		info = LogInfo{Kind: LogKindNATS, Where: c.Log.NATS + " tenant " + tenant}
 	}
 	tenant := ""

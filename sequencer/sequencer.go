@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -95,7 +96,7 @@ type Sequencer struct {
 // New opens the tree store and checks cfg. It does not touch the broker.
 func New(cfg Config) (*Sequencer, error) {
 	switch {
-	case !pipeline.ValidTenant(cfg.Tenant):
+	case !client.ValidTenant(cfg.Tenant):
 		return nil, fmt.Errorf("sequencer: tenant %q is not a valid id", cfg.Tenant)
 	case cfg.Conn == nil:
 		return nil, errors.New("sequencer: no NATS connection")

@@ -7,109 +7,23 @@ import (
 	"fmt"
 	"slices"
 
-	"svc.dev/svc/merkle"
-	"svc.dev/svc/pipeline"
-	"svc.dev/svc/projections"
+	"svc.dev/svc/client"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
 // Size caps of the documents this package reads from outside.
 const (
-	MaxCheckpointSize = 1 << 20 // a checkpoint file (one envelope, a few signatures)
-	MaxStateSize      = 1 << 20
-	MaxAlarmSize      = 4 << 20
+	MaxStateSize = 1 << 20
+	MaxAlarmSize = 4 << 20
 )
 
 // File names under <out>/<tenant>/ and <out>/.
 const (
-	LatestFile     = "latest.json"
 	StateFile      = "state.json"
 	AlarmFile      = "ALARM.json"
 	KeyDocumentRel = ".well-known/svc-witness.json"
 )
-
-// Checkpoint is a parsed checkpoint in SPEC.md's file form ({tenant, logId, treeSize,
-// rootHash, signedAt, envelope}) or API form ({treeSize, rootHash, signedAt,
-// treeHead}), with its signed payload decoded. The unsigned fields are checked
-// against the signed payload, so a reader can trust them once the envelope verifies.
-type Checkpoint struct {
-	File projections.CheckpointFile // the file form (Tenant is empty for the API form)
-	Head *receipt.TreeHead          // the signed payload
-}
-
-// checkpointJSON reads either form; the envelope is kept raw so that it is parsed
-// with receipt.ParseEnvelope's strict rules.
-type checkpointJSON struct {
-	Tenant   string          `json:"tenant"`
-	LogID    string          `json:"logId"`
-	TreeSize *uint64         `json:"treeSize"`
-	RootHash string          `json:"rootHash"`
-	SignedAt string          `json:"signedAt"`
-	Envelope json.RawMessage `json:"envelope"`
-	TreeHead json.RawMessage `json:"treeHead"`
-}
-
-// ParseCheckpoint parses a checkpoint in either form. It checks that the envelope is a
-// well-formed tree head whose signed treeSize, rootHash and log agree with the
-// unsigned fields, and that signedAt is an RFC 3339 time. It checks no signature.
-func ParseCheckpoint(data []byte) (*Checkpoint, error) {
-	if len(data) > MaxCheckpointSize {
-		return nil, fmt.Errorf("checkpoint is %d bytes; the limit is %d", len(data), MaxCheckpointSize)
-	}
-	var c checkpointJSON
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&c); err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	if dec.More() {
-		return nil, errors.New("checkpoint: trailing data after the JSON value")
-	}
-	raw := c.Envelope
-	switch {
-	case len(raw) > 0 && len(c.TreeHead) > 0:
-		return nil, errors.New("checkpoint: both envelope and treeHead")
-	case len(raw) == 0:
-		raw = c.TreeHead
-	}
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, errors.New("checkpoint: no envelope")
-	}
-	if c.TreeSize == nil {
-		return nil, errors.New("checkpoint: no treeSize")
-	}
-	env, err := receipt.ParseEnvelope(raw)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	th, err := receipt.DecodeTreeHead(env)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
-	switch {
-	case th.TreeSize != *c.TreeSize:
-		return nil, fmt.Errorf("checkpoint: treeSize %d, but the signed head says %d", *c.TreeSize, th.TreeSize)
-	case th.RootHash != c.RootHash:
-		return nil, fmt.Errorf("checkpoint: rootHash %q, but the signed head says %s", c.RootHash, th.RootHash)
-	case c.LogID != "" && th.Log != c.LogID:
-		return nil, fmt.Errorf("checkpoint: logId %q, but the signed head names log %q", c.LogID, th.Log)
-	case c.Tenant != "" && !pipeline.ValidTenant(c.Tenant):
-		return nil, fmt.Errorf("checkpoint: tenant %q is not a valid tenant id", c.Tenant)
-	}
-	if _, err := receipt.ParseTime(c.SignedAt); err != nil {
-		return nil, fmt.Errorf("checkpoint: signedAt: %w", err)
-	}
-	return &Checkpoint{
-		File: projections.CheckpointFile{Tenant: c.Tenant, LogID: th.Log, TreeSize: th.TreeSize, RootHash: th.RootHash, SignedAt: c.SignedAt, Envelope: env},
-		Head: th,
-	}, nil
-}
-
-// Root is the checkpoint's root hash.
-func (c *Checkpoint) Root() merkle.Hash {
-	h, _ := merkle.ParseHash(c.Head.RootHash) // checked by DecodeTreeHead
-	return h
-}
 
 // State is what a witness remembers of a tenant's log: the last head it countersigned,
 // <out>/<tenant>/state.json. It is written (atomically, fsynced) before the
@@ -142,7 +56,7 @@ func ParseState(data []byte) (*State, error) {
 	if dec.More() {
 		return nil, errors.New("witness state: trailing data")
 	}
-	if !pipeline.ValidTenant(s.Tenant) {
+	if !client.ValidTenant(s.Tenant) {
 		return nil, fmt.Errorf("witness state: tenant %q is not a valid tenant id", s.Tenant)
 	}
 	if len(s.Envelope) == 0 || string(s.Envelope) == "null" {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/projections"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -33,14 +33,14 @@ func seedHead(f *testing.F) (*receipt.Envelope, *receipt.TreeHead) {
 
 func FuzzParseCheckpoint(f *testing.F) {
 	env, th := seedHead(f)
-	file, _ := json.Marshal(projections.CheckpointFile{Tenant: "acme", LogID: th.Log, TreeSize: th.TreeSize, RootHash: th.RootHash, SignedAt: th.Timestamp, Envelope: env})
+	file, _ := json.Marshal(client.CheckpointFile{Tenant: "acme", LogID: th.Log, TreeSize: th.TreeSize, RootHash: th.RootHash, SignedAt: th.Timestamp, Envelope: env})
 	api, _ := json.Marshal(map[string]any{"treeSize": th.TreeSize, "rootHash": th.RootHash, "signedAt": th.Timestamp, "treeHead": env})
 	f.Add(file)
 	f.Add(api)
 	f.Add([]byte(`{"treeSize":1,"envelope":null}`))
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cp, err := witness.ParseCheckpoint(data)
+		cp, err := client.ParseCheckpoint(data)
 		if err != nil {
 			return
 		}
@@ -56,7 +56,7 @@ func FuzzParseCheckpoint(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cp2, err := witness.ParseCheckpoint(again)
+		cp2, err := client.ParseCheckpoint(again)
 		if err != nil || cp2.Head.TreeSize != cp.Head.TreeSize || cp2.Head.RootHash != cp.Head.RootHash {
 			t.Fatalf("round trip: %v", err)
 		}

@@ -13,13 +13,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"svc.dev/svc/internal/svcbin"
 	"sync"
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/svcbin"
+
 	"svc.dev/svc/logserver"
-	"svc.dev/svc/projections"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -158,25 +159,25 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func readCheckpoint(t *testing.T, path string) *witness.Checkpoint {
+func readCheckpoint(t *testing.T, path string) *client.Checkpoint {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := witness.ParseCheckpoint(data)
+	cp, err := client.ParseCheckpoint(data)
 	if err != nil {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return cp
 }
 
-func tryCheckpoint(path string) *witness.Checkpoint {
+func tryCheckpoint(path string) *client.Checkpoint {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil
 	}
-	cp, err := witness.ParseCheckpoint(data)
+	cp, err := client.ParseCheckpoint(data)
 	if err != nil {
 		return nil
 	}
@@ -218,7 +219,7 @@ func checkpointJSON(t *testing.T, tenant, logID string, size uint64, root string
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.MarshalIndent(projections.CheckpointFile{Tenant: tenant, LogID: logID, TreeSize: size, RootHash: root, SignedAt: th.Timestamp, Envelope: env}, "", "  ")
+	data, err := json.MarshalIndent(client.CheckpointFile{Tenant: tenant, LogID: logID, TreeSize: size, RootHash: root, SignedAt: th.Timestamp, Envelope: env}, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/client"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -30,7 +30,7 @@ func TestVerifyWithWitnessURL(t *testing.T) {
 	defer logSrv.Close()
 	cpSrv := httptest.NewServer(http.FileServer(http.Dir(a.cpDir)))
 	defer cpSrv.Close()
-	hl, err := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: logSrv.URL + "/append", Token: defaultToken})
+	hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: logSrv.URL + "/append", Token: defaultToken})
 	if err != nil {
 		t.Fatal(err)
 	}

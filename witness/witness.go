@@ -14,10 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/pipeline"
-	"svc.dev/svc/projections"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -77,10 +75,10 @@ func New(cfg Config) (*Witness, error) {
 		return nil, errors.New("witness: no key")
 	}
 	var err error
-	if cfg.LogURL, err = CheckBaseURL("log URL", cfg.LogURL); err != nil {
+	if cfg.LogURL, err = client.CheckBaseURL("log URL", cfg.LogURL); err != nil {
 		return nil, err
 	}
-	if cfg.CheckpointsURL, err = CheckBaseURL("checkpoints URL", cfg.CheckpointsURL); err != nil {
+	if cfg.CheckpointsURL, err = client.CheckBaseURL("checkpoints URL", cfg.CheckpointsURL); err != nil {
 		return nil, err
 	}
 	if cfg.Out == "" {
@@ -91,7 +89,7 @@ func New(cfg Config) (*Witness, error) {
 	}
 	seen := map[string]bool{}
 	for _, t := range cfg.Tenants {
-		if !pipeline.ValidTenant(t) {
+		if !client.ValidTenant(t) {
 			return nil, fmt.Errorf("witness: tenant %q: use 1 to 63 of a-z, 0-9, - and _", t)
 		}
 		if seen[t] {
@@ -106,7 +104,7 @@ func New(cfg Config) (*Witness, error) {
 		cfg.Now = time.Now
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{Timeout: FetchTimeout}
+		cfg.Client = &http.Client{Timeout: client.FetchTimeout}
 	}
 	if cfg.KeyValidFrom.IsZero() {
 		cfg.KeyValidFrom = cfg.Now()
@@ -222,12 +220,12 @@ func (w *Witness) Check(ctx context.Context, tenant string) Result {
 	if err != nil {
 		return fail(err) // never guess past a state we cannot read
 	}
-	cpURL := w.cfg.CheckpointsURL + "/" + tenant + "/" + LatestFile
-	data, err := conformance.Fetch(ctx, w.cfg.Client, cpURL, MaxCheckpointSize, nil)
+	cpURL := w.cfg.CheckpointsURL + "/" + tenant + "/" + client.LatestFile
+	data, err := client.Fetch(ctx, w.cfg.Client, cpURL, client.MaxCheckpointSize, nil)
 	if err != nil {
 		return fail(err)
 	}
-	cp, err := ParseCheckpoint(data)
+	cp, err := client.ParseCheckpoint(data)
 	if err != nil {
 		return fail(fmt.Errorf("%s: %w", cpURL, err))
 	}
@@ -235,8 +233,8 @@ func (w *Witness) Check(ctx context.Context, tenant string) Result {
 	if cp.File.Tenant != "" && cp.File.Tenant != tenant {
 		return fail(fmt.Errorf("%s is the checkpoint of tenant %q", cpURL, cp.File.Tenant))
 	}
-	docURL := KeyDocumentURL(w.cfg.LogURL, tenant)
-	docData, err := conformance.Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize, nil)
+	docURL := client.KeyDocumentURL(w.cfg.LogURL, tenant)
+	docData, err := client.Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize, nil)
 	if err != nil {
 		return fail(err)
 	}
@@ -293,7 +291,7 @@ func (w *Witness) Check(ctx context.Context, tenant string) Result {
 	if err != nil {
 		return fail(err)
 	}
-	src := &conformance.LogServer{Base: TenantBase(w.cfg.LogURL, tenant), Client: w.cfg.Client}
+	src := &client.LogServer{Base: client.TenantBase(w.cfg.LogURL, tenant), Client: w.cfg.Client}
 	switch {
 	case cp.Head.TreeSize == st.TreeSize:
 		if cp.Head.RootHash != st.RootHash {
@@ -359,7 +357,7 @@ func (w *Witness) loadState(tenant string) (*State, error) {
 }
 
 // countersign persists the new state, then publishes the countersigned checkpoint.
-func (w *Witness) countersign(tenant string, cp *Checkpoint, res Result) Result {
+func (w *Witness) countersign(tenant string, cp *client.Checkpoint, res Result) Result {
 	now := w.cfg.Now()
 	st := &State{Tenant: tenant, LogID: cp.Head.Log, TreeSize: cp.Head.TreeSize, RootHash: cp.Head.RootHash, SignedAt: cp.File.SignedAt,
 		WitnessedAt: signer.FormatTime(now), Envelope: cp.File.Envelope}
@@ -388,7 +386,7 @@ func (w *Witness) publish(tenant string, st *State) error {
 	env := *st.Envelope
 	env.Signatures = slices.Clone(st.Envelope.Signatures)
 	env.AddSignature(w.cfg.Key)
-	f := projections.CheckpointFile{Tenant: tenant, LogID: st.LogID, TreeSize: st.TreeSize, RootHash: st.RootHash, SignedAt: st.SignedAt, Envelope: &env}
+	f := client.CheckpointFile{Tenant: tenant, LogID: st.LogID, TreeSize: st.TreeSize, RootHash: st.RootHash, SignedAt: st.SignedAt, Envelope: &env}
 	data, err := json.MarshalIndent(f, "", "  ")
 	if err != nil {
 		return err
@@ -398,15 +396,15 @@ func (w *Witness) publish(tenant string, st *State) error {
 	if err := receipt.WriteFileAtomic(filepath.Join(dir, strconv.FormatUint(st.TreeSize, 10)+".json"), data, 0o644); err != nil {
 		return err
 	}
-	return receipt.WriteFileAtomic(filepath.Join(dir, LatestFile), data, 0o644)
+	return receipt.WriteFileAtomic(filepath.Join(dir, client.LatestFile), data, 0o644)
 }
 
 // ensurePublished republishes the state's head if latest.json does not carry it (a
 // crash between saving the state and publishing).
 func (w *Witness) ensurePublished(tenant string, st *State) error {
-	data, err := receipt.ReadFileCapped(filepath.Join(w.tenantDir(tenant), LatestFile), MaxCheckpointSize)
+	data, err := receipt.ReadFileCapped(filepath.Join(w.tenantDir(tenant), client.LatestFile), client.MaxCheckpointSize)
 	if err == nil {
-		if cp, err := ParseCheckpoint(data); err == nil && cp.Head.TreeSize == st.TreeSize && cp.Head.RootHash == st.RootHash &&
+		if cp, err := client.ParseCheckpoint(data); err == nil && cp.Head.TreeSize == st.TreeSize && cp.Head.RootHash == st.RootHash &&
 			len(cp.File.Envelope.VerifiedBy([]signer.PublicKey{w.cfg.Key.Public()})) == 1 {
 			return nil
 		}

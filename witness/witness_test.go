@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -145,7 +145,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 		// Point the signature at another payload: same keyid, invalid signature.
 		cp := readCheckpoint(t, filepath.Join(r.log.cpDir, "default", "7.json"))
 		good := cp.File.Envelope.Signatures[0].Sig
-		forged, _ := witness.ParseCheckpoint(data)
+		forged, _ := client.ParseCheckpoint(data)
 		forged.File.Envelope.Signatures[0].Sig = good
 		r.cpFront.serve("/default/latest.json", mustJSON(t, forged.File))
 		defer r.cpFront.reset()
@@ -214,9 +214,9 @@ func TestFetchTimesOut(t *testing.T) {
 	defer s.Close()
 	defer close(hang)
 	start := time.Now()
-	_, err := conformance.Fetch(context.Background(), nil, s.URL+"/default/latest.json", 1<<10, nil)
+	_, err := client.Fetch(context.Background(), nil, s.URL+"/default/latest.json", 1<<10, nil)
 	took := time.Since(start)
-	if err == nil || took < witness.FetchTimeout-time.Second || took > witness.FetchTimeout+3*time.Second {
+	if err == nil || took < client.FetchTimeout-time.Second || took > client.FetchTimeout+3*time.Second {
 		t.Fatalf("fetch from a silent server: %v after %s", err, took)
 	}
 }

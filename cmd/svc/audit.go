@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -72,7 +73,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	} else {
-		s, err := conformance.NewLogServer(*logURL)
+		s, err := client.NewLogServer(*logURL)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -118,7 +119,7 @@ func loadWitness(ctx context.Context, base, tenant string, newer *receipt.Envelo
 	}
 	base = strings.TrimRight(base, "/")
 	if len(opts.WitnessKeys) == 0 {
-		keys, err := conformance.WitnessKeys(ctx, base)
+		keys, err := client.WitnessKeys(ctx, base)
 		if err != nil {
 			return err
 		}
@@ -132,7 +133,7 @@ func loadWitness(ctx context.Context, base, tenant string, newer *receipt.Envelo
 		Envelope *receipt.Envelope `json:"envelope"`
 	}
 	u2 := fmt.Sprintf("%s/%s/%d.json", base, url.PathEscape(tenant), th.TreeSize)
-	if err := conformance.GetJSON(ctx, nil, u2, &cp); err != nil {
+	if err := client.GetJSON(ctx, nil, u2, &cp); err != nil {
 		// No countersigned checkpoint at that size: the check then fails with its reason.
 		return nil
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"svc.dev/svc/bench"
-	"svc.dev/svc/conformance"
+	"svc.dev/svc/client"
 	"svc.dev/svc/logserver"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
@@ -152,7 +152,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer nc.Close()
 	}
 	if *url != "" && prove == nil {
-		s, err := conformance.NewLogServer(*url)
+		s, err := client.NewLogServer(*url)
 		if err != nil {
 			return usagef("%v", err)
 		}

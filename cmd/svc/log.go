@@ -15,8 +15,8 @@ import (
 	"sort"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/logserver"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
@@ -130,7 +130,7 @@ func loadTenants(path string) ([]logserver.TenantSpec, error) {
 	var out []logserver.TenantSpec
 	for _, id := range ids {
 		e := m[id]
-		if !pipeline.ValidTenant(id) {
+		if !client.ValidTenant(id) {
 			return nil, fmt.Errorf("--tenants %s: tenant id %q: use 1 to 63 of a-z, 0-9, - and _", path, id)
 		}
 		if e.File == "" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
@@ -79,7 +80,7 @@ func TestLogWithRemoteSigner(t *testing.T) {
 	if _, err := p.Verify([]signer.PublicKey{key.Public()}); err != nil {
 		t.Fatalf("head not signed by the signer's key: %v", err)
 	}
-	keys, err := (&conformance.LogServer{Base: base}).Keys(context.Background())
+	keys, err := (&client.LogServer{Base: base}).Keys(context.Background())
 	if err != nil || len(keys) != 1 || keys[0].KeyID != key.KeyID() {
 		t.Fatalf("the log publishes the signer's key document: %v %v", keys, err)
 	}

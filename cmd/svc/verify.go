@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -87,7 +88,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		opts.Log = c
 	case *logURL != "":
-		s, err := conformance.NewLogServer(*logURL)
+		s, err := client.NewLogServer(*logURL)
 		if err != nil {
 			return usagef("%v", err)
 		}
@@ -108,7 +109,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err := loadVerifyWitness(ctx, *witnessURL, *tenant, &opts); err != nil {
 			return err
 		}
-		if s, ok := opts.Log.(*conformance.LogServer); ok {
+		if s, ok := opts.Log.(*client.LogServer); ok {
 			opts.WitnessLog = s
 		}
 	}
@@ -137,7 +138,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conformance.Options) error {
 	base = strings.TrimRight(base, "/")
 	if len(opts.WitnessKeys) == 0 {
-		keys, err := conformance.WitnessKeys(ctx, base)
+		keys, err := client.WitnessKeys(ctx, base)
 		if err != nil {
 			return err
 		}
@@ -146,7 +147,7 @@ func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conforman
 	var cp struct {
 		Envelope *receipt.Envelope `json:"envelope"`
 	}
-	if err := conformance.GetJSON(ctx, nil, base+"/"+url.PathEscape(tenant)+"/latest.json", &cp); err != nil {
+	if err := client.GetJSON(ctx, nil, base+"/"+url.PathEscape(tenant)+"/latest.json", &cp); err != nil {
 		return fmt.Errorf("witness checkpoint: %w", err)
 	}
 	opts.WitnessHead = cp.Envelope

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
 )
@@ -61,10 +62,10 @@ func runWitness(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *every <= 0 {
 		return usagef("--every must be a positive number of seconds")
 	}
-	if _, err := witness.CheckBaseURL("--log-url", *logURL); err != nil {
+	if _, err := client.CheckBaseURL("--log-url", *logURL); err != nil {
 		return usagef("%v", err)
 	}
-	if _, err := witness.CheckBaseURL("--checkpoints-url", *cpURL); err != nil {
+	if _, err := client.CheckBaseURL("--checkpoints-url", *cpURL); err != nil {
 		return usagef("%v", err)
 	}
 	key, err := signer.LoadPrivateKey(*keyPath)

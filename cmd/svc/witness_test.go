@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/signer"
-	"svc.dev/svc/witness"
 )
 
 func TestWitnessHelp(t *testing.T) {
@@ -61,7 +61,7 @@ func TestWitnessOnce(t *testing.T) {
 		}
 	}
 	data, _ := os.ReadFile(filepath.Join(out, "default", "latest.json"))
-	cp, err := witness.ParseCheckpoint(data)
+	cp, err := client.ParseCheckpoint(data)
 	if err != nil || len(cp.File.Envelope.VerifiedBy([]signer.PublicKey{l.key.Public(), wKey.Public()})) != 2 {
 		t.Fatalf("countersigned checkpoint: %v", err)
 	}

@@ -1,18 +1,11 @@
-package witness
+package client
 
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
-
-	"svc.dev/svc/conformance"
 )
-
-// FetchTimeout bounds every outbound fetch (SPEC.md, Limits).
-const FetchTimeout = conformance.FetchTimeout
-
-// HTTPError is a fetch answered with a status other than 200.
-type HTTPError = conformance.HTTPError
 
 // CheckBaseURL checks that base is an http(s) URL and returns it without a trailing
 // slash.
@@ -27,7 +20,7 @@ func CheckBaseURL(flag, base string) (string, error) {
 // TenantBase is where a tenant's public log routes are: the log URL itself for the
 // default tenant, <log-url>/t/<tenant> for the others.
 func TenantBase(logURL, tenant string) string {
-	if tenant == "default" {
+	if tenant == DefaultTenant {
 		return logURL
 	}
 	return logURL + "/t/" + url.PathEscape(tenant)
@@ -37,3 +30,13 @@ func TenantBase(logURL, tenant string) string {
 func KeyDocumentURL(logURL, tenant string) string {
 	return TenantBase(logURL, tenant) + "/.well-known/svc-log.json"
 }
+
+// DefaultTenant is the tenant served at the log's root.
+const DefaultTenant = "default"
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// ValidTenant reports whether id can name a tenant (and a subject token): 1 to 63
+// characters of a-z, 0-9, '-' and '_', starting with a letter or digit. Self-registered
+// tenants are stricter (3 to 40 of a-z, 0-9, '-'); that is the portal's check.
+func ValidTenant(id string) bool { return tenantRE.MatchString(id) }

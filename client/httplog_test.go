@@ -1,4 +1,4 @@
-package pipeline_test
+package client_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/logserver"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -31,7 +31,7 @@ func TestHTTPLogAgainstLogServer(t *testing.T) {
 	ts := httptest.NewServer(svc.Handler())
 	defer ts.Close()
 	for _, hashOnly := range []bool{false, true} {
-		l, err := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "tok", HashOnly: hashOnly})
+		l, err := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "tok", HashOnly: hashOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +50,7 @@ func TestHTTPLogAgainstLogServer(t *testing.T) {
 			t.Fatalf("hashOnly=%v: %v", hashOnly, err)
 		}
 	}
-	bad, _ := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "wrong"})
+	bad, _ := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "wrong"})
 	if _, err := bad.Append(context.Background(), []byte("x")); !errors.Is(err, receipt.ErrLogRefused) {
 		t.Fatalf("wrong token: %v", err)
 	}
@@ -81,7 +81,7 @@ func TestHTTPLogRetries(t *testing.T) {
 				w.Write([]byte(`{"error":"nope"}`))
 			}))
 			defer ts.Close()
-			l, _ := pipeline.NewHTTPLog(pipeline.HTTPLogConfig{URL: ts.URL + "/append", Timeout: 100 * time.Millisecond})
+			l, _ := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/append", Timeout: 100 * time.Millisecond})
 			_, err := l.Append(context.Background(), []byte("x"))
 			if !errors.Is(err, c.sentinel) || n.Load() != c.attempts {
 				t.Fatalf("err %v after %d attempts; want %v after %d", err, n.Load(), c.sentinel, c.attempts)

@@ -1,4 +1,4 @@
-package pipeline
+package client
 
 import (
 	"bytes"
@@ -83,7 +83,7 @@ func (l *HTTPLog) Append(ctx context.Context, leaf []byte) (*receipt.Proof, erro
 		if !errors.Is(err, receipt.ErrLogUnavailable) && !isTooMany(err) || attempt == l.retries || ctx.Err() != nil {
 			return nil, err
 		}
-		if serr := sleep(ctx, Backoff(attempt, retryAfter)); serr != nil {
+		if serr := Sleep(ctx, Backoff(attempt, retryAfter)); serr != nil {
 			return nil, err
 		}
 	}
@@ -137,4 +137,9 @@ func (l *HTTPLog) once(ctx context.Context, body []byte) (*receipt.Proof, int, e
 		return nil, 0, fmt.Errorf("%w: %s: malformed answer", receipt.ErrLogUnavailable, l.url)
 	}
 	return &p, 0, nil
+}
+
+// ErrorBody is the JSON of an error answer, the same as the HTTP log server's.
+type ErrorBody struct {
+	Error string `json:"error"`
 }
