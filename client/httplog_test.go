@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/client"
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -20,9 +22,9 @@ import (
 func TestHTTPLogAgainstLogServer(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: dir, Signer: receipt.KeySigner{Key: key}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
+		Tenants: []logservice.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
 	})
 	if err != nil {
 		t.Fatal(err)

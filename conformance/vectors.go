@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
 )
 
 // VectorsFormat names the manifest format; see docs/conformance-vectors.md.
@@ -67,4 +70,92 @@ func LoadManifest(dir string) (*Manifest, error) {
 		return nil, fmt.Errorf("manifest format %q, want %q", m.Format, VectorsFormat)
 	}
 	return &m, nil
+}
+
+// RunCase runs one vector through the reference verifier or auditor.
+func RunCase(dir string, m *Manifest, c *Case) (*Report, error) {
+	switch c.Kind {
+	case "verify":
+		opts, err := caseOptions(dir, m, c)
+		if err != nil {
+			return nil, err
+		}
+		data, err := readFile(filepath.Join(dir, c.Bundle))
+		if err != nil {
+			return nil, err
+		}
+		return VerifyBytes(data, opts), nil
+	case "audit":
+		var opts AuditOptions
+		var err error
+		if opts.Keys, err = manifestKeys(dir, m, append(append([]string{}, c.Inputs.IssuerKeys...), c.Inputs.LogKeys...)); err != nil {
+			return nil, err
+		}
+		if opts.WitnessKeys, err = manifestKeys(dir, m, c.Inputs.WitnessKeys); err != nil {
+			return nil, err
+		}
+		opts.LogID = c.Inputs.LogID
+		older, err := ReadHeadFile(filepath.Join(dir, c.Older))
+		if err != nil {
+			return nil, err
+		}
+		newer, err := ReadHeadFile(filepath.Join(dir, c.Newer))
+		if err != nil {
+			return nil, err
+		}
+		var src ConsistencySource
+		if c.Inputs.Log != "" {
+			if src, err = OpenFileCopy(filepath.Join(dir, c.Inputs.Log)); err != nil {
+				return nil, err
+			}
+		}
+		return Audit(older, newer, src, opts), nil
+	}
+	return nil, fmt.Errorf("unknown case kind %q", c.Kind)
+}
+
+func manifestKeys(dir string, m *Manifest, names []string) ([]signer.PublicKey, error) {
+	var out []signer.PublicKey
+	for _, n := range names {
+		p, ok := m.Keys[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown key %q", n)
+		}
+		k, err := signer.LoadPublicKey(filepath.Join(dir, p))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// caseOptions builds the verifier's options for a verify case.
+func caseOptions(dir string, m *Manifest, c *Case) (Options, error) {
+	opts := Options{LogID: c.Inputs.LogID, ProviderSecrets: map[string][]byte{}}
+	var err error
+	for _, k := range []struct {
+		names []string
+		into  *[]signer.PublicKey
+	}{{c.Inputs.IssuerKeys, &opts.IssuerKeys}, {c.Inputs.PrincipalKeys, &opts.PrincipalKeys}, {c.Inputs.LogKeys, &opts.LogKeys}, {c.Inputs.UpstreamKeys, &opts.UpstreamKeys}} {
+		if *k.into, err = manifestKeys(dir, m, k.names); err != nil {
+			return opts, err
+		}
+	}
+	for _, s := range c.Inputs.Secrets {
+		opts.ProviderSecrets[s] = []byte(m.Secrets[s])
+	}
+	if opts.WitnessKeys, err = manifestKeys(dir, m, c.Inputs.WitnessKeys); err != nil {
+		return opts, err
+	}
+	if c.Inputs.Log != "" {
+		if opts.Log, err = OpenFileCopy(filepath.Join(dir, c.Inputs.Log)); err != nil {
+			return opts, err
+		}
+	}
+	return opts, nil
+}
+
+func readFile(path string) ([]byte, error) {
+	return receipt.ReadFileCapped(path, receipt.MaxBundleSize)
 }

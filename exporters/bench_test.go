@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 )
 
@@ -58,12 +58,12 @@ func BenchmarkExportThroughput(b *testing.B) {
 		run(b, q, func() uint64 { return q.Stats().Exported })
 	})
 	b.Run("stream", func(b *testing.B) {
-		ns, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: b.TempDir(), NoSync: true})
+		ns, err := natsembed.Start(natsembed.Config{DataDir: b.TempDir(), NoSync: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer ns.Shutdown()
-		nc, err := pipeline.ConnectEmbedded(ns, "bench")
+		nc, err := natsembed.Connect(ns, "bench")
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -15,14 +15,15 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway"
-	"svc.dev/svc/logserver"
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -81,9 +82,9 @@ func startLog(t testing.TB) (*signer.Key, *flakyProxy) {
 	t.Helper()
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{DataDir: dir, Signer: receipt.KeySigner{Key: key},
+	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: dir, Signer: receipt.KeySigner{Key: key},
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "default"}}})
+		Tenants: []logservice.TenantSpec{{ID: "default"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,15 +335,15 @@ func TestGatewayStartupMisconfiguration(t *testing.T) {
 // TestGatewayLogOverNATS: the gateway appends to a fleet log over NATS request/reply
 // (log: {nats, tenant}), and its receipts verify against the log's key.
 func TestGatewayLogOverNATS(t *testing.T) {
-	broker, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer broker.Shutdown()
 	logKey, _ := signer.GenerateKey()
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
+	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
 		Signer: receipt.KeySigner{Key: logKey}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "fleet", LogID: "fleet-log"}}})
+		Tenants: []logservice.TenantSpec{{ID: "fleet", LogID: "fleet-log"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

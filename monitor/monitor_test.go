@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logservice"
+
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/monitor"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -22,7 +24,7 @@ import (
 )
 
 type testLog struct {
-	svc    *logserver.Service
+	svc    *logservice.Service
 	url    string
 	cpURL  string
 	logKey *signer.Key
@@ -34,10 +36,10 @@ func startLog(t *testing.T) *testLog {
 	key, _ := signer.GenerateKey()
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
 		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logserver.TenantSpec{
+		Tenants: []logservice.TenantSpec{
 			{ID: "default", TokenHashes: [][32]byte{logserver.HashToken("tok")}},
 			{ID: "acme", LogID: "acme-prod", TokenHashes: [][32]byte{logserver.HashToken("tok")}},
 		},

@@ -71,30 +71,8 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 // Close drops the reply subscription.
 func (c *Client) Close() error { return c.sub.Unsubscribe() }
 
-// AppendError is a refusal by the log, or the last failure after every retry.
-type AppendError struct {
-	Status     int // HTTP-like; 503 for timeouts and transport failures
-	RetryAfter int // seconds, when the log said
-	Message    string
-	sentinel   error
-}
-
-func (e *AppendError) Error() string { return fmt.Sprintf("log answered %d: %s", e.Status, e.Message) }
-
-// Unwrap lets callers test with errors.Is(err, receipt.ErrLogRefused) or
-// receipt.ErrLogUnavailable.
-func (e *AppendError) Unwrap() error { return e.sentinel }
-
-func newAppendError(status, retryAfter int, msg string) *AppendError {
-	s := receipt.ErrLogRefused
-	if status >= 500 {
-		s = receipt.ErrLogUnavailable
-	}
-	return &AppendError{Status: status, RetryAfter: retryAfter, Message: msg, sentinel: s}
-}
-
-// Do sends one append request and waits for its answer, at most Timeout. A 200
-// returns the proof; any other answer an *AppendError.
+// Do sends one append request and waits for its answer, at most Timeout: the proof,
+// or a *Refusal (a timeout or a transport failure is one for ErrUnavailable).
 func (c *Client) Do(ctx context.Context, tenant string, l Leaf) (*receipt.Proof, error) {
 	body, err := c.DoRaw(ctx, tenant, l)
 	if err != nil {
@@ -102,7 +80,7 @@ func (c *Client) Do(ctx context.Context, tenant string, l Leaf) (*receipt.Proof,
 	}
 	var p receipt.Proof
 	if err := json.Unmarshal(body, &p); err != nil || p.TreeHead == nil {
-		return nil, newAppendError(503, 0, fmt.Sprintf("log unavailable: malformed answer: %v", err))
+		return nil, Refuse(ErrUnavailable, 0, "log unavailable: malformed answer: %v", err)
 	}
 	return &p, nil
 }
@@ -121,24 +99,27 @@ func (c *Client) DoRaw(ctx context.Context, tenant string, l Leaf) ([]byte, erro
 		c.mu.Unlock()
 	}()
 	if err := c.nc.PublishMsg(NewRequest(tenant, l, inbox)); err != nil {
-		return nil, newAppendError(503, 0, "log unavailable: "+err.Error())
+		return nil, Unavailable(err)
 	}
 	t := time.NewTimer(c.timeout)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return nil, newAppendError(503, 0, "log unavailable: "+ctx.Err().Error())
+		return nil, Unavailable(ctx.Err())
 	case <-t.C:
-		return nil, newAppendError(503, 0, fmt.Sprintf("log unavailable: no answer within %s", c.timeout))
+		return nil, Refuse(ErrUnavailable, 0, "log unavailable: no answer within %s", c.timeout)
 	case m := <-ch:
-		if m.Header.Get(HeaderStatus) == "200" {
+		if m.Header.Get(HeaderStatus) == StatusOK {
 			return m.Data, nil
 		}
 		r, err := DecodeReply(m)
 		if err != nil {
-			return nil, newAppendError(503, 0, "log unavailable: "+err.Error())
+			return nil, Unavailable(err)
 		}
-		return nil, newAppendError(r.Status, r.RetryAfter, r.Error)
+		if r.Refusal == nil {
+			return nil, Refuse(ErrUnavailable, 0, "log unavailable: an answer without a proof")
+		}
+		return nil, r.Refusal
 	}
 }
 
@@ -152,11 +133,11 @@ func (c *Client) Append(ctx context.Context, tenant string, l Leaf) (*receipt.Pr
 		if p, err = c.Do(ctx, tenant, l); err == nil {
 			return p, nil
 		}
-		var ae *AppendError
-		if !errors.As(err, &ae) || (ae.Status != 429 && ae.Status < 500) || attempt == c.retries || ctx.Err() != nil {
+		var ref *Refusal
+		if !errors.As(err, &ref) || !Retryable(ref) || attempt == c.retries || ctx.Err() != nil {
 			return nil, err
 		}
-		if err := client.Sleep(ctx, client.Backoff(attempt, ae.RetryAfter)); err != nil {
+		if err := client.Sleep(ctx, client.Backoff(attempt, ref.RetryAfter)); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,8 @@
 // Package pipeline is the event-sourced spine of the log service on NATS JetStream:
-// the embedded server, the streams and subjects, the wire formats, and the append
-// client producers use.
+// the streams and subjects, the wire formats on the broker, and the append client
+// producers (gateways, sidecars, the HTTP front) use. It links nats.go only; the
+// in-process nats-server of the embedded default is package internal/natsembed, and
+// the HTTP client of the log is package client.
 //
 // # Streams and subjects
 //

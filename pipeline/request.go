@@ -34,65 +34,66 @@ func NewRequest(tenant string, l Leaf, inbox string) *nats.Msg {
 	return m
 }
 
-// ParseRequest reads an append request.
+// ParseRequest reads an append request. Its errors are *Refusal (ErrInvalid,
+// ErrTooLarge).
 func ParseRequest(m *nats.Msg) (Leaf, string, error) {
 	inbox := m.Header.Get(HeaderReply)
 	switch m.Header.Get(HeaderKind) {
 	case KindLeaf:
 		if len(m.Data) == 0 || len(m.Data) > MaxLeafBytes {
-			return Leaf{}, inbox, fmt.Errorf("leaf of %d bytes; want 1 to %d", len(m.Data), MaxLeafBytes)
+			if len(m.Data) == 0 {
+			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "empty leaf")
+		}
+		return Leaf{}, inbox, Refuse(ErrTooLarge, 0, "leaf of %d bytes; the limit is %d", len(m.Data), MaxLeafBytes)
 		}
 		if !utf8.Valid(m.Data) {
-			return Leaf{}, inbox, fmt.Errorf("leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
+			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
 		}
 		return NewLeaf(m.Data), inbox, nil
 	case KindHash:
 		if len(m.Data) != 32 {
-			return Leaf{}, inbox, fmt.Errorf("leaf hash of %d bytes; want 32", len(m.Data))
+			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "leaf hash of %d bytes; want 32", len(m.Data))
 		}
 		var h merkle.Hash
 		copy(h[:], m.Data)
 		return Leaf{Hash: h}, inbox, nil
 	}
-	return Leaf{}, inbox, fmt.Errorf("unknown %s %q", HeaderKind, m.Header.Get(HeaderKind))
+	return Leaf{}, inbox, Refuse(ErrInvalid, 0, "unknown %s %q", HeaderKind, m.Header.Get(HeaderKind))
 }
 
-// Reply is the answer to an append request: a proof (status 200) or an error with an
-// HTTP-like status and, for 429, the seconds to wait.
+// Reply is the answer to an append request: a proof, or a refusal.
 type Reply struct {
-	Status     int
-	RetryAfter int // seconds; 0 when not given
-	Proof      *receipt.Proof
-	Error      string
+	Proof   *receipt.Proof
+	Refusal *Refusal
 }
 
-// Encode writes the reply as a message to inbox.
+// Encode writes the reply as a message to inbox: header Svc-Status is "ok" with the
+// proof's JSON as the body, or the refusal's reason ("quota", "unavailable", ...) with
+// {"error": message} as the body and, when set, Retry-After in seconds.
 func (r *Reply) Encode(inbox string) (*nats.Msg, error) {
 	m := nats.NewMsg(inbox)
-	m.Header.Set(HeaderStatus, strconv.Itoa(r.Status))
-	if r.RetryAfter > 0 {
-		m.Header.Set("Retry-After", strconv.Itoa(r.RetryAfter))
-	}
 	var err error
-	if r.Status == 200 {
+	if r.Refusal == nil {
+		m.Header.Set(HeaderStatus, StatusOK)
 		m.Data, err = json.Marshal(r.Proof)
-	} else {
-		m.Data, err = json.Marshal(client.ErrorBody{Error: r.Error})
+		return m, err
 	}
+	reason, ok := wireReasons[r.Refusal.Reason]
+	if !ok {
+		return nil, fmt.Errorf("refusal with unknown reason %v", r.Refusal.Reason)
+	}
+	m.Header.Set(HeaderStatus, reason)
+	if r.Refusal.RetryAfter > 0 {
+		m.Header.Set("Retry-After", strconv.Itoa(r.Refusal.RetryAfter))
+	}
+	m.Data, err = json.Marshal(client.ErrorBody{Error: r.Refusal.Message})
 	return m, err
 }
 
 // DecodeReply reads a reply message.
 func DecodeReply(m *nats.Msg) (*Reply, error) {
-	st, err := strconv.Atoi(m.Header.Get(HeaderStatus))
-	if err != nil {
-		return nil, fmt.Errorf("append reply without a valid %s header", HeaderStatus)
-	}
-	r := &Reply{Status: st}
-	if ra := m.Header.Get("Retry-After"); ra != "" {
-		r.RetryAfter, _ = strconv.Atoi(ra)
-	}
-	if st == 200 {
+	st := m.Header.Get(HeaderStatus)
+	if st == StatusOK {
 		var p receipt.Proof
 		if err := json.Unmarshal(m.Data, &p); err != nil {
 			return nil, fmt.Errorf("append reply: %w", err)
@@ -100,11 +101,20 @@ func DecodeReply(m *nats.Msg) (*Reply, error) {
 		if p.TreeHead == nil {
 			return nil, fmt.Errorf("append reply: no treeHead")
 		}
-		r.Proof = &p
-		return r, nil
+		return &Reply{Proof: &p}, nil
 	}
-	var e client.ErrorBody
-	_ = json.Unmarshal(m.Data, &e)
-	r.Error = e.Error
-	return r, nil
+	for reason, name := range wireReasons {
+		if name != st {
+			continue
+		}
+		ref := &Refusal{Reason: reason}
+		if ra := m.Header.Get("Retry-After"); ra != "" {
+			ref.RetryAfter, _ = strconv.Atoi(ra)
+		}
+		var e client.ErrorBody
+		_ = json.Unmarshal(m.Data, &e)
+		ref.Message = e.Error
+		return &Reply{Refusal: ref}, nil
+	}
+	return nil, fmt.Errorf("append reply with unknown %s %q", HeaderStatus, st)
 }

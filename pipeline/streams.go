@@ -22,7 +22,7 @@ const (
 const (
 	HeaderReply  = "Svc-Reply"  // append request: the producer's inbox
 	HeaderKind   = "Svc-Kind"   // append request: "leaf" or "hash"
-	HeaderStatus = "Svc-Status" // append reply: HTTP-like status (200, 429, 503, ...)
+	HeaderStatus = "Svc-Status" // append reply: "ok", or why it was refused ("quota", "unavailable", ...)
 	HeaderFirst  = "Svc-First"  // batch: index of its first leaf
 	HeaderCount  = "Svc-Count"  // batch: number of leaves
 )

@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/logserver"
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/signer"
@@ -24,17 +26,17 @@ import (
 
 // startLog runs a full log service in-process for tenant acme with token "tok". With
 // natsURL it uses that NATS server instead of its own embedded one.
-func startLog(t *testing.T, natsURL string) (*logserver.Service, *signer.Key) {
+func startLog(t *testing.T, natsURL string) (*logservice.Service, *signer.Key) {
 	t.Helper()
 	dir := t.TempDir()
 	key, err := signer.KeyFromSeed([]byte("log-key-log-key-log-key-log-key!"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: dir, NATSURL: natsURL, NoSync: true, Signer: receipt.KeySigner{Key: key},
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
+		Tenants: []logservice.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
 		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
 	if err != nil {
@@ -90,7 +92,7 @@ func TestHTTPLog(t *testing.T) {
 // The log over the pipeline's NATS, with the exporters as durable consumers on the same
 // connection.
 func TestNATSLogWithDurableExports(t *testing.T) {
-	ns, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/svcbin"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -68,7 +70,7 @@ func (s *switchable) reset() { s.mu.Lock(); s.over = map[string][]byte{}; s.mu.U
 
 // testLog is a real log service with tenants default and acme.
 type testLog struct {
-	svc   *logserver.Service
+	svc   *logservice.Service
 	cpDir string
 }
 
@@ -81,10 +83,10 @@ func startLog(t *testing.T, dir string, key *signer.Key) *testLog {
 	t.Helper()
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
 		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logserver.TenantSpec{
+		Tenants: []logservice.TenantSpec{
 			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken(defaultToken)}},
 			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken(acmeToken)}},
 		},

@@ -14,11 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"github.com/nats-io/nats.go"
 
 	"svc.dev/svc/bench"
 	"svc.dev/svc/client"
-	"svc.dev/svc/logserver"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -120,10 +121,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		keys = []signer.PublicKey{key.Public()}
-		svc, err := logserver.StartService(ctx, logserver.ServiceConfig{
+		svc, err := logservice.Start(ctx, logservice.Config{
 			DataDir: dir, Signer: receipt.KeySigner{Key: key},
 			Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, fmt.Errorf("unused") },
-			Tenants: []logserver.TenantSpec{{ID: *tenant, File: filepath.Join(dir, "log.jsonl")}},
+			Tenants: []logservice.TenantSpec{{ID: *tenant, File: filepath.Join(dir, "log.jsonl")}},
 			Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		})
 		if err != nil {

@@ -15,8 +15,10 @@ import (
 	"sort"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/client"
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
@@ -111,7 +113,7 @@ func tokenHashes(env string) ([][32]byte, error) {
 	return [][32]byte{logserver.HashToken(v)}, nil
 }
 
-func loadTenants(path string) ([]logserver.TenantSpec, error) {
+func loadTenants(path string) ([]logservice.TenantSpec, error) {
 	data, err := receipt.ReadFileCapped(path, 1<<20)
 	if err != nil {
 		return nil, err
@@ -127,7 +129,7 @@ func loadTenants(path string) ([]logserver.TenantSpec, error) {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	var out []logserver.TenantSpec
+	var out []logservice.TenantSpec
 	for _, id := range ids {
 		e := m[id]
 		if !client.ValidTenant(id) {
@@ -143,7 +145,7 @@ func loadTenants(path string) ([]logserver.TenantSpec, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--tenants %s: tenant %s: %w", path, id, err)
 		}
-		out = append(out, logserver.TenantSpec{ID: id, LogID: e.LogID, File: e.File, TokenHashes: th})
+		out = append(out, logservice.TenantSpec{ID: id, LogID: e.LogID, File: e.File, TokenHashes: th})
 	}
 	return out, nil
 }
@@ -168,7 +170,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 			return err
 		}
 	}
-	tenants := []logserver.TenantSpec{{ID: logserver.DefaultTenant, LogID: o.logID, File: o.file, TokenHashes: th}}
+	tenants := []logservice.TenantSpec{{ID: logserver.DefaultTenant, LogID: o.logID, File: o.file, TokenHashes: th}}
 	if o.tenants != "" {
 		more, err := loadTenants(o.tenants)
 		if err != nil {
@@ -184,7 +186,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
-	svc, err := logserver.StartService(ctx, logserver.ServiceConfig{
+	svc, err := logservice.Start(ctx, logservice.Config{
 		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,

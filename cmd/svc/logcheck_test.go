@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logservice"
+
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/monitor"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -22,7 +24,7 @@ import (
 // monitoredLog is a real log service (tenants default and acme, token "tok") with its
 // checkpoint directory served read-only.
 type monitoredLog struct {
-	svc   *logserver.Service
+	svc   *logservice.Service
 	url   string
 	cpURL string
 	key   *signer.Key
@@ -35,10 +37,10 @@ func startMonitoredLog(t *testing.T) *monitoredLog {
 	key, _ := signer.GenerateKey()
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
 		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logserver.TenantSpec{
+		Tenants: []logservice.TenantSpec{
 			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
 			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
 		},

@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 
-	"svc.dev/svc/export"
+	"svc.dev/svc/logexport"
 )
 
 func init() {
@@ -58,7 +58,7 @@ func runLogExport(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok || token == "" {
 		return fmt.Errorf("environment variable %s (named by --token-env) is not set; set it to the tenant's bearer token", *tokenEnv)
 	}
-	res, err := export.Run(ctx, export.Options{LogURL: *logURL, Tenant: *tenant, Token: token, Out: *out, Progress: stderr})
+	res, err := logexport.Run(ctx, logexport.Options{LogURL: *logURL, Tenant: *tenant, Token: token, Out: *out, Progress: stderr})
 	if err != nil {
 		return err
 	}

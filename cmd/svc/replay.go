@@ -16,10 +16,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/sequencer"
 	"svc.dev/svc/pipeline"
-	"svc.dev/svc/projections"
 	"svc.dev/svc/receipt"
-	"svc.dev/svc/sequencer"
 	"svc.dev/svc/signer"
 )
 
@@ -69,12 +70,12 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if _, err := os.Stat(filepath.Join(*data, "nats")); err != nil {
 			return fmt.Errorf("%s holds no JetStream store (%v); point --data at the log's data directory", *data, err)
 		}
-		srv, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: *data})
+		srv, err := natsembed.Start(natsembed.Config{DataDir: *data})
 		if err != nil {
 			return fmt.Errorf("%w (is the log server still running on %s? stop it first)", err, *data)
 		}
 		defer srv.Shutdown()
-		if nc, err = pipeline.ConnectEmbedded(srv, "svc-replay"); err != nil {
+		if nc, err = natsembed.Connect(srv, "svc-replay"); err != nil {
 			return err
 		}
 	}

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -20,11 +21,11 @@ func TestReplayRebuildsProjections(t *testing.T) {
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	key, _ := signer.GenerateKey()
-	start := func() *logserver.Service {
-		svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	start := func() *logservice.Service {
+		svc, err := logservice.Start(context.Background(), logservice.Config{
 			DataDir: data, Signer: receipt.KeySigner{Key: key},
 			Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-			Tenants: []logserver.TenantSpec{{ID: "default", File: filepath.Join(dir, "log.jsonl")}},
+			Tenants: []logservice.TenantSpec{{ID: "default", File: filepath.Join(dir, "log.jsonl")}},
 		})
 		if err != nil {
 			t.Fatal(err)

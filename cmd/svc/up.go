@@ -12,7 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )

@@ -10,12 +10,13 @@ import (
 	"os"
 
 	"svc.dev/svc/conformance"
+	"svc.dev/svc/conformance/vectorgen"
 )
 
 func main() {
 	out := flag.String("out", "conformance/vectors", "empty or absent `directory` to write the vectors into")
 	flag.Parse()
-	if err := conformance.GenerateVectors(*out); err != nil {
+	if err := vectorgen.GenerateVectors(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "genvectors:", err)
 		os.Exit(1)
 	}

@@ -1,4 +1,9 @@
-package logserver
+// Package logservice assembles a whole log service process: the broker (embedded,
+// internal/natsembed, or reached by URL), the streams, one sequencer per tenant
+// (internal/sequencer), the projections that follow the log of record
+// (internal/projections: the log file, metering, checkpoints, the audit trail) and the
+// HTTP front (internal/logserver). `svc log` and `svc up` are flags around [Start].
+package logservice
 
 import (
 	"context"
@@ -17,11 +22,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/sequencer"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
-	"svc.dev/svc/projections"
 	"svc.dev/svc/receipt"
-	"svc.dev/svc/sequencer"
 	"svc.dev/svc/signer"
 )
 
@@ -38,8 +45,8 @@ type TenantSpec struct {
 	Plan string
 }
 
-// ServiceConfig configures the whole log service of one process.
-type ServiceConfig struct {
+// Config configures the whole log service of one process.
+type Config struct {
 	DataDir    string // JetStream store (embedded), tree stores and projection state
 	NATSURL    string // an existing NATS cluster; empty: the embedded server
 	NATSListen string // embedded only: also listen on this host:port
@@ -70,7 +77,7 @@ type ServiceConfig struct {
 
 // Service is a running log service.
 type Service struct {
-	cfg      ServiceConfig
+	cfg      Config
 	srv      *server.Server // the embedded server, or nil
 	nc       *nats.Conn
 	client   *pipeline.Client
@@ -78,15 +85,15 @@ type Service struct {
 	cps      map[string]*projections.Checkpointer
 	metering *projections.Metering
 	audit    *projections.Audit
-	http     *Server
+	http     *logserver.Server
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errs     chan error
 }
 
-// StartService starts everything and returns once every sequencer takes requests and
+// Start starts everything and returns once every sequencer takes requests and
 // every log file holds what the stream holds.
-func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
+func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.DataDir == "" || cfg.Signer == nil || cfg.Keys == nil || len(cfg.Tenants) == 0 {
 		return nil, errors.New("logserver: data directory, signer, key document and at least one tenant are required")
 	}
@@ -127,7 +134,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if err := s.audit.Load(ctx); err != nil {
 		return nil, err
 	}
-	var tenants []*Tenant
+	var tenants []*logserver.Tenant
 	for _, spec := range cfg.Tenants {
 		if err := s.reconcileAudit(ctx, spec); err != nil {
 			return nil, fmt.Errorf("audit trail of %s: %w", spec.ID, err)
@@ -141,7 +148,7 @@ func StartService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: cfg.AppendTimeout}); err != nil {
 		return nil, err
 	}
-	if s.http, err = New(Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {
+	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -157,11 +164,11 @@ func (s *Service) connect() error {
 		}
 		return nil
 	}
-	s.srv, err = pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NoSync: s.cfg.NoSync})
+	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NoSync: s.cfg.NoSync})
 	if err != nil {
 		return err
 	}
-	s.nc, err = pipeline.ConnectEmbedded(s.srv, "svc-log")
+	s.nc, err = natsembed.Connect(s.srv, "svc-log")
 	return err
 }
 
@@ -175,7 +182,7 @@ func (s *Service) goRun(what string, f func() error) {
 	}()
 }
 
-func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec) (*Tenant, error) {
+func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec) (*logserver.Tenant, error) {
 	dir := filepath.Join(s.cfg.DataDir, "tenants", spec.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -260,25 +267,25 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 	if plan == "" {
 		plan = "enterprise"
 	}
-	return &Tenant{
+	return &logserver.Tenant{
 		ID: spec.ID, LogID: spec.LogID, TokenHashes: spec.TokenHashes, Tree: seq.Tree(), Signer: s.cfg.Signer, Keys: s.cfg.Keys,
-		Checkpoints: func(since uint64) ([]Checkpoint, error) {
-			var out []Checkpoint
+		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
+			var out []logserver.Checkpoint
 			for _, c := range cp.Since(since) {
-				out = append(out, Checkpoint{TreeSize: c.TreeSize, RootHash: c.RootHash, SignedAt: c.SignedAt, TreeHead: c.Envelope})
+				out = append(out, logserver.Checkpoint{TreeSize: c.TreeSize, RootHash: c.RootHash, SignedAt: c.SignedAt, TreeHead: c.Envelope})
 			}
 			if out == nil {
-				out = []Checkpoint{}
+				out = []logserver.Checkpoint{}
 			}
 			return out, nil
 		},
-		Audit: func(limit int) ([]AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
+		Audit: func(limit int) ([]logserver.AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
 		CheckpointNote: func() ([]byte, error) {
 			return receipt.ReadFileCapped(filepath.Join(s.cfg.CheckpointDir, spec.ID, "checkpoint"), 1<<20)
 		},
-		Usage: func(month string) (*Usage, error) {
+		Usage: func(month string) (*logserver.Usage, error) {
 			appends, _ := s.metering.Appends(spec.ID, month)
-			return &Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil
+			return &logserver.Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil
 		},
 	}, nil
 }
@@ -389,7 +396,7 @@ func (s *Service) report(err error) {
 }
 
 // Handler is the HTTP front.
-func (s *Service) Handler() *Server { return s.http }
+func (s *Service) Handler() *logserver.Server { return s.http }
 
 // Err reports a component that stopped (a fenced sequencer, a broken projection);
 // the process should shut down.
@@ -402,10 +409,10 @@ func (s *Service) Checkpointer(tenant string) *projections.Checkpointer { return
 func (s *Service) Sequencer(tenant string) *sequencer.Sequencer { return s.seqs[tenant] }
 
 // AuditEntries returns a tenant's audit trail, newest first.
-func (s *Service) AuditEntries(tenant string, limit int) ([]AuditEntry, error) {
-	out := []AuditEntry{}
+func (s *Service) AuditEntries(tenant string, limit int) ([]logserver.AuditEntry, error) {
+	out := []logserver.AuditEntry{}
 	for _, e := range s.audit.Entries(tenant, limit) {
-		out = append(out, AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+		out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
 	}
 	return out, nil
 }

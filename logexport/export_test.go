@@ -1,4 +1,4 @@
-package export_test
+package logexport_test
 
 import (
 	"bytes"
@@ -17,10 +17,12 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/conformance"
-	"svc.dev/svc/export"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/testkit"
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/logexport"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -29,7 +31,7 @@ import (
 const token = "acme-export-token"
 
 type testLog struct {
-	svc *logserver.Service
+	svc *logservice.Service
 	url string
 }
 
@@ -48,10 +50,10 @@ func startLog(t *testing.T, preload int) *testLog {
 	}
 	key, _ := signer.GenerateKey()
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
 		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logserver.TenantSpec{
+		Tenants: []logservice.TenantSpec{
 			{ID: "default", TokenHashes: [][32]byte{logserver.HashToken("default-token")}},
 			{ID: "acme", LogID: "acme-prod", File: acmeFile, TokenHashes: [][32]byte{logserver.HashToken(token)}},
 		},
@@ -97,7 +99,7 @@ func TestExport(t *testing.T) {
 		out := t.TempDir()
 		var progress bytes.Buffer
 		start := time.Now()
-		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "acme", Token: token, Out: out, Progress: &progress})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "acme", Token: token, Out: out, Progress: &progress})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,10 +114,10 @@ func TestExport(t *testing.T) {
 		}
 		last := strings.TrimSpace(text.String())
 		last = last[strings.LastIndex(last, "\n")+1:]
-		if !strings.HasPrefix(last, export.AddsUp+": tenant acme, 12348 leaves") {
+		if !strings.HasPrefix(last, logexport.AddsUp+": tenant acme, 12348 leaves") {
 			t.Fatalf("result line %q", last)
 		}
-		var sum export.Summary
+		var sum logexport.Summary
 		data, _ := os.ReadFile(filepath.Join(out, "export.json"))
 		if err := json.Unmarshal(data, &sum); err != nil {
 			t.Fatal(err)
@@ -152,7 +154,7 @@ func TestExport(t *testing.T) {
 	})
 	t.Run("small pages and the default tenant", func(t *testing.T) {
 		out := t.TempDir()
-		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "default", Token: "default-token", Out: out, PageSize: 3})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "default", Token: "default-token", Out: out, PageSize: 3})
 		if err != nil || !res.OK {
 			t.Fatalf("%v %+v", err, res.Failed())
 		}
@@ -162,16 +164,16 @@ func TestExport(t *testing.T) {
 	})
 	t.Run("leaves altered in transit do not add up", func(t *testing.T) {
 		out := t.TempDir()
-		res, err := export.Run(ctx, export.Options{LogURL: testkit.FlipLeafProxy(t, l.url), Tenant: "acme", Token: token, Out: out})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: testkit.FlipLeafProxy(t, l.url), Tenant: "acme", Token: token, Out: out})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var text bytes.Buffer
 		res.WriteText(&text)
-		if res.OK || !strings.Contains(text.String(), "\n"+export.DoesNotAddUp+"\n") {
+		if res.OK || !strings.Contains(text.String(), "\n"+logexport.DoesNotAddUp+"\n") {
 			t.Fatalf("tampered export:\n%s", text.String())
 		}
-		if !strings.Contains(text.String(), "FAIL "+export.CheckHeadRoot) || !strings.Contains(text.String(), "0 of 2 checkpoints match") {
+		if !strings.Contains(text.String(), "FAIL "+logexport.CheckHeadRoot) || !strings.Contains(text.String(), "0 of 2 checkpoints match") {
 			t.Fatalf("tampered export does not say what failed:\n%s", text.String())
 		}
 		entries, _ := os.ReadDir(out)
@@ -180,7 +182,7 @@ func TestExport(t *testing.T) {
 		}
 	})
 	t.Run("a wrong token does not add up", func(t *testing.T) {
-		res, err := export.Run(ctx, export.Options{LogURL: l.url, Tenant: "acme", Token: "nope", Out: t.TempDir()})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "acme", Token: "nope", Out: t.TempDir()})
 		if err != nil || res.OK || !strings.Contains(res.Failed()[0].Detail, "401") {
 			t.Fatalf("%v %+v", err, res)
 		}
@@ -191,7 +193,7 @@ func FuzzParseLeavesPage(f *testing.F) {
 	f.Add([]byte(`{"since":0,"size":1,"leaves":["` + strings.Repeat("ab", 32) + `"]}`))
 	f.Add([]byte(`{"since":5,"size":2,"leaves":[]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		p, err := export.ParseLeavesPage(data)
+		p, err := logexport.ParseLeavesPage(data)
 		if err != nil {
 			return
 		}

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"svc.dev/svc/internal/logservice"
+
 	"svc.dev/svc/client"
-	"svc.dev/svc/logserver"
-	"svc.dev/svc/pipeline"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -16,7 +17,7 @@ import (
 // TestServiceOnExternalNATS runs the log service against a NATS server it did not
 // start (reached by URL, as with --nats-url), and appends through it.
 func TestServiceOnExternalNATS(t *testing.T) {
-	broker, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,10 +27,10 @@ func TestServiceOnExternalNATS(t *testing.T) {
 		t.Fatalf("client URL %q", url)
 	}
 	key, _ := signer.GenerateKey()
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: t.TempDir(), NATSURL: url, Replicas: 1, Signer: receipt.KeySigner{Key: key},
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "default"}},
+		Tenants: []logservice.TenantSpec{{ID: "default"}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"svc.dev/svc/internal/logservice"
+
 	"golang.org/x/mod/sumdb/note"
 
-	"svc.dev/svc/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -21,10 +22,10 @@ import (
 func TestCheckpointNoteRoute(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: dir, Signer: receipt.KeySigner{Key: key}, NoteKey: key,
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logserver.TenantSpec{{ID: "acme", LogID: "log.example.com/acme"}},
+		Tenants: []logservice.TenantSpec{{ID: "acme", LogID: "log.example.com/acme"}},
 	})
 	if err != nil {
 		t.Fatal(err)

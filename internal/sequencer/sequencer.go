@@ -30,19 +30,11 @@ const preloadLeaves = 1 << 16
 // sequencer blindly.
 var ErrFenced = errors.New("sequencer: fenced out: another sequencer committed to this tenant's log")
 
-// Refusal is an answer other than a proof: a status, a message and, for 429, the
-// seconds a producer should wait.
-type Refusal struct {
-	Status     int
-	RetryAfter int
-	Message    string
-}
-
-func (r *Refusal) Error() string { return r.Message }
-
 // Admitter decides whether a tenant may append n more leaves: the place for monthly
-// quotas and disabled tenants. A nil error admits; a *Refusal is answered as is, and
-// any other error is answered 503.
+// quotas and disabled tenants. A nil error admits; a *pipeline.Refusal (ErrQuota,
+// ErrDisabled, ...) is answered as is, and any other error as ErrUnavailable. Admit is
+// called once per batch with the number of leaves the batch would add, before the
+// commit; it must not block for long (the batch waits).
 type Admitter interface {
 	Admit(ctx context.Context, tenant string, n int) error
 }
@@ -281,7 +273,7 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
 		r := request{msg: m, inbox: inbox, leaf: leaf}
 		switch {
 		case err != nil:
-			r.reply = &pipeline.Reply{Status: 400, Error: err.Error()}
+			r.reply = &pipeline.Reply{Refusal: pipeline.AsRefusal(err)}
 		default:
 			if idx, ok := pending[leaf.Hash]; ok {
 				r.index = idx
@@ -297,13 +289,10 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
 	}
 	if len(fresh) > 0 && s.cfg.Admit != nil {
 		if err := s.cfg.Admit.Admit(ctx, s.cfg.Tenant, len(fresh)); err != nil {
-			ref, ok := err.(*Refusal)
-			if !ok {
-				ref = &Refusal{Status: 503, Message: "log unavailable: " + err.Error()}
-			}
+			ref := pipeline.AsRefusal(err)
 			for i := range reqs {
 				if reqs[i].fresh {
-					reqs[i].reply = &pipeline.Reply{Status: ref.Status, RetryAfter: ref.RetryAfter, Error: ref.Message}
+					reqs[i].reply = &pipeline.Reply{Refusal: ref}
 				}
 			}
 			fresh = nil
@@ -312,7 +301,7 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
 	if len(fresh) > 0 {
 		b := &pipeline.Batch{First: size, Leaves: fresh}
 		if err := s.commit(ctx, b); err != nil {
-			s.answerAll(reqs, &pipeline.Reply{Status: 503, Error: "log unavailable: " + err.Error()})
+			s.answerAll(reqs, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
 			return err
 		}
 		hashes := make([]merkle.Hash, len(fresh))
@@ -420,7 +409,7 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 		}
 		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), s.cfg.Now(), s.cfg.LogID)
 		if err != nil {
-			s.answerAll(reqs, &pipeline.Reply{Status: 503, Error: "log unavailable: signer did not answer: " + err.Error()})
+			s.answerAll(reqs, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
 			return nil // the leaves are committed; retries are answered once the signer is back
 		}
 		if headJSON, err = json.Marshal(head); err != nil {
@@ -444,7 +433,7 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 				return err
 			}
 			m = nats.NewMsg(r.inbox)
-			m.Header.Set(pipeline.HeaderStatus, "200")
+			m.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
 			m.Data = proofReply(r.index, size, proof, headJSON)
 		}
 		if err := s.cfg.Conn.PublishMsg(m); err != nil {

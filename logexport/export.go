@@ -1,4 +1,4 @@
-// Package export is the tenant export of SPEC.md (`svc log-export`): it copies a
+// Package logexport is the tenant export of SPEC.md (`svc log-export`): it copies a
 // tenant's log out of a log server and checks, before writing anything, that the copy
 // adds up: the live head and every published checkpoint verify against the log's
 // published keys, and the leaf hashes, rebuilt into a Merkle tree, give the head's root
@@ -21,7 +21,7 @@
 //
 // Leaves are fetched in pages of 10,000 with the tenant's bearer token; the tree is
 // rebuilt in a file-backed store, so memory stays flat as the log grows.
-package export
+package logexport
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package conformance
+package vectorgen
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
 )
 
 // Key sets the cases are verified with.
 var (
-	gatewayInputs = CaseInputs{IssuerKeys: []string{"gateway"}, PrincipalKeys: []string{"alice"}, Log: "logs/gateway.log"}
-	sdkInputs     = CaseInputs{IssuerKeys: []string{"sdk"}, Log: "logs/sdk.log"}
+	gatewayInputs = conformance.CaseInputs{IssuerKeys: []string{"gateway"}, PrincipalKeys: []string{"alice"}, Log: "logs/gateway.log"}
+	sdkInputs     = conformance.CaseInputs{IssuerKeys: []string{"sdk"}, Log: "logs/sdk.log"}
 )
 
-func with(in CaseInputs, f func(*CaseInputs)) CaseInputs {
+func with(in conformance.CaseInputs, f func(*conformance.CaseInputs)) conformance.CaseInputs {
 	f(&in)
 	return in
 }
@@ -174,7 +175,7 @@ func (g *gen) cases() error {
 	attResult := toolResult("transferred 12.50 EUR to acct-42", false)
 	attB, _, err := issue(gw, call, false, func(p *receipt.Pending) receipt.Execution {
 		e := executed(attResult, receipt.Observed)
-		d, _ := ContentDigest(attResult)
+		d, _ := conformance.ContentDigest(attResult)
 		env, _ := receipt.SignJSON(receipt.PayloadUpstream, receipt.UpstreamAttestation{ReceiptID: p.ReceiptID, Tool: "transfer", ContentDigest: d}, g.keys["upstream"])
 		e.Upstream = mustJSON(env)
 		return e
@@ -182,7 +183,7 @@ func (g *gen) cases() error {
 	if err != nil {
 		return err
 	}
-	if err := g.addVerify("gateway-upstream-attested", "the upstream signed its result; checked with its key", "", attB, with(gatewayInputs, func(i *CaseInputs) { i.UpstreamKeys = []string{"upstream"} }), ""); err != nil {
+	if err := g.addVerify("gateway-upstream-attested", "the upstream signed its result; checked with its key", "", attB, with(gatewayInputs, func(i *conformance.CaseInputs) { i.UpstreamKeys = []string{"upstream"} }), ""); err != nil {
 		return err
 	}
 	if err := g.addVerify("gateway-upstream-not-checked", "the same receipt without the upstream key: it verifies and the report says the signature was not checked", "", attB, gatewayInputs, ""); err != nil {
@@ -197,7 +198,7 @@ func (g *gen) cases() error {
 	if err != nil {
 		return err
 	}
-	if err := g.addVerify("gateway-payment-webhook", "a payment-webhook delivery bound to the result, checked with the shared secret", "", payB, with(gatewayInputs, func(i *CaseInputs) { i.Secrets = []string{receipt.ProviderPaymentWebhook} }), ""); err != nil {
+	if err := g.addVerify("gateway-payment-webhook", "a payment-webhook delivery bound to the result, checked with the shared secret", "", payB, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Secrets = []string{receipt.ProviderPaymentWebhook} }), ""); err != nil {
 		return err
 	}
 	if err := g.addVerify("gateway-payment-webhook-not-checked", "the same delivery without the secret: carried and not checked", "", payB, gatewayInputs, ""); err != nil {
@@ -211,7 +212,7 @@ func (g *gen) cases() error {
 	if err != nil {
 		return err
 	}
-	if err := g.addVerify("gateway-repo-delivery", "a repo-delivery webhook bound to the result, checked with the shared secret", "", repoB, with(gatewayInputs, func(i *CaseInputs) { i.Secrets = []string{receipt.ProviderRepoDelivery} }), ""); err != nil {
+	if err := g.addVerify("gateway-repo-delivery", "a repo-delivery webhook bound to the result, checked with the shared secret", "", repoB, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Secrets = []string{receipt.ProviderRepoDelivery} }), ""); err != nil {
 		return err
 	}
 
@@ -228,7 +229,7 @@ func (g *gen) cases() error {
 	if err != nil {
 		return err
 	}
-	remoteInputs := CaseInputs{IssuerKeys: []string{"gateway"}, PrincipalKeys: []string{"alice"}, LogKeys: []string{"log"}, LogID: "acme-prod", Log: "logs/remote.log"}
+	remoteInputs := conformance.CaseInputs{IssuerKeys: []string{"gateway"}, PrincipalKeys: []string{"alice"}, LogKeys: []string{"log"}, LogID: "acme-prod", Log: "logs/remote.log"}
 	if err := g.addVerify("gateway-remote-log", "the head was signed by a log the issuer does not run, naming its log id", "", remoteB, remoteInputs, ""); err != nil {
 		return err
 	}
@@ -282,16 +283,16 @@ func errorf(s string) error { return genError(s) }
 
 // tampered writes one vector per typical cause of failure, and one per check.
 func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.Issuer, sdkLog *receipt.FileLog,
-	executedB, sdkOK, precommitB *receipt.Bundle, precommitP *receipt.Pending, remoteB *receipt.Bundle, remoteInputs CaseInputs,
+	executedB, sdkOK, precommitB *receipt.Bundle, precommitP *receipt.Pending, remoteB *receipt.Bundle, remoteInputs conformance.CaseInputs,
 	attB, payB *receipt.Bundle, call receipt.Call) error {
 	type tcase struct {
 		name, cause, desc string
 		b                 *receipt.Bundle
-		in                CaseInputs
+		in                conformance.CaseInputs
 		fail              string
 	}
 	var cases []tcase
-	add := func(name, cause, desc string, b *receipt.Bundle, in CaseInputs, fail string) {
+	add := func(name, cause, desc string, b *receipt.Bundle, in conformance.CaseInputs, fail string) {
 		cases = append(cases, tcase{name, cause, desc, b, in, fail})
 	}
 	re := func(b *receipt.Bundle, key string, log receipt.Log, f func(*receipt.Predicate)) *receipt.Bundle {
@@ -305,16 +306,16 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 	// Typical causes (SPEC.md, Verifier and tools).
 	edited := cloneBundle(executedB)
 	edited.Envelope.Payload = []byte(strings.Replace(string(edited.Envelope.Payload), `"amount":1250`, `"amount":9250`, 1))
-	add("tampered-edited-receipt", "edited receipt", "the statement was edited after signing (amount 1250 → 9250)", edited, gatewayInputs, CheckReceiptSignature)
+	add("tampered-edited-receipt", "edited receipt", "the statement was edited after signing (amount 1250 → 9250)", edited, gatewayInputs, conformance.CheckReceiptSignature)
 	add("tampered-untrusted-issuer", "untrusted issuer key", "a well-formed receipt signed by a key the verifier does not trust",
-		re(executedB, "rogue", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["rogue"].KeyID() }), gatewayInputs, CheckReceiptSignature)
+		re(executedB, "rogue", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["rogue"].KeyID() }), gatewayInputs, conformance.CheckReceiptSignature)
 	authFile := &receipt.Bundle{Envelope: precommitB.Envelope, TreeHead: precommitB.TreeHead, Inclusion: precommitB.Inclusion}
 	if a := precommitP.Authorization(); a != nil {
 		authFile = &receipt.Bundle{Envelope: a.Envelope, TreeHead: a.TreeHead, Inclusion: a.Inclusion}
 	}
-	add("tampered-wrong-file", "wrong file", "an authorization file given where a receipt was expected", authFile, gatewayInputs, CheckPayloadType)
+	add("tampered-wrong-file", "wrong file", "an authorization file given where a receipt was expected", authFile, gatewayInputs, conformance.CheckPayloadType)
 	add("tampered-sdk-relabelled-as-gateway", "SDK receipt relabelled as gateway", "an SDK issuer re-signed its receipt claiming kind gateway; it has no delegation",
-		re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Issuer.Kind = receipt.KindGateway }), with(sdkInputs, func(i *CaseInputs) { i.PrincipalKeys = []string{"alice"} }), CheckCarriesDelegation)
+		re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Issuer.Kind = receipt.KindGateway }), with(sdkInputs, func(i *conformance.CaseInputs) { i.PrincipalKeys = []string{"alice"} }), conformance.CheckCarriesDelegation)
 	greedy := g.signGrant("agent-a", "alice", "agent-b", []string{"search", "transfer", "delete_repo"}, grantIssuedAt.Add(time.Hour), 24*time.Hour, "", g.grant)
 	greedyB, _, err := issue(gw, g.gatewayCall(greedy, "agent-b", "delete_repo", `{"repo":"acme/app"}`, receipt.Allow, "allow-all"), false, func(*receipt.Pending) receipt.Execution {
 		return executed(toolResult("deleted", false), receipt.Observed)
@@ -322,9 +323,9 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 	if err != nil {
 		return err
 	}
-	add("tampered-sub-agent-exceeds-delegator", "a sub-agent given more than its delegator", "agent-a delegated delete_repo, which its own grant does not hold", greedyB, gatewayInputs, CheckDelegationChain)
+	add("tampered-sub-agent-exceeds-delegator", "a sub-agent given more than its delegator", "agent-a delegated delete_repo, which its own grant does not hold", greedyB, gatewayInputs, conformance.CheckDelegationChain)
 	add("tampered-executed-after-deny", "an issuer that executed after a deny", "the policy said deny and the issuer forwarded the call anyway",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Decision = receipt.Deny; p.Policy.Reasons = []string{} }), gatewayInputs, CheckPolicyConsistent)
+		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Decision = receipt.Deny; p.Policy.Reasons = []string{} }), gatewayInputs, conformance.CheckPolicyConsistent)
 	other, _, err := issue(gw, g.gatewayCall(g.grant, "agent-a", "deploy", `{"service":"db","version":"9.9.9"}`, receipt.Allow, "allow-deploys"), true, func(*receipt.Pending) receipt.Execution {
 		return executed(toolResult("deployed db 9.9.9", false), receipt.Observed)
 	})
@@ -333,80 +334,80 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 	}
 	otherAuth := mustPredicate(other).Authorization
 	add("tampered-spliced-authorization", "an authorization spliced from another call", "the embedded authorization was logged for a different call",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { p.Authorization = otherAuth }), gatewayInputs, CheckAuthNamesCall)
+		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { p.Authorization = otherAuth }), gatewayInputs, conformance.CheckAuthNamesCall)
 	late, err := g.lateAuthorization(gw, gwLog)
 	if err != nil {
 		return err
 	}
-	add("tampered-authorization-after-execution", "evidence written after the side effect", "the authorization's leaf comes after the receipt's: it was logged after the call ran", late, with(gatewayInputs, func(i *CaseInputs) { i.Log = "logs/gateway-late.log" }), CheckAuthBeforeExecution)
+	add("tampered-authorization-after-execution", "evidence written after the side effect", "the authorization's leaf comes after the receipt's: it was logged after the call ran", late, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Log = "logs/gateway-late.log" }), conformance.CheckAuthBeforeExecution)
 	diverged, err := g.divergedLog("logs/gateway.log", "logs/gateway-diverged.log")
 	if err != nil {
 		return err
 	}
 	add("tampered-diverging-log-copy", "a log copy that diverges", "the bundle is sound but the verifier's copy of the log differs from what the head committed to",
-		executedB, with(gatewayInputs, func(i *CaseInputs) { i.Log = diverged }), CheckLogFileRoot)
+		executedB, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Log = diverged }), conformance.CheckLogFileRoot)
 
 	// One vector per remaining check.
-	add("tampered-issuer-keyid", "", "issuer.keyid names a key other than the signer's", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["alice"].KeyID() }), gatewayInputs, CheckIssuerKeyID)
-	add("tampered-unknown-kind", "", "issuer.kind is neither gateway nor sdk", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.Kind = "plugin" }), gatewayInputs, CheckIssuerKind)
-	add("tampered-gateway-no-policy", "", "a gateway receipt with no policy decision", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy = nil }), gatewayInputs, CheckCarriesPolicy)
+	add("tampered-issuer-keyid", "", "issuer.keyid names a key other than the signer's", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["alice"].KeyID() }), gatewayInputs, conformance.CheckIssuerKeyID)
+	add("tampered-unknown-kind", "", "issuer.kind is neither gateway nor sdk", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.Kind = "plugin" }), gatewayInputs, conformance.CheckIssuerKind)
+	add("tampered-gateway-no-policy", "", "a gateway receipt with no policy decision", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy = nil }), gatewayInputs, conformance.CheckCarriesPolicy)
 	strangerGrant := g.signGrant("mallory", "alice", "agent-a", []string{"transfer"}, grantIssuedAt, grantTTL, "", nil)
 	add("tampered-untrusted-principal", "", "the grant was signed by a key that is not a trusted principal's",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Delegation.Envelope = strangerGrant }), gatewayInputs, CheckDelegationSignature)
-	add("tampered-agent-mismatch", "", "the receipt names an agent the grant does not", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Agent.ID = "agent-z" }), gatewayInputs, CheckDelegationBinds)
+		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Delegation.Envelope = strangerGrant }), gatewayInputs, conformance.CheckDelegationSignature)
+	add("tampered-agent-mismatch", "", "the receipt names an agent the grant does not", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Agent.ID = "agent-z" }), gatewayInputs, conformance.CheckDelegationBinds)
 	add("tampered-grant-expired", "", "the receipt is dated after the grant expired",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Timestamp = receipt.FormatTime(grantIssuedAt.Add(grantTTL + time.Hour)) }), gatewayInputs, CheckDelegationValid)
+		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Timestamp = receipt.FormatTime(grantIssuedAt.Add(grantTTL + time.Hour)) }), gatewayInputs, conformance.CheckDelegationValid)
 	add("tampered-tool-out-of-scope", "", "an executed call names a tool outside the grant's scopes",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Tool.Name = "delete_repo" }), gatewayInputs, CheckToolInScope)
+		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Tool.Name = "delete_repo" }), gatewayInputs, conformance.CheckToolInScope)
 	deep := g.signGrant("agent-c", "alice", "agent-d", []string{"search"}, grantIssuedAt.Add(3*time.Hour), time.Hour, "", mustPredicateChain3(g))
 	add("tampered-chain-too-deep", "", "four grants deep; at most three are allowed",
 		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) {
 			p.Delegation.Envelope = deep
 			p.Agent.ID = "agent-d"
 			p.Tool.Name = "search"
-		}), gatewayInputs, CheckDelegationChain)
-	add("tampered-sdk-claims-attested", "", "an SDK receipt labels its principal attested", re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Principal.Provenance = receipt.Attested }), sdkInputs, CheckPrincipalClaimed)
-	add("tampered-args-digest", "", "request.args edited while argsDigest kept", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Request.Args = raw(`{"amount":990000,"currency":"EUR","to":"acct-666"}`) }), gatewayInputs, CheckArgsDigest)
+		}), gatewayInputs, conformance.CheckDelegationChain)
+	add("tampered-sdk-claims-attested", "", "an SDK receipt labels its principal attested", re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Principal.Provenance = receipt.Attested }), sdkInputs, conformance.CheckPrincipalClaimed)
+	add("tampered-args-digest", "", "request.args edited while argsDigest kept", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Request.Args = raw(`{"amount":990000,"currency":"EUR","to":"acct-666"}`) }), gatewayInputs, conformance.CheckArgsDigest)
 	add("tampered-upstream-content", "", "the result differs from what the upstream signed",
 		re(attB, "gateway", gwLog, func(p *receipt.Predicate) {
 			p.Execution.Result = toolResult("transferred 99.00 EUR to acct-666", false)
 		}),
-		with(gatewayInputs, func(i *CaseInputs) { i.UpstreamKeys = []string{"upstream"} }), CheckUpstreamKey)
+		with(gatewayInputs, func(i *conformance.CaseInputs) { i.UpstreamKeys = []string{"upstream"} }), conformance.CheckUpstreamKey)
 	add("tampered-payment-stale", "", "the receipt is dated more than five minutes from the payment delivery",
 		re(payB, "gateway", gwLog, func(p *receipt.Predicate) {
 			at, _ := receipt.ParseTime(p.Timestamp)
 			p.Timestamp = receipt.FormatTime(at.Add(10 * time.Minute))
-		}), with(gatewayInputs, func(i *CaseInputs) { i.Secrets = []string{receipt.ProviderPaymentWebhook} }), CheckProviderSecret)
-	add("tampered-allow-with-errors", "", "an allow recorded beside evaluation errors", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Errors = []string{"type error"} }), gatewayInputs, CheckNoPolicyErrors)
+		}), with(gatewayInputs, func(i *conformance.CaseInputs) { i.Secrets = []string{receipt.ProviderPaymentWebhook} }), conformance.CheckProviderSecret)
+	add("tampered-allow-with-errors", "", "an allow recorded beside evaluation errors", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Errors = []string{"type error"} }), gatewayInputs, conformance.CheckNoPolicyErrors)
 	rogueAuth := *mustPredicate(precommitB).Authorization
 	rogueAuth.Envelope = receipt.Sign(rogueAuth.Envelope.PayloadType, rogueAuth.Envelope.Payload, g.keys["rogue"])
 	add("tampered-authorization-signer", "", "the authorization was signed by another key",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueAuth; p.Authorization = &a }), gatewayInputs, CheckAuthSignature)
+		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueAuth; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthSignature)
 	rogueHead := *mustPredicate(precommitB).Authorization
 	rogueHead.TreeHead = receipt.Sign(rogueHead.TreeHead.PayloadType, rogueHead.TreeHead.Payload, g.keys["rogue"])
 	add("tampered-authorization-head", "", "the authorization's tree head is signed by an untrusted key",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueHead; p.Authorization = &a }), gatewayInputs, CheckAuthTreeHead)
+		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueHead; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthTreeHead)
 	badProof := *mustPredicate(precommitB).Authorization
 	badProof.Inclusion.LeafIndex++
 	add("tampered-authorization-proof", "", "the authorization's inclusion proof names another leaf",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := badProof; p.Authorization = &a }), gatewayInputs, CheckAuthInclusion)
+		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := badProof; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthInclusion)
 	headRogue := cloneBundle(executedB)
 	headRogue.TreeHead = receipt.Sign(headRogue.TreeHead.PayloadType, headRogue.TreeHead.Payload, g.keys["rogue"])
-	add("tampered-tree-head-signer", "", "the tree head is signed by an untrusted key", headRogue, gatewayInputs, CheckTreeHeadSignature)
-	add("tampered-wrong-log-id", "", "the head names a log other than the expected one", remoteB, with(remoteInputs, func(i *CaseInputs) { i.LogID = "acme-staging" }), CheckTreeHeadLog)
+	add("tampered-tree-head-signer", "", "the tree head is signed by an untrusted key", headRogue, gatewayInputs, conformance.CheckTreeHeadSignature)
+	add("tampered-wrong-log-id", "", "the head names a log other than the expected one", remoteB, with(remoteInputs, func(i *conformance.CaseInputs) { i.LogID = "acme-staging" }), conformance.CheckTreeHeadLog)
 	sizeB := cloneBundle(executedB)
 	sizeB.Inclusion.TreeSize++
-	add("tampered-proof-size", "", "the inclusion proof is for another tree size than the head's", sizeB, gatewayInputs, CheckTreeHeadSize)
+	add("tampered-proof-size", "", "the inclusion proof is for another tree size than the head's", sizeB, gatewayInputs, conformance.CheckTreeHeadSize)
 	witnessedB := cloneBundle(executedB)
 	witnessedB.TreeHead.AddSignature(g.keys["witness"])
-	withWitness := with(gatewayInputs, func(i *CaseInputs) { i.WitnessKeys = []string{"witness"} })
+	withWitness := with(gatewayInputs, func(i *conformance.CaseInputs) { i.WitnessKeys = []string{"witness"} })
 	if err := g.addVerify("gateway-witnessed-head", "the receipt's tree head is countersigned by a witness (verify --witness-key)", "", witnessedB, withWitness, ""); err != nil {
 		return err
 	}
-	add("tampered-head-not-witnessed", "", "a witness is required and the head carries no countersignature", executedB, withWitness, CheckWitnessCovers)
+	add("tampered-head-not-witnessed", "", "a witness is required and the head carries no countersignature", executedB, withWitness, conformance.CheckWitnessCovers)
 	idxB := cloneBundle(executedB)
 	idxB.Inclusion.LeafIndex++
-	add("tampered-proof-index", "", "the inclusion proof names another leaf index", idxB, gatewayInputs, CheckInclusion)
+	add("tampered-proof-index", "", "the inclusion proof names another leaf index", idxB, gatewayInputs, conformance.CheckInclusion)
 
 	for _, c := range cases {
 		if err := g.addVerify(c.name, c.desc, c.cause, c.b, c.in, c.fail); err != nil {

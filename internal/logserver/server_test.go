@@ -16,7 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logservice"
+
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -37,7 +39,7 @@ func (f *flakySigner) SignEnvelope(ctx context.Context, pt string, p []byte) (*r
 }
 
 type testLog struct {
-	svc    *logserver.Service
+	svc    *logservice.Service
 	url    string
 	key    *signer.Key
 	signer *flakySigner
@@ -49,9 +51,9 @@ func startTestLog(t *testing.T) *testLog {
 	key, _ := signer.GenerateKey()
 	fs := &flakySigner{KeySigner: receipt.KeySigner{Key: key}}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now(), nil)}}
-	svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	svc, err := logservice.Start(context.Background(), logservice.Config{
 		DataDir: dir, Signer: fs, Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logserver.TenantSpec{
+		Tenants: []logservice.TenantSpec{
 			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken("default-token")}},
 			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("acme-token")}},
 			{ID: "open"},

@@ -7,8 +7,8 @@
 // tree (package merkle), which the sequencer of the same process keeps; heads on /head
 // are signed on request.
 //
-// It lives in its own package rather than in pipeline because it reads projections
-// (checkpoints, usage), and projections import pipeline.
+// It serves what it is given (package logservice wires it to the tenants' sequencers
+// and projections); it starts nothing itself.
 //
 // # Errors
 //

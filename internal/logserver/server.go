@@ -395,18 +395,15 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, leaf)
 	if err != nil {
-		var ae *pipeline.AppendError
-		if errors.As(err, &ae) {
-			if ae.RetryAfter > 0 {
-				w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
-			}
-			if ae.Status >= 500 {
-				s.log.Warn("append failed", "tenant", t.ID, "status", ae.Status, "err", ae.Message)
-			}
-			writeError(w, ae.Status, ae.Message)
-			return
+		ref := pipeline.AsRefusal(err)
+		status := refusalStatus(ref)
+		if ref.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))
 		}
-		s.unavailable(w, r, err)
+		if status >= 500 {
+			s.log.Warn("append failed", "tenant", t.ID, "status", status, "err", ref.Message)
+		}
+		writeError(w, status, ref.Message)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

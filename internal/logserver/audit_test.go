@@ -5,7 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"svc.dev/svc/logserver"
+	"svc.dev/svc/internal/logservice"
+
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -15,11 +17,11 @@ import (
 func TestAuditTrailAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	start := func(token string) *logserver.Service {
-		svc, err := logserver.StartService(context.Background(), logserver.ServiceConfig{
+	start := func(token string) *logservice.Service {
+		svc, err := logservice.Start(context.Background(), logservice.Config{
 			DataDir: dir, Signer: receipt.KeySigner{Key: key}, Actor: "ops@host-1",
 			Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-			Tenants: []logserver.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken(token)}}},
+			Tenants: []logservice.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken(token)}}},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +57,7 @@ func TestAuditTrailAcrossRestarts(t *testing.T) {
 	}
 }
 
-func auditEntries(t *testing.T, svc *logserver.Service, tenant string) []logserver.AuditEntry {
+func auditEntries(t *testing.T, svc *logservice.Service, tenant string) []logserver.AuditEntry {
 	t.Helper()
 	e, err := svc.AuditEntries(tenant, 100)
 	if err != nil {

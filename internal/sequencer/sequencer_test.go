@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -21,12 +22,12 @@ import (
 // testBroker starts an embedded nats-server with the streams, in t.TempDir().
 func testBroker(t testing.TB) (*server.Server, *nats.Conn) {
 	t.Helper()
-	srv, err := pipeline.StartEmbedded(pipeline.EmbeddedConfig{DataDir: t.TempDir()})
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := pipeline.ConnectEmbedded(srv, "test")
+	nc, err := natsembed.Connect(srv, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

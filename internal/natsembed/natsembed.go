@@ -1,4 +1,8 @@
-package pipeline
+// Package natsembed runs nats-server in-process with JetStream: the broker of the
+// embedded default (no TCP listener unless asked, its store under the data directory).
+// Only server processes and tests link it; producers reach the broker with nats.go
+// (package pipeline).
+package natsembed
 
 import (
 	"fmt"
@@ -9,10 +13,11 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"svc.dev/svc/pipeline"
 )
 
-// EmbeddedConfig configures the in-process nats-server of the embedded default.
-type EmbeddedConfig struct {
+// Config configures the in-process nats-server of the embedded default.
+type Config struct {
 	// DataDir holds the JetStream store (under DataDir/nats). Required.
 	DataDir string
 	// Listen, when set ("127.0.0.1:4222", ":-1" for a random port), opens a TCP
@@ -24,9 +29,9 @@ type EmbeddedConfig struct {
 	NoSync bool
 }
 
-// StartEmbedded starts nats-server in-process with JetStream and waits until it is
+// Start starts nats-server in-process with JetStream and waits until it is
 // ready.
-func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
+func Start(cfg Config) (*server.Server, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("embedded nats: no data directory")
 	}
@@ -35,7 +40,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 		JetStream:          true,
 		StoreDir:           filepath.Join(cfg.DataDir, "nats"),
 		SyncAlways:         !cfg.NoSync,
-		MaxPayload:         MaxBatchBytes + 64<<10,
+		MaxPayload:         pipeline.MaxBatchBytes + 64<<10,
 		NoSigs:             true,
 		NoLog:              true,
 		DontListen:         cfg.Listen == "",
@@ -63,7 +68,7 @@ func StartEmbedded(cfg EmbeddedConfig) (*server.Server, error) {
 	return s, nil
 }
 
-// ConnectEmbedded opens an in-process client connection to s.
-func ConnectEmbedded(s *server.Server, name string) (*nats.Conn, error) {
+// Connect opens an in-process client connection to s.
+func Connect(s *server.Server, name string) (*nats.Conn, error) {
 	return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
 }

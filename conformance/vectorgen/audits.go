@@ -1,10 +1,11 @@
-package conformance
+package vectorgen
 
 import (
 	"os"
 	"path/filepath"
 	"strings"
 
+	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
 )
 
@@ -19,20 +20,20 @@ func (g *gen) audits(gw *receipt.Issuer, gwLog *receipt.FileLog, first *receipt.
 	if err != nil {
 		return err
 	}
-	in := CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/gateway.log"}
+	in := conformance.CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/gateway.log"}
 	if err := g.addAudit("audit-log-extends", "the newer head extends the older one", "", first, last, in, ""); err != nil {
 		return err
 	}
-	if err := g.addAudit("audit-older-larger", "the heads were given the wrong way round: a log never shrinks", "", last, first, in, CheckOlderNotLarger); err != nil {
+	if err := g.addAudit("audit-older-larger", "the heads were given the wrong way round: a log never shrinks", "", last, first, in, conformance.CheckOlderNotLarger); err != nil {
 		return err
 	}
 	witnessed := cloneBundle(last)
 	witnessed.TreeHead.AddSignature(g.keys["witness"])
-	withWitness := CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/gateway.log", WitnessKeys: []string{"witness"}}
+	withWitness := conformance.CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/gateway.log", WitnessKeys: []string{"witness"}}
 	if err := g.addAudit("audit-witnessed", "the newer head carries a witness countersignature", "", first, witnessed, withWitness, ""); err != nil {
 		return err
 	}
-	if err := g.addAudit("audit-witness-missing", "a witness is required and the newer head has no countersignature", "", first, last, withWitness, CheckWitnessCosigned); err != nil {
+	if err := g.addAudit("audit-witness-missing", "a witness is required and the newer head has no countersignature", "", first, last, withWitness, conformance.CheckWitnessCosigned); err != nil {
 		return err
 	}
 
@@ -77,9 +78,9 @@ func (g *gen) audits(gw *receipt.Issuer, gwLog *receipt.FileLog, first *receipt.
 			sameSize = newer
 		}
 	}
-	rin := CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/rewritten.log"}
-	if err := g.addAudit("audit-history-rewritten", "the operator rewrote the log after the older head was handed out", "history rewritten between two heads (audit fails)", older, newer, rin, CheckNewerExtends); err != nil {
+	rin := conformance.CaseInputs{IssuerKeys: []string{"gateway"}, Log: "logs/rewritten.log"}
+	if err := g.addAudit("audit-history-rewritten", "the operator rewrote the log after the older head was handed out", "history rewritten between two heads (audit fails)", older, newer, rin, conformance.CheckNewerExtends); err != nil {
 		return err
 	}
-	return g.addAudit("audit-fork-same-size", "two heads at one size with different roots: a second history", "history rewritten between two heads (audit fails)", older, sameSize, rin, CheckNewerExtends)
+	return g.addAudit("audit-fork-same-size", "two heads at one size with different roots: a second history", "history rewritten between two heads (audit fails)", older, sameSize, rin, conformance.CheckNewerExtends)
 }
