@@ -44,6 +44,18 @@ func Target(ctx context.Context, js jetstream.JetStream, subject string) (uint64
 // svc.leaves.> for all) from stream sequence startSeq on, in order, until ctx ends.
 // When caughtUp is not nil it is called once, when Follow has delivered everything
 // the stream held when it started.
+//
+// The contract with apply:
+//   - Batches arrive in stream order, each once per Follow call; a projection restarted
+//     from a position it saved earlier sees again every batch after that position, so
+//     apply must be idempotent by (tenant, index) or by Event.Seq (a projection that
+//     records the last Seq it applied skips anything at or below it).
+//   - apply is called from Follow's goroutine; the next batch waits for it.
+//   - An error from apply stops Follow, which returns that error unchanged: nothing is
+//     skipped, and the caller decides whether to restart from its saved position.
+//
+// Follow returns nil when ctx ends, and an error when the stream cannot be read or a
+// batch does not decode.
 func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSeq uint64, apply func(Event) error, caughtUp func()) error {
 	stream, err := js.Stream(ctx, pipeline.LeavesStream)
 	if err != nil {

@@ -343,7 +343,9 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	var lastErr error
 	for attempt := 0; attempt < 4; attempt++ {
 		if attempt > 0 {
-			time.Sleep(time.Duration(50<<attempt) * time.Millisecond)
+			if err := client.Sleep(ctx, time.Duration(50<<attempt)*time.Millisecond); err != nil {
+				return err
+			}
 		}
 		m := nats.NewMsg(s.subject)
 		m.Data = data

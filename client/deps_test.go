@@ -1,0 +1,29 @@
+package client_test
+
+import (
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestOutsidePartiesLinkNoServer: the packages that run on machines the log operator
+// does not control (the verifier, the witness, the probe, the export), and the
+// producers (gateway, SDK, sidecar, exporters), must not link the broker's server
+// code nor any server internal of this module.
+func TestOutsidePartiesLinkNoServer(t *testing.T) {
+	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	pkgs := []string{"client", "conformance", "witness", "monitor", "logexport", "gateway", "sdk", "sidecar", "exporters"}
+	for _, p := range pkgs {
+		out, err := exec.Command(goBin, "list", "-deps", "svc.dev/svc/"+p).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", p, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.HasPrefix(dep, "github.com/nats-io/nats-server") || strings.HasPrefix(dep, "svc.dev/svc/internal/") {
+				t.Errorf("%s links %s", p, dep)
+			}
+		}
+	}
+}
