@@ -42,9 +42,9 @@ func ParseRequest(m *nats.Msg) (Leaf, string, error) {
 	case KindLeaf:
 		if len(m.Data) == 0 || len(m.Data) > MaxLeafBytes {
 			if len(m.Data) == 0 {
-			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "empty leaf")
-		}
-		return Leaf{}, inbox, Refuse(ErrTooLarge, 0, "leaf of %d bytes; the limit is %d", len(m.Data), MaxLeafBytes)
+				return Leaf{}, inbox, Refuse(ErrInvalid, 0, "empty leaf")
+			}
+			return Leaf{}, inbox, Refuse(ErrTooLarge, 0, "leaf of %d bytes; the limit is %d", len(m.Data), MaxLeafBytes)
 		}
 		if !utf8.Valid(m.Data) {
 			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
