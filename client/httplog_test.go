@@ -5,35 +5,20 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
 	"svc.dev/svc/client"
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
-	"svc.dev/svc/signer"
 )
 
 func TestHTTPLogAgainstLogServer(t *testing.T) {
-	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: dir, Signer: receipt.KeySigner{Key: key}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logservice.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
-	ts := httptest.NewServer(svc.Handler())
-	defer ts.Close()
+	lg := logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{{ID: "acme", File: "acme.log", Token: "tok"}}})
 	for _, hashOnly := range []bool{false, true} {
-		l, err := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "tok", HashOnly: hashOnly})
+		l, err := client.NewHTTPLog(client.HTTPLogConfig{URL: lg.URL + "/t/acme/append", Token: "tok", HashOnly: hashOnly})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +37,7 @@ func TestHTTPLogAgainstLogServer(t *testing.T) {
 			t.Fatalf("hashOnly=%v: %v", hashOnly, err)
 		}
 	}
-	bad, _ := client.NewHTTPLog(client.HTTPLogConfig{URL: ts.URL + "/t/acme/append", Token: "wrong"})
+	bad, _ := client.NewHTTPLog(client.HTTPLogConfig{URL: lg.URL + "/t/acme/append", Token: "wrong"})
 	if _, err := bad.Append(context.Background(), []byte("x")); !errors.Is(err, receipt.ErrLogRefused) {
 		t.Fatalf("wrong token: %v", err)
 	}

@@ -7,99 +7,60 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
 	"svc.dev/svc/conformance"
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/logexport"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/receipt"
-	"svc.dev/svc/signer"
 )
 
 const token = "acme-export-token"
 
-type testLog struct {
-	svc *logservice.Service
-	url string
-}
-
 // startLog runs a real log service whose tenant acme starts from a log file of
 // preloaded leaf hashes (adopted into the log at start).
-func startLog(t *testing.T, preload int) *testLog {
+func startLog(t *testing.T, preload int) *logtest.Log {
 	t.Helper()
 	dir := t.TempDir()
 	var lines bytes.Buffer
 	for i := 0; i < preload; i++ {
 		fmt.Fprintf(&lines, "{\"hash\":\"%s\"}\n", merkle.LeafHash([]byte(fmt.Sprintf("preloaded %d", i))))
 	}
-	acmeFile := filepath.Join(dir, "acme.log")
-	if err := os.WriteFile(acmeFile, lines.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "acme.log"), lines.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	key, _ := signer.GenerateKey()
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
-		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logservice.TenantSpec{
-			{ID: "default", TokenHashes: [][32]byte{logserver.HashToken("default-token")}},
-			{ID: "acme", LogID: "acme-prod", File: acmeFile, TokenHashes: [][32]byte{logserver.HashToken(token)}},
-		},
-		CheckpointEvery: time.Hour, NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := httptest.NewServer(svc.Handler())
-	t.Cleanup(func() { s.Close(); svc.Close() })
-	return &testLog{svc: svc, url: s.URL}
+	return logtest.Start(t, logtest.Options{Dir: dir, Tenants: []logtest.Tenant{
+		{ID: "default", Token: "default-token"},
+		{ID: "acme", LogID: "acme-prod", File: "acme.log", Token: token},
+	}})
 }
 
-func (l *testLog) grow(t *testing.T, tenant, tok string, n int) {
+// grow appends n leaves to tenant and publishes a checkpoint.
+func grow(t *testing.T, l *logtest.Log, tenant string, n int) {
 	t.Helper()
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest("POST", l.url+"/t/"+tenant+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"grown %d %d"}`, i, time.Now().UnixNano())))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("append: %d", resp.StatusCode)
-		}
-	}
-	if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l.Grow(t, tenant, "grown", n)
+	l.Checkpoint(t, tenant)
 }
 
 func TestExport(t *testing.T) {
 	l := startLog(t, 12345)
-	if err := l.svc.Checkpointer("acme").Tick(context.Background()); err != nil { // a checkpoint at 12345
+	if err := l.Service.Checkpointer("acme").Tick(context.Background()); err != nil { // a checkpoint at 12345
 		t.Fatal(err)
 	}
-	l.grow(t, "acme", token, 3) // and one at 12348
-	l.grow(t, "default", "default-token", 4)
+	grow(t, l, "acme", 3) // and one at 12348
+	grow(t, l, "default", 4)
 	ctx := context.Background()
 
 	t.Run("a real tenant adds up", func(t *testing.T) {
 		out := t.TempDir()
 		var progress bytes.Buffer
 		start := time.Now()
-		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "acme", Token: token, Out: out, Progress: &progress})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.URL, Tenant: "acme", Token: token, Out: out, Progress: &progress})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +115,7 @@ func TestExport(t *testing.T) {
 	})
 	t.Run("small pages and the default tenant", func(t *testing.T) {
 		out := t.TempDir()
-		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "default", Token: "default-token", Out: out, PageSize: 3})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.URL, Tenant: "default", Token: "default-token", Out: out, PageSize: 3})
 		if err != nil || !res.OK {
 			t.Fatalf("%v %+v", err, res.Failed())
 		}
@@ -164,7 +125,7 @@ func TestExport(t *testing.T) {
 	})
 	t.Run("leaves altered in transit do not add up", func(t *testing.T) {
 		out := t.TempDir()
-		res, err := logexport.Run(ctx, logexport.Options{LogURL: testkit.FlipLeafProxy(t, l.url), Tenant: "acme", Token: token, Out: out})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: testkit.FlipLeafProxy(t, l.URL), Tenant: "acme", Token: token, Out: out})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +143,7 @@ func TestExport(t *testing.T) {
 		}
 	})
 	t.Run("a wrong token does not add up", func(t *testing.T) {
-		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.url, Tenant: "acme", Token: "nope", Out: t.TempDir()})
+		res, err := logexport.Run(ctx, logexport.Options{LogURL: l.URL, Tenant: "acme", Token: "nope", Out: t.TempDir()})
 		if err != nil || res.OK || !strings.Contains(res.Failed()[0].Detail, "401") {
 			t.Fatalf("%v %+v", err, res)
 		}

@@ -4,79 +4,33 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/monitor"
-	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
 )
 
-type testLog struct {
-	svc    *logservice.Service
-	url    string
-	cpURL  string
-	logKey *signer.Key
+// startLog runs a real log service with tenants default and acme (token "tok").
+func startLog(t *testing.T) *logtest.Log {
+	return logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{
+		{ID: "default", Token: "tok"}, {ID: "acme", LogID: "acme-prod", Token: "tok"},
+	}})
 }
 
-func startLog(t *testing.T) *testLog {
+// grow appends n leaves to tenant and, with tick, publishes a checkpoint.
+func grow(t *testing.T, l *logtest.Log, tenant string, n int, tick bool) {
 	t.Helper()
-	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
-		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logservice.TenantSpec{
-			{ID: "default", TokenHashes: [][32]byte{logserver.HashToken("tok")}},
-			{ID: "acme", LogID: "acme-prod", TokenHashes: [][32]byte{logserver.HashToken("tok")}},
-		},
-		CheckpointDir: cpDir, CheckpointEvery: time.Hour, NoSync: true,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := httptest.NewServer(svc.Handler())
-	cs := httptest.NewServer(http.FileServer(http.Dir(cpDir)))
-	t.Cleanup(func() { ls.Close(); cs.Close(); svc.Close() })
-	return &testLog{svc: svc, url: ls.URL, cpURL: cs.URL, logKey: key}
-}
-
-func (l *testLog) grow(t *testing.T, tenant string, n int, tick bool) {
-	t.Helper()
-	path := "/append"
-	if tenant != "default" {
-		path = "/t/" + tenant + "/append"
-	}
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest("POST", l.url+path, strings.NewReader(fmt.Sprintf(`{"leaf":"leaf %d %d"}`, i, time.Now().UnixNano())))
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("append: %d", resp.StatusCode)
-		}
-	}
+	l.Grow(t, tenant, "leaf", n)
 	if tick {
-		if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		l.Checkpoint(t, tenant)
 	}
 }
 
@@ -90,11 +44,11 @@ func failed(r *monitor.Result) []string {
 
 func TestProbe(t *testing.T) {
 	l := startLog(t)
-	l.grow(t, "default", 5, true)
-	l.grow(t, "acme", 3, true)
+	grow(t, l, "default", 5, true)
+	grow(t, l, "acme", 3, true)
 	out := t.TempDir()
 	wKey, _ := signer.GenerateKey()
-	w, err := witness.New(witness.Config{Key: wKey, LogURL: l.url, CheckpointsURL: l.cpURL, Out: out, Tenants: []string{"default", "acme"},
+	w, err := witness.New(witness.Config{Key: wKey, LogURL: l.URL, CheckpointsURL: l.CheckpointsURL, Out: out, Tenants: []string{"default", "acme"},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +62,7 @@ func TestProbe(t *testing.T) {
 	ws := httptest.NewServer(http.FileServer(http.Dir(out)))
 	defer ws.Close()
 	ctx := context.Background()
-	opts := monitor.Options{LogURL: l.url, CheckpointsURL: l.cpURL, WitnessURL: ws.URL, Tenants: []string{"default", "acme"}}
+	opts := monitor.Options{LogURL: l.URL, CheckpointsURL: l.CheckpointsURL, WitnessURL: ws.URL, Tenants: []string{"default", "acme"}}
 
 	t.Run("healthy and witnessed", func(t *testing.T) {
 		res, err := monitor.Run(ctx, opts)
@@ -141,10 +95,10 @@ func TestProbe(t *testing.T) {
 	})
 	t.Run("checkpoints from the API when no checkpoints URL is given", func(t *testing.T) {
 		for i := 0; i < 6; i++ {
-			l.grow(t, "default", 1, true) // checkpoints at 6..11
+			grow(t, l, "default", 1, true) // checkpoints at 6..11
 		}
-		l.grow(t, "default", 2, false) // size 13
-		res, err := monitor.Run(ctx, monitor.Options{LogURL: l.url})
+		grow(t, l, "default", 2, false) // size 13
+		res, err := monitor.Run(ctx, monitor.Options{LogURL: l.URL})
 		if err != nil || !res.OK {
 			t.Fatalf("%v %v", err, failed(res))
 		}
@@ -181,13 +135,13 @@ func TestProbe(t *testing.T) {
 	t.Run("a log that does not answer", func(t *testing.T) {
 		dead := httptest.NewServer(http.NotFoundHandler())
 		dead.Close()
-		res, err := monitor.Run(ctx, monitor.Options{LogURL: dead.URL, CheckpointsURL: l.cpURL})
+		res, err := monitor.Run(ctx, monitor.Options{LogURL: dead.URL, CheckpointsURL: l.CheckpointsURL})
 		if err != nil || res.OK || len(res.Failed()) != 6 {
 			t.Fatalf("%v %+v", err, res)
 		}
 	})
 	t.Run("bad options", func(t *testing.T) {
-		for _, o := range []monitor.Options{{LogURL: "ftp://x"}, {LogURL: l.url, Tenants: []string{"../x"}}, {LogURL: l.url, WitnessURL: "nope"}} {
+		for _, o := range []monitor.Options{{LogURL: "ftp://x"}, {LogURL: l.URL, Tenants: []string{"../x"}}, {LogURL: l.URL, WitnessURL: "nope"}} {
 			if _, err := monitor.Run(ctx, o); err == nil {
 				t.Fatalf("accepted %+v", o)
 			}

@@ -4,22 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/logtest"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/natsembed"
-	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/signer"
 )
@@ -28,22 +25,12 @@ import (
 // natsURL it uses that NATS server instead of its own embedded one.
 func startLog(t *testing.T, natsURL string) (*logservice.Service, *signer.Key) {
 	t.Helper()
-	dir := t.TempDir()
 	key, err := signer.KeyFromSeed([]byte("log-key-log-key-log-key-log-key!"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: dir, NATSURL: natsURL, NoSync: true, Signer: receipt.KeySigner{Key: key},
-		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logservice.TenantSpec{{ID: "acme", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}}},
-		Logger:  slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	return svc, key
+	l := logtest.Start(t, logtest.Options{NATSURL: natsURL, Key: key, Tenants: []logtest.Tenant{{ID: "acme", File: "acme.log", Token: "tok"}}})
+	return l.Service, key
 }
 
 func verifyRemote(t *testing.T, rc *sdk.Receipt, issuer, log *signer.Key) {

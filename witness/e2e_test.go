@@ -37,10 +37,10 @@ func TestWitnessEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startLog(t, filepath.Join(dir, "a"), logKey)
-	front := newSwitchable(a.svc.Handler())
+	front := newSwitchable(a.Service.Handler())
 	logSrv := httptest.NewServer(front)
 	defer logSrv.Close()
-	cpFront := newSwitchable(http.FileServer(http.Dir(a.cpDir)))
+	cpFront := newSwitchable(http.FileServer(http.Dir(a.CheckpointDir)))
 	cpSrv := httptest.NewServer(cpFront)
 	defer cpSrv.Close()
 	out := filepath.Join(dir, "witness-out")
@@ -76,7 +76,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 	// 1. Normal growth, countersigned by the witness running as its own process.
 	appendLeaves(t, logSrv.URL, "default", "a", 5)
 	appendLeaves(t, logSrv.URL, "acme", "a", 3)
-	a.tick(t, "default", "acme")
+	tick(t, a, "default", "acme")
 	proc := exec.Command(svcBin, append(witnessArgs, "--every", "1")...)
 	var procErr testkit.LockedBuffer
 	proc.Stderr = &procErr
@@ -92,7 +92,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 		return sizeIs(filepath.Join(defOut, "latest.json"), 5)() && sizeIs(filepath.Join(acmeOut, "latest.json"), 3)()
 	})
 	appendLeaves(t, logSrv.URL, "default", "a", 4)
-	a.tick(t, "default")
+	tick(t, a, "default")
 	waitFor(t, "the running witness to countersign size 9", 30*time.Second, sizeIs(filepath.Join(defOut, "latest.json"), 9))
 	t.Logf("running witness countersigned two checkpoints in %s", time.Since(start).Round(time.Millisecond))
 	if err := proc.Process.Signal(syscall.SIGTERM); err != nil {
@@ -137,11 +137,11 @@ func TestWitnessEndToEnd(t *testing.T) {
 		t.Fatalf("audit --witness-key of two countersigned heads: exit %d\n%s", code, text)
 	}
 	wantLines("audit --witness-key", text, "PASS newer tree head countersigned by a witness")
-	code, text = audit(filepath.Join(a.cpDir, "default", "5.json"), filepath.Join(a.cpDir, "default", "9.json"), "--witness-url", wSrv.URL)
+	code, text = audit(filepath.Join(a.CheckpointDir, "default", "5.json"), filepath.Join(a.CheckpointDir, "default", "9.json"), "--witness-url", wSrv.URL)
 	if code != 0 {
 		t.Fatalf("audit --witness-url of the log's own checkpoints: exit %d\n%s", code, text)
 	}
-	code, o, e := runBin(t, "audit", "--older", filepath.Join(a.cpDir, "acme", "3.json"), "--newer", filepath.Join(acmeOut, "3.json"),
+	code, o, e := runBin(t, "audit", "--older", filepath.Join(a.CheckpointDir, "acme", "3.json"), "--newer", filepath.Join(acmeOut, "3.json"),
 		"--log-url", logSrv.URL+"/t/acme", "--log-id", "acme-prod", "--witness-url", wSrv.URL, "--tenant", "acme")
 	if code != 0 {
 		t.Fatalf("audit of tenant acme with --witness-url: exit %d\n%s%s", code, o, e)
@@ -156,7 +156,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 	if code, text := logCheck(); code != 0 {
 		t.Fatalf("log-check with the default --max-lag: exit %d\n%s", code, text)
 	}
-	a.tick(t, "default")
+	tick(t, a, "default")
 	if code, errOut := once(); code != 0 {
 		t.Fatalf("witness --once on normal growth: exit %d\n%s", code, errOut)
 	}
@@ -211,8 +211,8 @@ func TestWitnessEndToEnd(t *testing.T) {
 
 	// 4. (c) A head signed by a key the log does not publish.
 	appendLeaves(t, logSrv.URL, "default", "a", 3)
-	a.tick(t, "default") // the real checkpoint at 14
-	real14 := readCheckpoint(t, filepath.Join(a.cpDir, "default", "14.json"))
+	tick(t, a, "default") // the real checkpoint at 14
+	real14 := readCheckpoint(t, filepath.Join(a.CheckpointDir, "default", "14.json"))
 	rogue, _ := signer.GenerateKey()
 	rogueCP := checkpointJSON(t, "default", "", 14, real14.Head.RootHash, rogue)
 	roguePath := filepath.Join(dir, "rogue-14.json")
@@ -257,11 +257,11 @@ func TestWitnessEndToEnd(t *testing.T) {
 	// 5. (a) The history rewritten: a second log with another history behind the same
 	// URLs (same key, same tenants, larger trees that do not extend the first).
 	b := startLog(t, filepath.Join(dir, "b"), logKey)
-	front.set(b.svc.Handler())
-	cpFront.set(http.FileServer(http.Dir(b.cpDir)))
+	front.set(b.Service.Handler())
+	cpFront.set(http.FileServer(http.Dir(b.CheckpointDir)))
 	appendLeaves(t, logSrv.URL, "default", "b", 20)
 	appendLeaves(t, logSrv.URL, "acme", "b", 6)
-	b.tick(t, "default", "acme")
+	tick(t, b, "default", "acme")
 	if code, errOut := once(); code != 1 {
 		t.Fatalf("witness --once on a rewritten history: exit %d\n%s", code, errOut)
 	}
@@ -286,7 +286,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 		t.Logf("ALARM.json:\n%s", d)
 	}
 	wantLines("log-check on a rewritten history", text, "FAIL default witness countersignature", "FAIL default no alarm", "does-not-extend", "FAIL acme no alarm")
-	code, text = audit(filepath.Join(defOut, "14.json"), filepath.Join(b.cpDir, "default", "20.json"), "--witness-key", wPubPath)
+	code, text = audit(filepath.Join(defOut, "14.json"), filepath.Join(b.CheckpointDir, "default", "20.json"), "--witness-key", wPubPath)
 	if code != 1 {
 		t.Fatalf("audit across the rewrite: exit %d\n%s", code, text)
 	}

@@ -12,17 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/svcbin"
 
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -68,67 +65,37 @@ func (s *switchable) serve(path string, body []byte) {
 
 func (s *switchable) reset() { s.mu.Lock(); s.over = map[string][]byte{}; s.mu.Unlock() }
 
-// testLog is a real log service with tenants default and acme.
-type testLog struct {
-	svc   *logservice.Service
-	cpDir string
-}
-
 const (
 	defaultToken = "default-tenant-token"
 	acmeToken    = "acme-tenant-token"
 )
 
-func startLog(t *testing.T, dir string, key *signer.Key) *testLog {
-	t.Helper()
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
-		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logservice.TenantSpec{
-			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken(defaultToken)}},
-			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken(acmeToken)}},
-		},
-		CheckpointDir: cpDir, CheckpointEvery: time.Hour, AppendTimeout: 5 * time.Second, NoSync: true,
-		Logger: quietLogger(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	return &testLog{svc: svc, cpDir: cpDir}
+// startLog runs a real log service in dir with tenants default and acme, each with
+// a log file.
+func startLog(t *testing.T, dir string, key *signer.Key) *logtest.Log {
+	return logtest.Start(t, logtest.Options{Dir: dir, Key: key, AppendTimeout: 5 * time.Second, Tenants: []logtest.Tenant{
+		{ID: "default", File: "default.log", Token: defaultToken},
+		{ID: "acme", LogID: "acme-prod", File: "acme.log", Token: acmeToken},
+	}})
 }
 
 // appendLeaves appends n leaves through base (the log's HTTP front).
 func appendLeaves(t *testing.T, base, tenant, prefix string, n int) {
 	t.Helper()
-	path, token := "/append", defaultToken
+	token := defaultToken
 	if tenant != "default" {
-		path, token = "/t/"+tenant+"/append", acmeToken
+		token = acmeToken
 	}
 	for i := 0; i < n; i++ {
-		body := fmt.Sprintf(`{"leaf":"%s-%s-%d-%d"}`, prefix, tenant, i, time.Now().UnixNano())
-		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("append to %s: %d %s", tenant, resp.StatusCode, b)
-		}
+		logtest.AppendAt(t, base, tenant, token, fmt.Sprintf("%s-%s-%d-%d", prefix, tenant, i, time.Now().UnixNano()))
 	}
 }
 
-func (l *testLog) tick(t *testing.T, tenants ...string) {
+// tick publishes a checkpoint of each tenant.
+func tick(t *testing.T, l *logtest.Log, tenants ...string) {
 	t.Helper()
 	for _, tn := range tenants {
-		if err := l.svc.Checkpointer(tn).Tick(context.Background()); err != nil {
-			t.Fatal(err)
-		}
+		l.Checkpoint(t, tn)
 	}
 }
 

@@ -26,9 +26,9 @@ func TestVerifyWithWitnessURL(t *testing.T) {
 	_, logPub, _ := logKey.WriteKeyFiles(dir, "log")
 	_, sdkPub, _ := sdkKey.WriteKeyFiles(dir, "sdk")
 	a := startLog(t, filepath.Join(dir, "a"), logKey)
-	logSrv := httptest.NewServer(a.svc.Handler())
+	logSrv := httptest.NewServer(a.Service.Handler())
 	defer logSrv.Close()
-	cpSrv := httptest.NewServer(http.FileServer(http.Dir(a.cpDir)))
+	cpSrv := httptest.NewServer(http.FileServer(http.Dir(a.CheckpointDir)))
 	defer cpSrv.Close()
 	hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: logSrv.URL + "/append", Token: defaultToken})
 	if err != nil {
@@ -52,7 +52,7 @@ func TestVerifyWithWitnessURL(t *testing.T) {
 	}
 	seen := issue()
 	appendLeaves(t, logSrv.URL, "default", "after", 3)
-	a.tick(t, "default")
+	tick(t, a, "default")
 	out := filepath.Join(dir, "witness-out")
 	os.MkdirAll(out, 0o755)
 	if code, _, e := runBin(t, "witness", "--key", wKeyPath, "--log-url", logSrv.URL, "--checkpoints-url", cpSrv.URL, "--out", out, "--once"); code != 0 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -18,7 +19,7 @@ import (
 
 // rig is a real log behind switchable fronts, for in-process witnesses.
 type rig struct {
-	log     *testLog
+	log     *logtest.Log
 	logKey  *signer.Key
 	front   *switchable
 	cpFront *switchable
@@ -30,7 +31,7 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	key, _ := signer.GenerateKey()
 	l := startLog(t, t.TempDir(), key)
-	r := &rig{log: l, logKey: key, front: newSwitchable(l.svc.Handler()), cpFront: newSwitchable(http.FileServer(http.Dir(l.cpDir)))}
+	r := &rig{log: l, logKey: key, front: newSwitchable(l.Service.Handler()), cpFront: newSwitchable(http.FileServer(http.Dir(l.CheckpointDir)))}
 	ls, cs := httptest.NewServer(r.front), httptest.NewServer(r.cpFront)
 	t.Cleanup(func() { ls.Close(); cs.Close() })
 	r.logURL, r.cpURL = ls.URL, cs.URL
@@ -61,7 +62,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 	t.Parallel()
 	r := newRig(t)
 	appendLeaves(t, r.logURL, "default", "x", 4)
-	r.log.tick(t, "default")
+	tick(t, r.log, "default")
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
 	out := t.TempDir()
 	w, wKey := r.witness(t, out, func() time.Time { return fixed })
@@ -91,7 +92,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 		}
 	})
 	t.Run("a heartbeat re-signature is countersigned again", func(t *testing.T) {
-		cp := readCheckpoint(t, filepath.Join(r.log.cpDir, "default", "4.json"))
+		cp := readCheckpoint(t, filepath.Join(r.log.CheckpointDir, "default", "4.json"))
 		r.cpFront.serve("/default/latest.json", checkpointJSON(t, "default", "", 4, cp.Head.RootHash, r.logKey))
 		defer r.cpFront.reset()
 		check(t, w, witness.Countersigned)
@@ -99,9 +100,9 @@ func TestWitnessCycleDetails(t *testing.T) {
 	})
 	t.Run("a stale latest.json that is a prefix is unchanged", func(t *testing.T) {
 		appendLeaves(t, r.logURL, "default", "x", 3)
-		r.log.tick(t, "default")
+		tick(t, r.log, "default")
 		check(t, w, witness.Countersigned) // 7
-		data, _ := os.ReadFile(filepath.Join(r.log.cpDir, "default", "4.json"))
+		data, _ := os.ReadFile(filepath.Join(r.log.CheckpointDir, "default", "4.json"))
 		r.cpFront.serve("/default/latest.json", data)
 		defer r.cpFront.reset()
 		check(t, w, witness.Unchanged)
@@ -143,7 +144,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 	t.Run("a bad signature by a published key is an error, not an alarm", func(t *testing.T) {
 		data := checkpointJSON(t, "default", "", 7, merkle.LeafHash([]byte("x")).String(), r.logKey)
 		// Point the signature at another payload: same keyid, invalid signature.
-		cp := readCheckpoint(t, filepath.Join(r.log.cpDir, "default", "7.json"))
+		cp := readCheckpoint(t, filepath.Join(r.log.CheckpointDir, "default", "7.json"))
 		good := cp.File.Envelope.Signatures[0].Sig
 		forged, _ := client.ParseCheckpoint(data)
 		forged.File.Envelope.Signatures[0].Sig = good
@@ -155,7 +156,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 		}
 	})
 	t.Run("another tenant's checkpoint is an error", func(t *testing.T) {
-		cp := readCheckpoint(t, filepath.Join(r.log.cpDir, "default", "7.json"))
+		cp := readCheckpoint(t, filepath.Join(r.log.CheckpointDir, "default", "7.json"))
 		cp.File.Tenant = "acme"
 		r.cpFront.serve("/default/latest.json", mustJSON(t, cp.File))
 		defer r.cpFront.reset()
@@ -163,9 +164,9 @@ func TestWitnessCycleDetails(t *testing.T) {
 	})
 	t.Run("an unreachable log is an error", func(t *testing.T) {
 		r.front.set(http.NotFoundHandler())
-		defer r.front.set(r.log.svc.Handler())
+		defer r.front.set(r.log.Service.Handler())
 		appendLeavesDirect(t, r, 1)
-		r.log.tick(t, "default")
+		tick(t, r.log, "default")
 		res := check(t, w, witness.Failed)
 		if !strings.Contains(res.Err.Error(), "404") {
 			t.Fatal(res.Err)
@@ -193,7 +194,7 @@ func TestWitnessCycleDetails(t *testing.T) {
 // appendLeavesDirect appends through the log's own handler while the front is down.
 func appendLeavesDirect(t *testing.T, r *rig, n int) {
 	t.Helper()
-	s := httptest.NewServer(r.log.svc.Handler())
+	s := httptest.NewServer(r.log.Service.Handler())
 	defer s.Close()
 	appendLeaves(t, s.URL, "default", "direct", n)
 }

@@ -1,78 +1,32 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/monitor"
-	"svc.dev/svc/receipt"
-	"svc.dev/svc/signer"
 )
 
-// monitoredLog is a real log service (tenants default and acme, token "tok") with its
-// checkpoint directory served read-only.
-type monitoredLog struct {
-	svc   *logservice.Service
-	url   string
-	cpURL string
-	key   *signer.Key
-	dir   string
-}
-
-func startMonitoredLog(t *testing.T) *monitoredLog {
-	t.Helper()
-	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	cpDir := filepath.Join(dir, "checkpoints")
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: filepath.Join(dir, "data"), Signer: receipt.KeySigner{Key: key},
-		Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logservice.TenantSpec{
-			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
-			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("tok")}},
-		},
-		CheckpointDir: cpDir, CheckpointEvery: time.Hour, NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ls := httptest.NewServer(svc.Handler())
-	cs := httptest.NewServer(http.FileServer(http.Dir(cpDir)))
-	t.Cleanup(func() { ls.Close(); cs.Close(); svc.Close() })
-	return &monitoredLog{svc: svc, url: ls.URL, cpURL: cs.URL, key: key, dir: dir}
+// startMonitoredLog runs a real log service with tenants default and acme (token
+// "tok", each with a log file), its checkpoints served read-only.
+func startMonitoredLog(t *testing.T) *logtest.Log {
+	return logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{
+		{ID: "default", File: "default.log", Token: "tok"},
+		{ID: "acme", LogID: "acme-prod", File: "acme.log", Token: "tok"},
+	}})
 }
 
 // grow appends n leaves to tenant through the HTTP front and publishes a checkpoint.
-func (l *monitoredLog) grow(t *testing.T, tenant string, n int) {
+func grow(t *testing.T, l *logtest.Log, tenant string, n int) {
 	t.Helper()
-	for i := 0; i < n; i++ {
-		req, _ := http.NewRequest("POST", l.url+"/t/"+tenant+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"cli %d %d"}`, i, time.Now().UnixNano())))
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			t.Fatalf("append: %d", resp.StatusCode)
-		}
-	}
-	if err := l.svc.Checkpointer(tenant).Tick(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l.Grow(t, tenant, "cli", n)
+	l.Checkpoint(t, tenant)
 }
 
 // helpCovers checks that `svc <name> --help` exits 0 and shows the usage line, a
@@ -128,14 +82,14 @@ func TestLogCheckUsageErrors(t *testing.T) {
 
 func TestLogCheckCommand(t *testing.T) {
 	l := startMonitoredLog(t)
-	l.grow(t, "default", 3)
-	l.grow(t, "acme", 2)
-	code, out, errOut := runCLI(t, "log-check", "--log-url", l.url, "--checkpoints-url", l.cpURL, "--tenant", "default", "--tenant", "acme")
+	grow(t, l, "default", 3)
+	grow(t, l, "acme", 2)
+	code, out, errOut := runCLI(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--tenant", "default", "--tenant", "acme")
 	if code != 0 || strings.Count(out, "\nPASS ")+1 != 12 || !strings.HasSuffix(out, "RESULT: OK (12 checks passed)\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	// JSON: exactly { ok, checks: [{ tenant, name, ok, detail? }] }.
-	code, out, _ = runCLI(t, "log-check", "--log-url", l.url, "--tenant", "acme", "--json")
+	code, out, _ = runCLI(t, "log-check", "--log-url", l.URL, "--tenant", "acme", "--json")
 	var generic map[string]any
 	if err := json.Unmarshal([]byte(out), &generic); err != nil || code != 0 || len(generic) != 2 || generic["ok"] != true {
 		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
@@ -149,7 +103,7 @@ func TestLogCheckCommand(t *testing.T) {
 	}
 	// The log grows and no checkpoint follows: --max-lag 1 fails once a second passed.
 	for i := 0; i < 2; i++ {
-		req, _ := http.NewRequest("POST", l.url+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"lag %d"}`, i)))
+		req, _ := http.NewRequest("POST", l.URL+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"lag %d"}`, i)))
 		req.Header.Set("Authorization", "Bearer tok")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -159,7 +113,7 @@ func TestLogCheckCommand(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		code, out, _ = runCLI(t, "log-check", "--log-url", l.url, "--checkpoints-url", l.cpURL, "--max-lag", "1", "--json")
+		code, out, _ = runCLI(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--max-lag", "1", "--json")
 		var res monitor.Result
 		json.Unmarshal([]byte(out), &res)
 		if code == 1 && len(res.Failed()) == 1 && res.Failed()[0].Name == monitor.CheckCheckpointFreshness {

@@ -45,12 +45,12 @@ func TestWitnessUsageErrors(t *testing.T) {
 // exits 1 and moves nothing.
 func TestWitnessOnce(t *testing.T) {
 	l := startMonitoredLog(t)
-	l.grow(t, "default", 4)
-	l.grow(t, "acme", 2)
+	grow(t, l, "default", 4)
+	grow(t, l, "acme", 2)
 	dir := t.TempDir()
 	wKey, keyPath, _ := testKey(t, dir, "witness")
 	out := filepath.Join(dir, "out")
-	args := []string{"witness", "--key", keyPath, "--log-url", l.url, "--checkpoints-url", l.cpURL, "--out", out, "--once"}
+	args := []string{"witness", "--key", keyPath, "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--out", out, "--once"}
 	code, _, errOut := runCLI(t, append(args, "--tenant", "default", "--tenant", "acme")...)
 	if code != 0 || !strings.Contains(errOut, "outcome=countersigned") {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -62,7 +62,7 @@ func TestWitnessOnce(t *testing.T) {
 	}
 	data, _ := os.ReadFile(filepath.Join(out, "default", "latest.json"))
 	cp, err := client.ParseCheckpoint(data)
-	if err != nil || len(cp.File.Envelope.VerifiedBy([]signer.PublicKey{l.key.Public(), wKey.Public()})) != 2 {
+	if err != nil || len(cp.File.Envelope.VerifiedBy([]signer.PublicKey{l.Key.Public(), wKey.Public()})) != 2 {
 		t.Fatalf("countersigned checkpoint: %v", err)
 	}
 	// Without --tenant, the default tenant; nothing new: unchanged, exit 0.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // LockedBuffer is a bytes.Buffer that goroutines (a server, a command's stderr) write
@@ -69,4 +70,22 @@ func FlipLeafProxy(t testing.TB, target string) string {
 	s := httptest.NewServer(p)
 	t.Cleanup(s.Close)
 	return s.URL
+}
+
+// Eventually polls cond every 10 ms until it returns nil, and fails the test with
+// cond's last error when within has passed: the one way tests wait for something
+// that happens behind the call (a file written behind, a projection catching up).
+func Eventually(t testing.TB, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still not so after %s: %v", within, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
