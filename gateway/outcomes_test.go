@@ -15,14 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -80,17 +79,8 @@ type flakyProxy struct {
 
 func startLog(t testing.TB) (*signer.Key, *flakyProxy) {
 	t.Helper()
-	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: dir, Signer: receipt.KeySigner{Key: key},
-		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logservice.TenantSpec{{ID: "default"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { svc.Close() })
-	real := httptest.NewServer(svc.Handler())
-	t.Cleanup(real.Close)
+	real := logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{{ID: "default"}}})
+	key := real.Key
 	p := &flakyProxy{}
 	p.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.down.Load() {
@@ -340,14 +330,8 @@ func TestGatewayLogOverNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer broker.Shutdown()
-	logKey, _ := signer.GenerateKey()
-	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
-		Signer: receipt.KeySigner{Key: logKey}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logservice.TenantSpec{{ID: "fleet", LogID: "fleet-log"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer svc.Close()
+	lg := logtest.Start(t, logtest.Options{NATSURL: broker.ClientURL(), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
+	logKey, svc := lg.Key, lg.Service
 	up := startRecordingUpstream(t)
 	f := newFixture(t, func(cfg map[string]any) {
 		cfg["upstream"] = map[string]any{"url": up.url}

@@ -8,17 +8,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logservice"
-
 	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -39,33 +36,20 @@ func (f *flakySigner) SignEnvelope(ctx context.Context, pt string, p []byte) (*r
 }
 
 type testLog struct {
-	svc    *logservice.Service
-	url    string
-	key    *signer.Key
+	*logtest.Log
 	signer *flakySigner
 }
 
 func startTestLog(t *testing.T) *testLog {
 	t.Helper()
-	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
 	fs := &flakySigner{KeySigner: receipt.KeySigner{Key: key}}
-	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now(), nil)}}
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: dir, Signer: fs, Keys: func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
-		Tenants: []logservice.TenantSpec{
-			{ID: "default", File: filepath.Join(dir, "default.log"), TokenHashes: [][32]byte{logserver.HashToken("default-token")}},
-			{ID: "acme", LogID: "acme-prod", File: filepath.Join(dir, "acme.log"), TokenHashes: [][32]byte{logserver.HashToken("acme-token")}},
-			{ID: "open"},
-		},
-		AppendTimeout: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(svc.Handler())
-	t.Cleanup(func() { ts.Close(); svc.Close() })
-	return &testLog{svc: svc, url: ts.URL, key: key, signer: fs}
+	l := logtest.Start(t, logtest.Options{Key: key, Signer: fs, AppendTimeout: 2 * time.Second, Tenants: []logtest.Tenant{
+		{ID: "default", File: "default.log", Token: "default-token"},
+		{ID: "acme", LogID: "acme-prod", File: "acme.log", Token: "acme-token"},
+		{ID: "open"},
+	}})
+	return &testLog{Log: l, signer: fs}
 }
 
 func do(t *testing.T, method, url, token, body string) (int, http.Header, string) {
@@ -86,7 +70,7 @@ func do(t *testing.T, method, url, token, body string) (int, http.Header, string
 func TestAppendAndPublicRoutes(t *testing.T) {
 	l := startTestLog(t)
 	for i, leaf := range []string{`"a receipt"`, `"another"`, `"third"`} {
-		code, _, body := do(t, "POST", l.url+"/append", "default-token", `{"leaf":`+leaf+`}`)
+		code, _, body := do(t, "POST", l.URL+"/append", "default-token", `{"leaf":`+leaf+`}`)
 		if code != 200 {
 			t.Fatalf("append: %d %s", code, body)
 		}
@@ -97,47 +81,47 @@ func TestAppendAndPublicRoutes(t *testing.T) {
 	}
 	// A hash-only append.
 	h := merkle.LeafHash([]byte("by hash"))
-	if code, _, body := do(t, "POST", l.url+"/append", "default-token", `{"leafHash":"`+h.String()+`"}`); code != 200 {
+	if code, _, body := do(t, "POST", l.URL+"/append", "default-token", `{"leafHash":"`+h.String()+`"}`); code != 200 {
 		t.Fatalf("hash append: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/root?size=2", "", ""); code != 200 || !strings.Contains(body, `"treeSize":2`) {
+	if code, _, body := do(t, "GET", l.URL+"/root?size=2", "", ""); code != 200 || !strings.Contains(body, `"treeSize":2`) {
 		t.Fatalf("/root: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/consistency?old=1&new=4", "", ""); code != 200 || !strings.Contains(body, `"newSize":4`) {
+	if code, _, body := do(t, "GET", l.URL+"/consistency?old=1&new=4", "", ""); code != 200 || !strings.Contains(body, `"newSize":4`) {
 		t.Fatalf("/consistency: %d %s", code, body)
 	}
-	code, _, body := do(t, "GET", l.url+"/.well-known/svc-log.json", "", "")
+	code, _, body := do(t, "GET", l.URL+"/.well-known/svc-log.json", "", "")
 	if code != 200 {
 		t.Fatal(code, body)
 	}
 	if _, err := signer.ParseKeyDocument([]byte(body)); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, body := do(t, "GET", l.url+"/t/acme/.well-known/svc-log.json", "", ""); code != 200 || !strings.Contains(body, `"log":"acme-prod"`) {
+	if code, _, body := do(t, "GET", l.URL+"/t/acme/.well-known/svc-log.json", "", ""); code != 200 || !strings.Contains(body, `"log":"acme-prod"`) {
 		t.Fatalf("tenant key document: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/health", "", ""); code != 200 || !strings.Contains(body, `"ok":true`) || !strings.Contains(body, l.key.KeyID()) {
+	if code, _, body := do(t, "GET", l.URL+"/health", "", ""); code != 200 || !strings.Contains(body, `"ok":true`) || !strings.Contains(body, l.Key.KeyID()) {
 		t.Fatalf("/health: %d %s", code, body)
 	}
 	// Checkpoints: one tick publishes the grown log.
-	if err := l.svc.Checkpointer("default").Tick(context.Background()); err != nil {
+	if err := l.Service.Checkpointer("default").Tick(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, body := do(t, "GET", l.url+"/checkpoints?since=0", "", ""); code != 200 || !strings.Contains(body, `"treeSize":4`) {
+	if code, _, body := do(t, "GET", l.URL+"/checkpoints?since=0", "", ""); code != 200 || !strings.Contains(body, `"treeSize":4`) {
 		t.Fatalf("/checkpoints: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/checkpoints?since=4", "", ""); code != 200 || body != "{\"checkpoints\":[]}\n" {
+	if code, _, body := do(t, "GET", l.URL+"/checkpoints?since=4", "", ""); code != 200 || body != "{\"checkpoints\":[]}\n" {
 		t.Fatalf("/checkpoints?since=4: %d %q", code, body)
 	}
 	// Tenant routes with the tenant's token.
-	if code, _, body := do(t, "GET", l.url+"/t/default/leaves?since=1&limit=2", "default-token", ""); code != 200 || !strings.Contains(body, `"size":4`) ||
+	if code, _, body := do(t, "GET", l.URL+"/t/default/leaves?since=1&limit=2", "default-token", ""); code != 200 || !strings.Contains(body, `"size":4`) ||
 		!strings.Contains(body, merkle.LeafHash([]byte("another")).String()) {
 		t.Fatalf("/leaves: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/t/default/usage", "default-token", ""); code != 200 || !strings.Contains(body, `"totalLeaves":4`) {
+	if code, _, body := do(t, "GET", l.URL+"/t/default/usage", "default-token", ""); code != 200 || !strings.Contains(body, `"totalLeaves":4`) {
 		t.Fatalf("/usage: %d %s", code, body)
 	}
-	code, _, body = do(t, "GET", l.url+"/t/default/audit", "default-token", "")
+	code, _, body = do(t, "GET", l.URL+"/t/default/audit", "default-token", "")
 	var audit struct {
 		Entries []logserver.AuditEntry `json:"entries"`
 	}
@@ -181,7 +165,7 @@ func TestErrorStatuses(t *testing.T) {
 		{"unknown route", "GET", "/nope", "", "", 404, "no such route"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			code, _, body := do(t, c.method, l.url+c.path, c.token, c.body)
+			code, _, body := do(t, c.method, l.URL+c.path, c.token, c.body)
 			if code != c.status || !strings.Contains(body, c.want) {
 				t.Fatalf("got %d %q, want %d containing %q", code, body, c.status, c.want)
 			}
@@ -206,7 +190,7 @@ func TestAppendRateLimitPerToken(t *testing.T) {
 		go func(c int) {
 			defer wg.Done()
 			for i := c; i < 300; i += 16 {
-				code, h, b := do(t, "POST", l.url+"/t/acme/append", "acme-token", fmt.Sprintf(`{"leaf":"rate %d"}`, i))
+				code, h, b := do(t, "POST", l.URL+"/t/acme/append", "acme-token", fmt.Sprintf(`{"leaf":"rate %d"}`, i))
 				answers <- answer{code, h, b}
 			}
 		}(c)
@@ -233,7 +217,7 @@ func TestAppendRateLimitPerToken(t *testing.T) {
 		t.Fatalf("%d allowed and %d limited in %s; want at least the burst of 100 and at most %d", ok, limited, elapsed, allowed)
 	}
 	// Another tenant's token has its own allowance.
-	if code, _, b := do(t, "POST", l.url+"/append", "default-token", `{"leaf":"other token"}`); code != 200 {
+	if code, _, b := do(t, "POST", l.URL+"/append", "default-token", `{"leaf":"other token"}`); code != 200 {
 		t.Fatalf("other token: %d %s", code, b)
 	}
 }
@@ -241,28 +225,28 @@ func TestAppendRateLimitPerToken(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	l := startTestLog(t)
 	l.signer.down.Store(true)
-	code, _, body := do(t, "GET", l.url+"/head", "", "")
+	code, _, body := do(t, "GET", l.URL+"/head", "", "")
 	if code != 503 || !strings.HasPrefix(body, `{"error":"log unavailable: `) {
 		t.Fatalf("/head with the signer down: %d %s", code, body)
 	}
-	if code, _, body := do(t, "GET", l.url+"/health", "", ""); code != 503 {
+	if code, _, body := do(t, "GET", l.URL+"/health", "", ""); code != 503 {
 		t.Fatalf("/health with the signer down: %d %s", code, body)
 	}
 	// The sequencer commits, but cannot sign: the append is answered 503 and a retry
 	// once the signer is back gets the leaf's one index.
-	code, _, body = do(t, "POST", l.url+"/append", "default-token", `{"leaf":"during outage"}`)
+	code, _, body = do(t, "POST", l.URL+"/append", "default-token", `{"leaf":"during outage"}`)
 	if code != 503 || !strings.HasPrefix(body, `{"error":"log unavailable: `) {
 		t.Fatalf("append with the signer down: %d %s", code, body)
 	}
 	l.signer.down.Store(false)
-	code, _, body = do(t, "POST", l.url+"/append", "default-token", `{"leaf":"during outage"}`)
+	code, _, body = do(t, "POST", l.URL+"/append", "default-token", `{"leaf":"during outage"}`)
 	var p receipt.Proof
 	if code != 200 || json.Unmarshal([]byte(body), &p) != nil || p.Inclusion.LeafIndex != 0 || p.Inclusion.TreeSize != 1 {
 		t.Fatalf("retry after the outage: %d %s", code, body)
 	}
 	// The store stops answering: the broker is gone.
-	l.svc.Conn().Close()
-	code, _, body = do(t, "POST", l.url+"/append", "default-token", `{"leaf":"no broker"}`)
+	l.Service.Conn().Close()
+	code, _, body = do(t, "POST", l.URL+"/append", "default-token", `{"leaf":"no broker"}`)
 	if code != 503 || !strings.HasPrefix(body, `{"error":"log unavailable: `) {
 		t.Fatalf("append without a broker: %d %s", code, body)
 	}

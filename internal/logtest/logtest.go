@@ -40,6 +40,11 @@ type Options struct {
 	// Key is the log key; default a fresh one. Its key document is valid from an hour
 	// ago.
 	Key *signer.Key
+	// Signer signs the log's heads instead of Key (a signer that fails on demand, say);
+	// Key still makes the key document.
+	Signer receipt.EnvelopeSigner
+	// Notes also publishes checkpoints as C2SP signed notes, signed with Key.
+	Notes bool
 	// Dir is the service's directory; default t.TempDir().
 	Dir string
 	// NATSURL is a broker to use instead of the embedded one.
@@ -99,8 +104,16 @@ func Start(t testing.TB, o Options) *Log {
 	if o.Verbose {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, nil))
 	}
+	var sg receipt.EnvelopeSigner = receipt.KeySigner{Key: o.Key}
+	if o.Signer != nil {
+		sg = o.Signer
+	}
+	var noteKey *signer.Key
+	if o.Notes {
+		noteKey = o.Key
+	}
 	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: filepath.Join(o.Dir, "data"), NATSURL: o.NATSURL, Signer: receipt.KeySigner{Key: o.Key},
+		DataDir: filepath.Join(o.Dir, "data"), NATSURL: o.NATSURL, Signer: sg, NoteKey: noteKey,
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		Tenants: specs, CheckpointDir: l.CheckpointDir, CheckpointEvery: time.Hour,
 		AppendTimeout: o.AppendTimeout, NoSync: true, Logger: logger,
