@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -256,20 +257,16 @@ func (c *collector) has(which string, ids []string) (missing []string) {
 // waitFor polls until every id reached both exporters or the deadline passes.
 func (c *collector) waitFor(t testing.TB, ids []string, which []string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testkit.Eventually(t, within, func() error {
 		var missing []string
 		for _, w := range which {
 			missing = append(missing, c.has(w, ids)...)
 		}
-		if len(missing) == 0 {
-			return
+		if len(missing) > 0 {
+			return fmt.Errorf("%d deliveries missing, e.g. %v", len(missing), missing[:min(3, len(missing))])
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries missing after %s, e.g. %v", len(missing), within, missing[:min(3, len(missing))])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // both builds the two exporters against c.

@@ -14,86 +14,159 @@ import (
 // MaxConfigSize caps the config file.
 const MaxConfigSize = 1 << 20
 
-// Config is the gateway config file (SPEC.md, "Gateway config"). Relative paths
-// resolve against the config file's directory.
+// Config is the gateway config file (SPEC.md, "Gateway config"), a JSON object of at
+// most MaxConfigSize bytes; unknown fields are refused. Every path is resolved against
+// the directory of the config file when it is relative.
 type Config struct {
+	// Identity.KeyFile is the gateway's Ed25519 private key (PKCS#8 PEM, mode 0600);
+	// it signs every receipt and authorization. Required.
 	Identity struct {
-		KeyFile string `json:"keyFile"` // the gateway's Ed25519 private key; signs every receipt
+		KeyFile string `json:"keyFile"`
 	} `json:"identity"`
-	// Upstream is one upstream; Upstreams several, each with a name. Exactly one of
-	// the two.
+
+	// Upstream is the one MCP server or REST API behind the gateway; Upstreams lists
+	// several, each with a Name, and every tool name must belong to exactly one of
+	// them (checked at start). Exactly one of Upstream and Upstreams is required.
 	Upstream  *UpstreamConfig  `json:"upstream,omitempty"`
 	Upstreams []UpstreamConfig `json:"upstreams,omitempty"`
-	// GrantFile is the grant a stdio gateway serves (ignored over HTTP).
-	GrantFile            string       `json:"grantFile,omitempty"`
-	TrustedPrincipalKeys []string     `json:"trustedPrincipalKeys"`
-	PolicyFile           string       `json:"policyFile"`
-	Facts                []FactConfig `json:"facts,omitempty"`
-	// Precommit lists consequential tools, or the single entry "*" for all.
-	Precommit   []string         `json:"precommit,omitempty"`
-	ReceiptsDir string           `json:"receiptsDir"`
-	LogFile     string           `json:"logFile,omitempty"` // exactly one of LogFile and Log
-	Log         *RemoteLogConfig `json:"log,omitempty"`
-	Otel        json.RawMessage  `json:"otel,omitempty"`   // OTLP/HTTP export; see package exporters
-	Splunk      json.RawMessage  `json:"splunk,omitempty"` // HTTP event collector export
+
+	// GrantFile is the grant a stdio gateway serves (the agent's delegation). Optional;
+	// ignored over HTTP, where each agent presents its own grant.
+	GrantFile string `json:"grantFile,omitempty"`
+
+	// TrustedPrincipalKeys are public key files (SPKI PEM) of the principals whose
+	// grants are accepted, matched by keyid. Required, at least one.
+	TrustedPrincipalKeys []string `json:"trustedPrincipalKeys"`
+
+	// PolicyFile is the Cedar policy every call is decided by; its SHA-256 is in every
+	// receipt. Required.
+	PolicyFile string `json:"policyFile"`
+
+	// Facts are lookups the gateway makes itself before deciding. Optional.
+	Facts []FactConfig `json:"facts,omitempty"`
+
+	// Precommit lists consequential tools, whose signed authorization is logged before
+	// the call is forwarded, or the single entry "*" for all. Optional; default none.
+	Precommit []string `json:"precommit,omitempty"`
+
+	// ReceiptsDir receives <receiptId>.json per receipt and
+	// <receiptId>.authorization.json per pre-committed call; created when absent.
+	// Required.
+	ReceiptsDir string `json:"receiptsDir"`
+
+	// LogFile is a local Merkle log file (SPEC.md's log file format), created when
+	// absent; Log is a remote log. Exactly one of the two is required.
+	LogFile string           `json:"logFile,omitempty"`
+	Log     *RemoteLogConfig `json:"log,omitempty"`
+
+	// Otel, { url, headersEnv?, serviceName? }, exports every receipt as an OTLP/HTTP
+	// span; Splunk, { url, tokenEnv, index?, source?, sourcetype?, host? }, to an HTTP
+	// Event Collector. Both optional; see package exporters. An export never blocks or
+	// fails a receipt.
+	Otel   json.RawMessage `json:"otel,omitempty"`
+	Splunk json.RawMessage `json:"splunk,omitempty"`
 
 	dir string // the config file's directory
 }
 
-// UpstreamConfig is one of SPEC's three upstream shapes.
+// UpstreamConfig is one of SPEC's three upstream shapes: exactly one of Command, URL
+// and Rest.
 type UpstreamConfig struct {
-	Name string `json:"name,omitempty"` // required in upstreams
-	// Command spawns an MCP server over stdio; Env is passed to it and never shown
-	// to the agent.
+	// Name names the upstream in receipts (tool.upstream). Required in Upstreams;
+	// optional for a single Upstream.
+	Name string `json:"name,omitempty"`
+
+	// Command spawns an MCP server over stdio with Args. Env is added to the
+	// gateway's environment for that process only and is never shown to the agent.
+	// A relative Command is looked up on PATH, not against the config file.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
-	// URL connects to an MCP server over Streamable HTTP with a bearer token taken
-	// from the environment variable TokenEnv.
+
+	// URL connects to an MCP server over Streamable HTTP (http:// or https://).
+	// TokenEnv, optional, names the environment variable holding its bearer token,
+	// read once at start; a variable that is unset fails the start.
 	URL      string `json:"url,omitempty"`
 	TokenEnv string `json:"tokenEnv,omitempty"`
+
 	// Rest describes a plain HTTP API as tools.
 	Rest *RestConfig `json:"rest,omitempty"`
 }
 
 // RestConfig is SPEC's REST upstream description.
 type RestConfig struct {
-	BaseURL   string            `json:"baseUrl"`
-	HeaderEnv map[string]string `json:"headerEnv,omitempty"` // header → env var, read at startup
-	Headers   map[string]string `json:"headers,omitempty"`
-	TimeoutMs int               `json:"timeoutMs,omitempty"`
-	Tools     []RestTool        `json:"tools"`
+	// BaseURL is the API's root (http:// or https://); each tool's Path is appended.
+	// Required.
+	BaseURL string `json:"baseUrl"`
+	// HeaderEnv maps a header name to an environment variable read once at start; a
+	// variable that is unset fails the start. Optional.
+	HeaderEnv map[string]string `json:"headerEnv,omitempty"`
+	// Headers are sent with every request as written. Optional.
+	Headers map[string]string `json:"headers,omitempty"`
+	// TimeoutMs bounds one request, in milliseconds. Optional; default 30000.
+	TimeoutMs int `json:"timeoutMs,omitempty"`
+	// Tools are the endpoints offered as tools. Required, at least one.
+	Tools []RestTool `json:"tools"`
 }
 
 // RestTool is one REST endpoint offered as a tool.
 type RestTool struct {
-	Name        string          `json:"name"`
-	Method      string          `json:"method"`
-	Path        string          `json:"path"` // {name} segments are filled from arguments
+	// Name is the tool's name, unique across all upstreams. Required.
+	Name string `json:"name"`
+	// Method is the HTTP method (GET, POST, PUT, PATCH, DELETE). Required.
+	Method string `json:"method"`
+	// Path is appended to BaseURL; {name} segments are filled from the call's
+	// arguments (escaped). Required.
+	Path string `json:"path"`
+	// InputSchema is the JSON Schema shown to the agent. Optional; default an object
+	// schema that takes any arguments.
 	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	Description string          `json:"description,omitempty"`
-	Body        string          `json:"body,omitempty"`  // "none": send no body
-	Query       []string        `json:"query,omitempty"` // arguments that go to the query string
+	// Description is shown to the agent. Optional.
+	Description string `json:"description,omitempty"`
+	// Body "none" sends no body. Optional; by default the arguments left after Path
+	// and Query go to a JSON body, except on GET and DELETE, where they go to the
+	// query string.
+	Body string `json:"body,omitempty"`
+	// Query names the arguments that go to the query string. Optional.
+	Query []string `json:"query,omitempty"`
 }
 
 // FactConfig is a lookup the gateway makes before deciding.
 type FactConfig struct {
-	Name     string          `json:"name"`     // key under context.facts
-	Tool     string          `json:"tool"`     // upstream tool to call
-	Args     json.RawMessage `json:"args"`     // template: "$args.<key>" copies the agent's argument
-	ForTools []string        `json:"forTools"` // intercepted tools that trigger it
-	Optional bool            `json:"optional,omitempty"`
+	// Name is the key under context.facts in the policy request. Required.
+	Name string `json:"name"`
+	// Tool is the upstream tool called for the fact. Required.
+	Tool string `json:"tool"`
+	// Args are the tool's arguments; a string "$args.<key>" copies the agent's
+	// argument <key>. Optional; default none.
+	Args json.RawMessage `json:"args"`
+	// ForTools are the intercepted tools whose calls trigger the lookup. Required.
+	ForTools []string `json:"forTools"`
+	// Optional skips the lookup when an argument it copies is absent; the fact is then
+	// absent, which a policy tests with has. Default false: an absent argument or a
+	// failed lookup denies the call.
+	Optional bool `json:"optional,omitempty"`
 }
 
-// RemoteLogConfig is a remote log.
+// RemoteLogConfig is a remote log: a log server over HTTP (URL) or the pipeline's
+// request/reply over NATS (NATS). Exactly one of URL and NATS.
 type RemoteLogConfig struct {
-	URL       string `json:"url,omitempty"`      // the tenant's append URL
-	TokenEnv  string `json:"tokenEnv,omitempty"` // environment variable holding the bearer token
-	HashOnly  bool   `json:"hashOnly,omitempty"`
-	TimeoutMs int    `json:"timeoutMs,omitempty"` // one append; default 10000
-	// NATS appends over the pipeline's request/reply instead of HTTP (fleets).
-	NATS   string `json:"nats,omitempty"`
-	Tenant string `json:"tenant,omitempty"` // with NATS; default "default"
+	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
+	URL string `json:"url,omitempty"`
+	// TokenEnv names the environment variable holding the bearer token, read once at
+	// start. Optional.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// HashOnly sends only the leaf hash; the log then cannot serve the receipt.
+	// Optional; default false.
+	HashOnly bool `json:"hashOnly,omitempty"`
+	// TimeoutMs bounds one append attempt, in milliseconds (three retries follow a
+	// timeout, a 429 or a 5xx). Optional; default 10000.
+	TimeoutMs int `json:"timeoutMs,omitempty"`
+	// NATS is a NATS server URL where the log's sequencer runs (fleets), instead of
+	// URL.
+	NATS string `json:"nats,omitempty"`
+	// Tenant is the tenant appended to over NATS. Optional; default "default".
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // LoadConfig reads and checks a config file.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/receipt"
@@ -165,18 +167,14 @@ func receiptID(t *testing.T, r callResult) string {
 // directory: with a local log a running gateway writes them a moment after each call.
 func waitForReceipts(t *testing.T, f *fixture, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
 		files = slices.DeleteFunc(files, func(s string) bool { return strings.HasSuffix(s, ".authorization.json") })
-		if len(files) >= n {
-			return
+		if len(files) < n {
+			return fmt.Errorf("%d receipt files, want %d", len(files), n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d receipt files after 10 s, want %d", len(files), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // verifyAll runs `svc verify` on every receipt written and returns the reports by id.

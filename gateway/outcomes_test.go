@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -23,6 +24,7 @@ import (
 	"svc.dev/svc/gateway"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -509,13 +511,12 @@ func TestGatewayHTTPIdleSessionCloses(t *testing.T) {
 	if n := sessions(); n != 1 {
 		t.Fatalf("%v sessions after initialize", n)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for sessions() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle session was not closed")
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if n := sessions(); n != 0 {
+			return fmt.Errorf("the idle session was not closed: %v sessions", n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	req, _ = http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")

@@ -18,36 +18,64 @@ import (
 // MaxConfigSize caps a config file.
 const MaxConfigSize = 1 << 20
 
-// Config is the SDK config file, the same file the sidecar (svc serve) reads. See
-// docs/sdk-config.md. Relative paths resolve against the config file's directory.
+// Config is the SDK config file, the same file the sidecar (svc serve) reads (see
+// docs/sdk-config.md): a JSON object of at most MaxConfigSize bytes; unknown fields are
+// refused. Every path is resolved against the directory of the config file when it is
+// relative.
 type Config struct {
-	Identity    Identity                `json:"identity"`
-	AgentID     string                  `json:"agentId"`
-	PrincipalID *string                 `json:"principalId,omitempty"` // claimed; absent or null: null
-	Framework   string                  `json:"framework"`
-	PolicyFile  string                  `json:"policyFile,omitempty"`
-	ReceiptsDir string                  `json:"receiptsDir"`
-	LogFile     string                  `json:"logFile,omitempty"`
-	Log         *LogConfig              `json:"log,omitempty"`
-	OTel        *exporters.OTelConfig   `json:"otel,omitempty"`
-	Splunk      *exporters.SplunkConfig `json:"splunk,omitempty"`
+	// Identity.KeyFile is the issuer's Ed25519 private key; it signs every receipt.
+	// Required.
+	Identity Identity `json:"identity"`
+	// AgentID names the agent in every receipt (claimed). Required.
+	AgentID string `json:"agentId"`
+	// PrincipalID names the principal the agent acts for (claimed). Optional; absent
+	// or null records principal.id null.
+	PrincipalID *string `json:"principalId,omitempty"`
+	// Framework names the agent framework (e.g. "langchain"), recorded in receipts.
+	// Required.
+	Framework string `json:"framework"`
+	// PolicyFile is a Cedar policy evaluated before each call; its SHA-256 is in every
+	// receipt. Optional; without it receipts carry no policy decision of their own.
+	PolicyFile string `json:"policyFile,omitempty"`
+	// ReceiptsDir receives <receiptId>.json per receipt; created when absent.
+	// Required.
+	ReceiptsDir string `json:"receiptsDir"`
+	// LogFile is a local Merkle log file, created when absent; Log is a remote log.
+	// Exactly one of the two is required.
+	LogFile string     `json:"logFile,omitempty"`
+	Log     *LogConfig `json:"log,omitempty"`
+	// OTel and Splunk export every receipt, exactly as the gateway config's fields.
+	// Both optional; an export never blocks or fails a receipt.
+	OTel   *exporters.OTelConfig   `json:"otel,omitempty"`
+	Splunk *exporters.SplunkConfig `json:"splunk,omitempty"`
 }
 
-// Identity names the issuer's Ed25519 private key (PKCS#8 PEM, as svc keygen writes).
+// Identity names the issuer's key.
 type Identity struct {
+	// KeyFile is an Ed25519 private key, PKCS#8 PEM as svc keygen writes it (mode
+	// 0600). Required.
 	KeyFile string `json:"keyFile"`
 }
 
 // LogConfig is a remote log: over HTTP ({ url, tokenEnv?, hashOnly?, timeoutMs? }, the
 // gateway's shape) or over the pipeline's NATS ({ nats, tenant?, tokenEnv?, hashOnly?,
-// timeoutMs? }).
+// timeoutMs? }). Exactly one of URL and NATS.
 type LogConfig struct {
-	URL       string `json:"url,omitempty"`      // the tenant's append URL
-	NATS      string `json:"nats,omitempty"`     // a NATS server URL, e.g. nats://127.0.0.1:4222
-	Tenant    string `json:"tenant,omitempty"`   // with nats; default "default"
-	TokenEnv  string `json:"tokenEnv,omitempty"` // bearer token (url) or NATS auth token (nats)
-	HashOnly  bool   `json:"hashOnly,omitempty"`
-	TimeoutMs *int   `json:"timeoutMs,omitempty"` // one append attempt; default 10000
+	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
+	URL string `json:"url,omitempty"`
+	// NATS is a NATS server URL (nats://, tls://, ws://, wss://) where the log's
+	// sequencer runs, e.g. nats://127.0.0.1:4222.
+	NATS string `json:"nats,omitempty"`
+	// Tenant is the tenant appended to over NATS. Optional; default "default".
+	Tenant string `json:"tenant,omitempty"`
+	// TokenEnv names the environment variable holding the bearer token (with URL) or
+	// the NATS auth token (with NATS), read once at start; unset fails the start.
+	// Optional.
+	TokenEnv string `json:"tokenEnv,omitempty"`
+	// HashOnly sends only the leaf hash. Optional; default false.
+	HashOnly bool `json:"hashOnly,omitempty"`
+	// TimeoutMs bounds one append attempt, in milliseconds. Optional; default 10000.
+	TimeoutMs *int `json:"timeoutMs,omitempty"`
 }
 
 // Exporters is the config's `otel` and `splunk` fields.

@@ -3,6 +3,7 @@ package sdk_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 
 	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/exporters"
@@ -140,22 +142,18 @@ func TestNATSLogWithDurableExports(t *testing.T) {
 		verifyRemote(t, rc, key, logKey)
 		ids = append(ids, rc.ID)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		mu.Lock()
+		defer mu.Unlock()
 		n := 0
 		for _, id := range ids {
 			if seen[id] {
 				n++
 			}
 		}
-		mu.Unlock()
-		if n == len(ids) {
-			break
+		if n != len(ids) {
+			return fmt.Errorf("collector saw %d of %d receipts", n, len(ids))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("collector saw %d of %d receipts", n, len(ids))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -19,6 +19,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
 
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -119,13 +120,12 @@ func runBin(t *testing.T, args ...string) (int, string, string) {
 
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testkit.Eventually(t, timeout, func() error {
+		if !cond() {
+			return fmt.Errorf("waiting for %s", what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func readCheckpoint(t *testing.T, path string) *client.Checkpoint {

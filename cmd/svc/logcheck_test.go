@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/monitor"
 )
 
@@ -102,28 +103,16 @@ func TestLogCheckCommand(t *testing.T) {
 		}
 	}
 	// The log grows and no checkpoint follows: --max-lag 1 fails once a second passed.
-	for i := 0; i < 2; i++ {
-		req, _ := http.NewRequest("POST", l.URL+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":"lag %d"}`, i)))
-		req.Header.Set("Authorization", "Bearer tok")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	l.Grow(t, "default", "lag", 2)
+	testkit.Eventually(t, 15*time.Second, func() error {
 		code, out, _ = runCLI(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--max-lag", "1", "--json")
 		var res monitor.Result
 		json.Unmarshal([]byte(out), &res)
 		if code == 1 && len(res.Failed()) == 1 && res.Failed()[0].Name == monitor.CheckCheckpointFreshness {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("log-check --max-lag 1 did not fail on freshness alone: exit %d\n%s", code, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("log-check --max-lag 1 did not fail on freshness alone: exit %d\n%s", code, out)
+	})
 	// A dead log: every check fails, exit 1.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
