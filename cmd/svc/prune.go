@@ -1,18 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 )
 
@@ -74,113 +69,31 @@ func runPrune(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--receipts %s is not a directory", *receiptsDir)
 	}
 
-	type target struct {
-		index uint64
-		file  string // bundle file name inside the receipts directory
-		leaf  []byte // canonical JSON of the pruned envelope
-	}
-	var (
-		targets    []target
-		leaves     int
-		newer      int
-		notReceipt int
-		examples   []string
-	)
-	skip := func(index uint64, why string) bool {
-		notReceipt++
-		if len(examples) < 3 {
-			examples = append(examples, fmt.Sprintf("leaf %d: %s", index, why))
-		}
-		return false
-	}
-	n, err := merkle.PruneLogFile(*logPath, func(index uint64, leaf string) bool {
-		leaves++
-		env, err := receipt.ParseEnvelope([]byte(leaf))
-		if err != nil {
-			return skip(index, err.Error())
-		}
-		st, err := receipt.DecodeStatement(env)
-		if err != nil {
-			return skip(index, err.Error())
-		}
-		var suffix string
-		switch st.PredicateType {
-		case receipt.PredicateReceipt:
-			suffix = ".json"
-		case receipt.PredicateAuthorization:
-			suffix = ".authorization.json"
-		default:
-			return skip(index, fmt.Sprintf("predicateType %q is neither a receipt nor an authorization", st.PredicateType))
-		}
-		var p struct {
-			ReceiptID string `json:"receiptId"`
-			Timestamp string `json:"timestamp"`
-		}
-		if err := json.Unmarshal(st.Predicate, &p); err != nil {
-			return skip(index, "predicate: "+err.Error())
-		}
-		ts, err := receipt.ParseTime(p.Timestamp)
-		if err != nil {
-			return skip(index, "timestamp: "+err.Error())
-		}
-		if !ts.Before(cutoff) {
-			newer++
-			return false
-		}
-		if !pruneSafeID(p.ReceiptID) {
-			return skip(index, fmt.Sprintf("receiptId %q cannot name a bundle file", p.ReceiptID))
-		}
-		targets = append(targets, target{index: index, file: p.ReceiptID + suffix, leaf: env.Canonical()})
-		return true
-	})
+	r, err := receipt.Prune(*logPath, *receiptsDir, cutoff)
 	if err != nil {
-		return fmt.Errorf("prune %s: %w (no bundle file was deleted)", *logPath, err)
+		return err
 	}
-	if n != len(targets) {
-		fmt.Fprintf(stderr, "svc prune: warning: the log reports %d leaves pruned, %d were selected\n", n, len(targets))
+	if r.Pruned != r.Selected {
+		fmt.Fprintf(stderr, "svc prune: warning: the log reports %d leaves pruned, %d were selected\n", r.Pruned, r.Selected)
 	}
-
-	// The log no longer holds the pruned leaves; now remove their bundle files.
-	var deleted, absent, mismatched int
-	var failed []string
-	for _, t := range targets {
-		path := filepath.Join(*receiptsDir, t.file)
-		b, err := receipt.ReadBundle(path)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			absent++
-			continue
-		case err != nil:
-			mismatched++
-			fmt.Fprintf(stderr, "svc prune: warning: kept %s: %v\n", path, err)
-			continue
-		case !bytes.Equal(b.Envelope.Canonical(), t.leaf):
-			mismatched++
-			fmt.Fprintf(stderr, "svc prune: warning: kept %s: it does not hold the envelope of leaf %d\n", path, t.index)
-			continue
-		}
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-			failed = append(failed, fmt.Sprintf("%s: %v", path, err))
-			continue
-		}
-		deleted++
+	for _, k := range r.Kept {
+		fmt.Fprintf(stderr, "svc prune: warning: kept %s\n", k)
 	}
-
 	fmt.Fprintf(stdout, "pruned %d of %d leaves with content in %s (timestamp before %s); %d newer kept\n",
-		n, leaves, *logPath, receipt.FormatTime(cutoff), newer)
-	fmt.Fprintf(stdout, "deleted %d bundle files from %s", deleted, *receiptsDir)
-	if absent > 0 {
-		fmt.Fprintf(stdout, "; %d already absent", absent)
+		r.Pruned, r.Leaves, *logPath, receipt.FormatTime(cutoff), r.Newer)
+	fmt.Fprintf(stdout, "deleted %d bundle files from %s", r.Deleted, *receiptsDir)
+	if r.Absent > 0 {
+		fmt.Fprintf(stdout, "; %d already absent", r.Absent)
 	}
-	if mismatched > 0 {
-		fmt.Fprintf(stdout, "; %d kept (see warnings)", mismatched)
+	if len(r.Kept) > 0 {
+		fmt.Fprintf(stdout, "; %d kept (see warnings)", len(r.Kept))
 	}
 	fmt.Fprintln(stdout)
-	if notReceipt > 0 {
-		fmt.Fprintf(stderr, "svc prune: warning: kept %d leaves that do not parse as receipts (%s)\n", notReceipt, strings.Join(examples, "; "))
+	if r.NotReceipt > 0 {
+		fmt.Fprintf(stderr, "svc prune: warning: kept %d leaves that do not parse as receipts (%s)\n", r.NotReceipt, strings.Join(r.Examples, "; "))
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("the log was pruned but %d bundle files could not be deleted; delete them by hand: %s", len(failed), strings.Join(failed, "; "))
+	if len(r.Failed) > 0 {
+		return fmt.Errorf("the log was pruned but %d bundle files could not be deleted; delete them by hand: %s", len(r.Failed), strings.Join(r.Failed, "; "))
 	}
 	return nil
 }
@@ -194,21 +107,4 @@ func pruneParseCutoff(s string) (time.Time, error) {
 		return t, nil
 	}
 	return time.Time{}, usagef("--before %q is not an ISO 8601 time; use RFC 3339 with a zone (2026-01-01T00:00:00Z) or a date (2026-01-01)", s)
-}
-
-// pruneSafeID reports whether a receipt id can name a file inside the receipts
-// directory without escaping it: letters, digits, '.', '_' and '-', not starting
-// with '.'. Receipt ids are UUIDs.
-func pruneSafeID(id string) bool {
-	if id == "" || len(id) > 200 || id[0] == '.' {
-		return false
-	}
-	for _, c := range id {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
 }
