@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -74,7 +74,6 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("--out is required: the file to write the grant to")
 	}
 
-	// The parent grant and its chain.
 	data, err := receipt.ReadFileCapped(*parentPath, receipt.MaxEnvelopeSize)
 	if err != nil {
 		return fmt.Errorf("--parent: %w", err)
@@ -83,69 +82,10 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--parent %s is not a grant envelope: %w", *parentPath, err)
 	}
-	if parentEnv.PayloadType != receipt.PayloadDelegation {
-		return fmt.Errorf("--parent %s is a %q envelope, not a delegation grant (%s); pass the grant file 'svc grant' or 'svc delegate' wrote", *parentPath, parentEnv.PayloadType, receipt.PayloadDelegation)
-	}
-	chain, err := receipt.UnwrapChain(parentEnv)
-	if err != nil {
-		return fmt.Errorf("--parent %s: %w", *parentPath, err)
-	}
-	parent := chain.Leaf()
-	if chain.Depth() >= receipt.MaxChainDepth {
-		return fmt.Errorf("refusing to delegate: the parent grant is already %d grants deep and a chain holds at most %d (the principal's grant and %d delegations), so %q cannot delegate further; ask the principal, or an agent higher in the chain, to grant %q directly",
-			chain.Depth(), receipt.MaxChainDepth, receipt.MaxChainDepth-1, parent.Agent, a)
-	}
-	if err := chain.VerifyLinks(); err != nil {
-		return fmt.Errorf("refusing to delegate: the parent's own chain does not verify, so a grant delegated from it would not either: %w", err)
-	}
-	if parent.AgentKey == "" {
-		return fmt.Errorf("refusing to delegate: the parent grant names no agentKey, so %q cannot delegate (nothing would let a verifier check the new link); ask whoever signed the parent to re-issue it with --agent-key <%s's .pub>", parent.Agent, parent.Agent)
-	}
-	parentAgentKey, err := signer.ParsePublicKeyPEM([]byte(parent.AgentKey))
-	if err != nil {
-		return fmt.Errorf("refusing to delegate: the parent grant's agentKey does not parse: %w", err)
-	}
-
 	key, err := signer.LoadPrivateKey(*keyPath)
 	if err != nil {
 		return fmt.Errorf("--key: %w", err)
 	}
-	if key.KeyID() != parentAgentKey.KeyID {
-		return fmt.Errorf("refusing to delegate: --key %s (keyid %s) is not the key the parent grant names as %q's agentKey (keyid %s), so the chain would not verify; sign with the private key whose .pub was passed as --agent-key when the parent was granted",
-			*keyPath, key.KeyID(), parent.Agent, parentAgentKey.KeyID)
-	}
-
-	// Scopes and window, checked before anything is signed.
-	var missing []string
-	for _, s := range sc {
-		if !parent.HasScope(s) {
-			missing = append(missing, s)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("refusing to delegate: the parent grant does not hold %s (it holds: %s); pass a subset of the parent's scopes in --scopes",
-			delegateQuoteList(missing), strings.Join(parent.Scopes, ", "))
-	}
-	pf, pt, err := parent.Window()
-	if err != nil {
-		return fmt.Errorf("--parent %s: %w", *parentPath, err)
-	}
-	now := grantNow()
-	if now.Before(pf) {
-		return fmt.Errorf("refusing to delegate: the parent grant is not valid until %s (now is %s); delegate once it is, or check this machine's clock", parent.IssuedAt, receipt.FormatTime(now))
-	}
-	if !now.Before(pt) {
-		return fmt.Errorf("refusing to delegate: the parent grant expired at %s (now is %s); ask for a fresh grant to delegate from", parent.ExpiresAt, receipt.FormatTime(now))
-	}
-	to := now.Add(ttl)
-	if to.After(pt) {
-		return fmt.Errorf("refusing to delegate: --ttl-hours %v would end at %s, after the parent grant expires at %s; the longest --ttl-hours that fits now is %s",
-			*ttlHours, receipt.FormatTime(to), parent.ExpiresAt, delegateMaxHours(pt.Sub(now).Hours()))
-	}
-	if err := receipt.CheckDelegation(parent, sc, now, to); err != nil {
-		return fmt.Errorf("refusing to delegate: %w", err)
-	}
-
 	var agentKey *signer.PublicKey
 	if *agentKeyPath != "" {
 		k, err := signer.LoadPublicKey(*agentKeyPath)
@@ -153,34 +93,48 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 			return fmt.Errorf("--agent-key: %w", err)
 		}
 		agentKey = &k
-		if chain.Depth()+1 >= receipt.MaxChainDepth {
-			fmt.Fprintf(stderr, "svc delegate: note: the new grant is at the maximum chain depth (%d), so %q will not be able to delegate even with --agent-key\n", receipt.MaxChainDepth, a)
-		}
 	}
-
-	g := receipt.NewGrant(parent.Principal, a, sc, now, ttl, agentKey, parentEnv)
-	env, err := receipt.SignJSON(receipt.PayloadDelegation, g, key)
+	env, chain, err := receipt.Delegate(parentEnv, key, receipt.DelegationRequest{Agent: a, Scopes: sc, TTL: ttl, AgentKey: agentKey, Now: grantNow()})
 	if err != nil {
-		return fmt.Errorf("sign grant: %w", err)
+		return delegateHint(err, *parentPath, *keyPath, *ttlHours, a)
 	}
-	// Check the new chain the way a verifier will (all but the root signature, whose
-	// key this command does not have) before handing it out.
-	newChain, err := receipt.UnwrapChain(env)
-	if err == nil {
-		err = newChain.VerifyLinks()
-	}
-	if err == nil {
-		err = newChain.Leaf().ValidAt(now)
-	}
-	if err != nil {
-		return fmt.Errorf("the signed grant does not verify (not written): %w", err)
+	g := chain.Leaf()
+	if agentKey != nil && chain.Depth() >= receipt.MaxChainDepth {
+		fmt.Fprintf(stderr, "svc delegate: note: the new grant is at the maximum chain depth (%d), so %q will not be able to delegate even with --agent-key\n", receipt.MaxChainDepth, a)
 	}
 	if err := grantWriteFile(*out, env); err != nil {
 		return err
 	}
-	grantPrintSummary(stdout, "delegated grant", *out, g, key.KeyID(), newChain.Depth())
-	fmt.Fprintf(stdout, "  delegated   by %s, from the grant in %s\n", parent.Agent, *parentPath)
+	grantPrintSummary(stdout, "delegated grant", *out, g, key.KeyID(), chain.Depth())
+	fmt.Fprintf(stdout, "  delegated   by %s, from the grant in %s\n", chain.Grants[chain.Depth()-2].Agent, *parentPath)
 	return nil
+}
+
+// delegateHint adds to a refusal what to do about it on the command line.
+func delegateHint(err error, parentPath, keyPath string, ttlHours float64, agent string) error {
+	var r *receipt.DelegationRefusal
+	if !errors.As(err, &r) {
+		return fmt.Errorf("--parent %s: %w", parentPath, err)
+	}
+	switch r.Reason {
+	case receipt.ErrNotAGrant:
+		return fmt.Errorf("--parent %s is %s; pass the grant file 'svc grant' or 'svc delegate' wrote", parentPath, r.Message)
+	case receipt.ErrChainTooDeep:
+		return fmt.Errorf("%s; ask the principal, or an agent higher in the chain, to grant %q directly", r.Message, agent)
+	case receipt.ErrNoAgentKey:
+		return fmt.Errorf("%s; ask whoever signed the parent to re-issue it with --agent-key <the agent's .pub>", r.Message)
+	case receipt.ErrWrongAgentKey:
+		return fmt.Errorf("%s (--key %s); sign with the private key whose .pub was passed as --agent-key when the parent was granted", r.Message, keyPath)
+	case receipt.ErrScopeNotHeld:
+		return fmt.Errorf("%s; pass a subset of the parent's scopes in --scopes", r.Message)
+	case receipt.ErrParentNotYet:
+		return fmt.Errorf("%s; delegate once it is, or check this machine's clock", r.Message)
+	case receipt.ErrParentExpired:
+		return fmt.Errorf("%s; ask for a fresh grant to delegate from", r.Message)
+	case receipt.ErrOutlastsParent:
+		return fmt.Errorf("%s (--ttl-hours %v); the longest --ttl-hours that fits now is %s", r.Message, ttlHours, delegateMaxHours(r.MaxTTL.Hours()))
+	}
+	return r
 }
 
 // delegateMaxHours formats the longest ttl that fits, rounded down so it still fits.
@@ -190,12 +144,4 @@ func delegateMaxHours(h float64) string {
 		return "less than 0.001 (the parent grant is about to expire; ask for a fresh one)"
 	}
 	return strconv.FormatFloat(h, 'f', -1, 64)
-}
-
-func delegateQuoteList(ss []string) string {
-	q := slices.Clone(ss)
-	for i, s := range q {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
 }
