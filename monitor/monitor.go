@@ -219,15 +219,42 @@ type liveHead struct {
 func (p *probe) tenant(ctx context.Context, tenant string) {
 	base := client.TenantBase(p.opts.LogURL, tenant)
 	src := &client.LogServer{Base: base, Client: p.opts.Client}
+	p.checkHealth(ctx, tenant)
+	doc, keys := p.checkKeyDocument(ctx, tenant)
 
-	// health
+	// The checkpoints are read before the live head, so that the head is at least as
+	// large as any of them unless the log shrank.
+	cp, cpErr := p.latestCheckpoint(ctx, tenant, base)
+	var wcp *client.Checkpoint
+	var wErr error
+	if p.opts.WitnessURL != "" {
+		wcp, wErr = p.witnessCheckpoint(ctx, tenant)
+	}
+	head, headErr := p.head(ctx, base)
+
+	p.checkHeadSignature(tenant, head, headErr, keys, doc.Log)
+	cpOK := p.checkCheckpointSignature(tenant, cp, cpErr, keys, doc.Log)
+	p.checkFreshness(tenant, cp, cpErr, cpOK, head, headErr)
+	p.checkConsistent(tenant, src, cp, cpErr, head, headErr)
+	if p.opts.WitnessURL == "" {
+		return
+	}
+	p.checkCountersigned(tenant, src, wcp, wErr, keys, doc.Log, head, headErr)
+	p.checkNoAlarm(ctx, tenant)
+}
+
+// checkHealth: CheckHealth.
+func (p *probe) checkHealth(ctx context.Context, tenant string) {
 	health, err := p.get(ctx, p.opts.LogURL+"/health", 1<<16)
 	if err == nil {
 		err = ParseHealth(health)
 	}
 	p.add(tenant, CheckHealth, err, strings.TrimSpace(string(health)))
+}
 
-	// key document
+// checkKeyDocument: CheckKeyDocument. It returns the document (empty when it could
+// not be read) and its keys.
+func (p *probe) checkKeyDocument(ctx context.Context, tenant string) (*signer.KeyDocument, []signer.PublicKey) {
 	docURL := client.KeyDocumentURL(p.opts.LogURL, tenant)
 	var doc *signer.KeyDocument
 	var keys []signer.PublicKey
@@ -250,44 +277,40 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 	if doc == nil {
 		doc = &signer.KeyDocument{}
 	}
+	return doc, keys
+}
 
-	// The checkpoints are read before the live head, so that the head is at least as
-	// large as any of them unless the log shrank.
-	cp, cpErr := p.latestCheckpoint(ctx, tenant, base)
-	var wcp *client.Checkpoint
-	var wErr error
-	if p.opts.WitnessURL != "" {
-		wcp, wErr = p.witnessCheckpoint(ctx, tenant)
-	}
-	head, headErr := p.head(ctx, base)
-
-	// head signature
-	if headErr == nil {
-		k, err := verifyHead(head.env, head.th, keys, doc.Log)
-		if err == nil {
-			p.add(tenant, CheckHeadSignature, nil, fmt.Sprintf("size %d root %s signed by %s", head.th.TreeSize, head.th.RootHash, k.KeyID))
-		} else {
-			p.add(tenant, CheckHeadSignature, fmt.Errorf("head at size %d: %w", head.th.TreeSize, err), "")
-		}
-	} else {
+// checkHeadSignature: CheckHeadSignature.
+func (p *probe) checkHeadSignature(tenant string, head *liveHead, headErr error, keys []signer.PublicKey, logID string) {
+	if headErr != nil {
 		p.add(tenant, CheckHeadSignature, headErr, "")
+		return
 	}
+	k, err := verifyHead(head.env, head.th, keys, logID)
+	if err != nil {
+		p.add(tenant, CheckHeadSignature, fmt.Errorf("head at size %d: %w", head.th.TreeSize, err), "")
+		return
+	}
+	p.add(tenant, CheckHeadSignature, nil, fmt.Sprintf("size %d root %s signed by %s", head.th.TreeSize, head.th.RootHash, k.KeyID))
+}
 
-	// checkpoint signature
-	cpOK := false
-	if cpErr == nil {
-		k, err := verifyHead(cp.File.Envelope, cp.Head, keys, doc.Log)
-		if err == nil {
-			cpOK = true
-			p.add(tenant, CheckCheckpointSignature, nil, fmt.Sprintf("size %d root %s signed by %s", cp.Head.TreeSize, cp.Head.RootHash, k.KeyID))
-		} else {
-			p.add(tenant, CheckCheckpointSignature, fmt.Errorf("checkpoint at size %d: %w", cp.Head.TreeSize, err), "")
-		}
-	} else {
+// checkCheckpointSignature: CheckCheckpointSignature; reports whether it passed.
+func (p *probe) checkCheckpointSignature(tenant string, cp *client.Checkpoint, cpErr error, keys []signer.PublicKey, logID string) bool {
+	if cpErr != nil {
 		p.add(tenant, CheckCheckpointSignature, cpErr, "")
+		return false
 	}
+	k, err := verifyHead(cp.File.Envelope, cp.Head, keys, logID)
+	if err != nil {
+		p.add(tenant, CheckCheckpointSignature, fmt.Errorf("checkpoint at size %d: %w", cp.Head.TreeSize, err), "")
+		return false
+	}
+	p.add(tenant, CheckCheckpointSignature, nil, fmt.Sprintf("size %d root %s signed by %s", cp.Head.TreeSize, cp.Head.RootHash, k.KeyID))
+	return true
+}
 
-	// checkpoint freshness
+// checkFreshness: CheckCheckpointFreshness.
+func (p *probe) checkFreshness(tenant string, cp *client.Checkpoint, cpErr error, cpOK bool, head *liveHead, headErr error) {
 	switch {
 	case cpErr != nil:
 		p.add(tenant, CheckCheckpointFreshness, errors.New("no checkpoint to judge"), "")
@@ -299,8 +322,10 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 		detail, err := p.freshness(cp, head.th)
 		p.add(tenant, CheckCheckpointFreshness, err, detail)
 	}
+}
 
-	// checkpoint consistent with head
+// checkConsistent: CheckCheckpointConsistent.
+func (p *probe) checkConsistent(tenant string, src *client.LogServer, cp *client.Checkpoint, cpErr error, head *liveHead, headErr error) {
 	switch {
 	case cpErr != nil:
 		p.add(tenant, CheckCheckpointConsistent, errors.New("no checkpoint"), "")
@@ -310,24 +335,25 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 		detail, err := consistent(src, cp.Head, head.th)
 		p.add(tenant, CheckCheckpointConsistent, err, detail)
 	}
+}
 
-	if p.opts.WitnessURL == "" {
-		return
-	}
-	// witness countersignature
+// checkCountersigned: CheckWitnessCountersignature.
+func (p *probe) checkCountersigned(tenant string, src *client.LogServer, wcp *client.Checkpoint, wErr error, keys []signer.PublicKey, logID string, head *liveHead, headErr error) {
 	switch {
 	case p.witnessKeysErr != nil:
 		p.add(tenant, CheckWitnessCountersignature, fmt.Errorf("witness key document: %w", p.witnessKeysErr), "")
 	case wErr != nil:
 		p.add(tenant, CheckWitnessCountersignature, wErr, "")
 	default:
-		detail, err := p.countersigned(src, wcp, keys, doc.Log, head, headErr)
+		detail, err := p.countersigned(src, wcp, keys, logID, head, headErr)
 		p.add(tenant, CheckWitnessCountersignature, err, detail)
 	}
+}
 
-	// no alarm
+// checkNoAlarm: CheckNoAlarm.
+func (p *probe) checkNoAlarm(ctx context.Context, tenant string) {
 	alarmURL := p.opts.WitnessURL + "/" + tenant + "/" + witness.AlarmFile
-	data, err = p.get(ctx, alarmURL, witness.MaxAlarmSize)
+	data, err := p.get(ctx, alarmURL, witness.MaxAlarmSize)
 	var he *client.HTTPError
 	switch {
 	case errors.As(err, &he) && he.Status == http.StatusNotFound:
