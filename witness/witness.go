@@ -214,125 +214,170 @@ func (w *Witness) Cycle(ctx context.Context) []Result {
 // the published keys, prove that it extends the last head this witness signed, and
 // countersign it, or raise an alarm.
 func (w *Witness) Check(ctx context.Context, tenant string) Result {
-	res := Result{Tenant: tenant}
-	fail := func(err error) Result { res.Outcome, res.Err = Failed, err; return res }
-	st, err := w.loadState(tenant)
-	if err != nil {
-		return fail(err) // never guess past a state we cannot read
+	c := &cycle{w: w, tenant: tenant, res: Result{Tenant: tenant}}
+	var err error
+	if c.st, err = w.loadState(tenant); err != nil {
+		return c.fail(err) // never guess past a state we cannot read
 	}
-	cpURL := w.cfg.CheckpointsURL + "/" + tenant + "/" + client.LatestFile
-	data, err := client.Fetch(ctx, w.cfg.Client, cpURL, client.MaxCheckpointSize, nil)
-	if err != nil {
-		return fail(err)
+	if err := c.fetchCheckpoint(ctx); err != nil {
+		return c.fail(err)
 	}
-	cp, err := client.ParseCheckpoint(data)
-	if err != nil {
-		return fail(fmt.Errorf("%s: %w", cpURL, err))
+	if err := c.fetchKeys(ctx); err != nil {
+		return c.fail(err)
 	}
-	res.TreeSize, res.RootHash = cp.Head.TreeSize, cp.Head.RootHash
-	if cp.File.Tenant != "" && cp.File.Tenant != tenant {
-		return fail(fmt.Errorf("%s is the checkpoint of tenant %q", cpURL, cp.File.Tenant))
+	if r, done := c.checkSignatures(); done {
+		return r
 	}
-	docURL := client.KeyDocumentURL(w.cfg.LogURL, tenant)
-	docData, err := client.Fetch(ctx, w.cfg.Client, docURL, signer.MaxKeyDocumentSize, nil)
-	if err != nil {
-		return fail(err)
+	if c.st == nil {
+		w.cfg.Logger.Info("first head of this log: nothing to prove consistency with; trusting it on first use", "tenant", tenant, "size", c.cp.Head.TreeSize)
+		return w.countersign(tenant, c.cp, c.res)
 	}
-	doc, err := signer.ParseKeyDocument(docData)
-	if err != nil {
-		return fail(fmt.Errorf("%s: %w", docURL, err))
-	}
-	keys, _ := doc.PublicKeys() // checked by ParseKeyDocument
-	if doc.Log != "" && cp.Head.Log != doc.Log {
-		return fail(fmt.Errorf("the checkpoint names log %q; the key document at %s is log %q's", cp.Head.Log, docURL, doc.Log))
-	}
-	if st != nil && st.LogID != cp.Head.Log {
-		return fail(fmt.Errorf("the checkpoint names log %q; this witness has been following log %q for tenant %s", cp.Head.Log, st.LogID, tenant))
-	}
-	offered := &HeadRef{TreeSize: cp.Head.TreeSize, RootHash: cp.Head.RootHash, SignedAt: cp.File.SignedAt, Envelope: cp.File.Envelope}
-	alarm := func(kind, detail string, ev Evidence) Result {
-		a := &Alarm{Kind: kind, Summary: alarmSummaries[kind], Tenant: tenant, LogURL: w.cfg.LogURL, CheckpointsURL: w.cfg.CheckpointsURL,
-			DetectedAt: signer.FormatTime(w.cfg.Now()), Offered: offered, Evidence: ev, WitnessKeyID: w.cfg.Key.KeyID()}
-		a.Evidence.Detail = detail
-		if st != nil {
-			a.Witnessed = &HeadRef{TreeSize: st.TreeSize, RootHash: st.RootHash, SignedAt: st.SignedAt, Envelope: st.Envelope}
-		}
-		if err := w.raise(tenant, a); err != nil {
-			return fail(fmt.Errorf("alarm %s not recorded: %w", kind, err))
-		}
-		res.Outcome, res.Alarm = Alarmed, a
-		return res
-	}
+	return c.prove()
+}
 
-	// Signatures: a published key must have signed it.
-	env := cp.File.Envelope
+// cycle is one Check of one tenant: steps 1 to 4 of the package doc.
+type cycle struct {
+	w      *Witness
+	tenant string
+	res    Result
+	st     *State             // what this witness last countersigned; nil: nothing yet
+	cp     *client.Checkpoint // the offered checkpoint
+	cpURL  string
+	doc    *signer.KeyDocument
+	docURL string
+	keys   []signer.PublicKey
+}
+
+func (c *cycle) fail(err error) Result { c.res.Outcome, c.res.Err = Failed, err; return c.res }
+
+// fetchCheckpoint is step 1: the latest checkpoint in file form.
+func (c *cycle) fetchCheckpoint(ctx context.Context) error {
+	c.cpURL = c.w.cfg.CheckpointsURL + "/" + c.tenant + "/" + client.LatestFile
+	data, err := client.Fetch(ctx, c.w.cfg.Client, c.cpURL, client.MaxCheckpointSize, nil)
+	if err != nil {
+		return err
+	}
+	if c.cp, err = client.ParseCheckpoint(data); err != nil {
+		return fmt.Errorf("%s: %w", c.cpURL, err)
+	}
+	c.res.TreeSize, c.res.RootHash = c.cp.Head.TreeSize, c.cp.Head.RootHash
+	if c.cp.File.Tenant != "" && c.cp.File.Tenant != c.tenant {
+		return fmt.Errorf("%s is the checkpoint of tenant %q", c.cpURL, c.cp.File.Tenant)
+	}
+	return nil
+}
+
+// fetchKeys reads the log's key document and checks it names the checkpoint's log.
+func (c *cycle) fetchKeys(ctx context.Context) error {
+	c.docURL = client.KeyDocumentURL(c.w.cfg.LogURL, c.tenant)
+	data, err := client.Fetch(ctx, c.w.cfg.Client, c.docURL, signer.MaxKeyDocumentSize, nil)
+	if err != nil {
+		return err
+	}
+	if c.doc, err = signer.ParseKeyDocument(data); err != nil {
+		return fmt.Errorf("%s: %w", c.docURL, err)
+	}
+	c.keys, _ = c.doc.PublicKeys() // checked by ParseKeyDocument
+	if c.doc.Log != "" && c.cp.Head.Log != c.doc.Log {
+		return fmt.Errorf("the checkpoint names log %q; the key document at %s is log %q's", c.cp.Head.Log, c.docURL, c.doc.Log)
+	}
+	if c.st != nil && c.st.LogID != c.cp.Head.Log {
+		return fmt.Errorf("the checkpoint names log %q; this witness has been following log %q for tenant %s", c.cp.Head.Log, c.st.LogID, c.tenant)
+	}
+	return nil
+}
+
+// alarm raises kind with detail and evidence, and is the cycle's result.
+func (c *cycle) alarm(kind, detail string, ev Evidence) Result {
+	w := c.w
+	offered := &HeadRef{TreeSize: c.cp.Head.TreeSize, RootHash: c.cp.Head.RootHash, SignedAt: c.cp.File.SignedAt, Envelope: c.cp.File.Envelope}
+	a := &Alarm{Kind: kind, Summary: alarmSummaries[kind], Tenant: c.tenant, LogURL: w.cfg.LogURL, CheckpointsURL: w.cfg.CheckpointsURL,
+		DetectedAt: signer.FormatTime(w.cfg.Now()), Offered: offered, Evidence: ev, WitnessKeyID: w.cfg.Key.KeyID()}
+	a.Evidence.Detail = detail
+	if c.st != nil {
+		a.Witnessed = &HeadRef{TreeSize: c.st.TreeSize, RootHash: c.st.RootHash, SignedAt: c.st.SignedAt, Envelope: c.st.Envelope}
+	}
+	if err := w.raise(c.tenant, a); err != nil {
+		return c.fail(fmt.Errorf("alarm %s not recorded: %w", kind, err))
+	}
+	c.res.Outcome, c.res.Alarm = Alarmed, a
+	return c.res
+}
+
+// checkSignatures is step 2: a published key must have signed the checkpoint. done
+// is true when the cycle ends here.
+func (c *cycle) checkSignatures() (r Result, done bool) {
+	env := c.cp.File.Envelope
 	var unpublished []string
 	for _, s := range env.Signatures {
-		if !slices.ContainsFunc(keys, func(k signer.PublicKey) bool { return k.KeyID == s.KeyID }) && s.KeyID != w.cfg.Key.KeyID() {
+		if !slices.ContainsFunc(c.keys, func(k signer.PublicKey) bool { return k.KeyID == s.KeyID }) && s.KeyID != c.w.cfg.Key.KeyID() {
 			unpublished = append(unpublished, s.KeyID)
 		}
 	}
-	if _, err := env.Verify(keys); err != nil {
+	if _, err := env.Verify(c.keys); err != nil {
 		if len(unpublished) > 0 {
-			return alarm(AlarmUnpublishedKey, fmt.Sprintf("checkpoint at size %d is signed by %v, none of which the key document at %s lists", cp.Head.TreeSize, unpublished, docURL),
-				Evidence{UnpublishedKeyIDs: unpublished, KeyDocument: doc})
+			return c.alarm(AlarmUnpublishedKey, fmt.Sprintf("checkpoint at size %d is signed by %v, none of which the key document at %s lists", c.cp.Head.TreeSize, unpublished, c.docURL),
+				Evidence{UnpublishedKeyIDs: unpublished, KeyDocument: c.doc}), true
 		}
-		return fail(fmt.Errorf("checkpoint at size %d: no signature verifies against the keys published at %s", cp.Head.TreeSize, docURL))
+		return c.fail(fmt.Errorf("checkpoint at size %d: no signature verifies against the keys published at %s", c.cp.Head.TreeSize, c.docURL)), true
 	}
 	if len(unpublished) > 0 {
-		w.cfg.Logger.Warn("checkpoint also carries signatures by keys the log does not publish (other witnesses?)", "tenant", tenant, "keyids", unpublished)
+		c.w.cfg.Logger.Warn("checkpoint also carries signatures by keys the log does not publish (other witnesses?)", "tenant", c.tenant, "keyids", unpublished)
 	}
+	return Result{}, false
+}
 
-	if st == nil {
-		w.cfg.Logger.Info("first head of this log: nothing to prove consistency with; trusting it on first use", "tenant", tenant, "size", cp.Head.TreeSize)
-		return w.countersign(tenant, cp, res)
-	}
+// prove is step 3 (and 4): the offered head extends the one this witness signed, or
+// is that one, or a prefix of it.
+func (c *cycle) prove() Result {
+	w, st, cp, tenant := c.w, c.st, c.cp, c.tenant
 	stRoot, err := merkle.ParseHash(st.RootHash)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
 	src := &client.LogServer{Base: client.TenantBase(w.cfg.LogURL, tenant), Client: w.cfg.Client}
 	switch {
 	case cp.Head.TreeSize == st.TreeSize:
 		if cp.Head.RootHash != st.RootHash {
-			return alarm(AlarmSecondHistory, fmt.Sprintf("the log signed root %s at size %d; this witness signed root %s at that size", cp.Head.RootHash, cp.Head.TreeSize, st.RootHash), Evidence{})
+			return c.alarm(AlarmSecondHistory, fmt.Sprintf("the log signed root %s at size %d; this witness signed root %s at that size", cp.Head.RootHash, cp.Head.TreeSize, st.RootHash), Evidence{})
 		}
 		if cp.File.SignedAt == st.SignedAt {
-			if err := w.ensurePublished(tenant, st); err != nil {
-				return fail(err)
-			}
-			res.Outcome = Unchanged
-			return res
+			return c.unchanged()
 		}
-		return w.countersign(tenant, cp, res) // the log re-signed the same head (heartbeat)
+		return w.countersign(tenant, cp, c.res) // the log re-signed the same head (heartbeat)
 	case cp.Head.TreeSize > st.TreeSize:
 		proof, err := src.Consistency(st.TreeSize, cp.Head.TreeSize)
 		if err != nil {
-			return fail(fmt.Errorf("consistency proof %d → %d: %w", st.TreeSize, cp.Head.TreeSize, err))
+			return c.fail(fmt.Errorf("consistency proof %d → %d: %w", st.TreeSize, cp.Head.TreeSize, err))
 		}
 		if err := merkle.VerifyConsistency(st.TreeSize, cp.Head.TreeSize, stRoot, cp.Root(), proof); err != nil {
-			return alarm(AlarmDoesNotExtend, fmt.Sprintf("the log's consistency proof %d → %d does not prove that root %s extends root %s, which this witness signed: %v",
+			return c.alarm(AlarmDoesNotExtend, fmt.Sprintf("the log's consistency proof %d → %d does not prove that root %s extends root %s, which this witness signed: %v",
 				st.TreeSize, cp.Head.TreeSize, cp.Head.RootHash, st.RootHash, err),
 				Evidence{Consistency: &Proof{OldSize: st.TreeSize, NewSize: cp.Head.TreeSize, Hashes: receipt.HashStrings(proof)}})
 		}
-		return w.countersign(tenant, cp, res)
+		return w.countersign(tenant, cp, c.res)
 	default: // an older checkpoint than the one countersigned: fine only if it is a prefix
 		proof, err := src.Consistency(cp.Head.TreeSize, st.TreeSize)
 		if err != nil {
-			return fail(fmt.Errorf("latest.json is at size %d, below the %d this witness signed, and the consistency proof failed: %w", cp.Head.TreeSize, st.TreeSize, err))
+			return c.fail(fmt.Errorf("latest.json is at size %d, below the %d this witness signed, and the consistency proof failed: %w", cp.Head.TreeSize, st.TreeSize, err))
 		}
 		if err := merkle.VerifyConsistency(cp.Head.TreeSize, st.TreeSize, cp.Root(), stRoot, proof); err != nil {
-			return alarm(AlarmDoesNotExtend, fmt.Sprintf("latest.json went back to size %d with root %s, which is not a prefix of the head this witness signed at size %d: %v",
+			return c.alarm(AlarmDoesNotExtend, fmt.Sprintf("latest.json went back to size %d with root %s, which is not a prefix of the head this witness signed at size %d: %v",
 				cp.Head.TreeSize, cp.Head.RootHash, st.TreeSize, err),
 				Evidence{Consistency: &Proof{OldSize: cp.Head.TreeSize, NewSize: st.TreeSize, Hashes: receipt.HashStrings(proof)}})
 		}
 		w.cfg.Logger.Warn("latest.json is older than the head this witness signed (a stale copy?)", "tenant", tenant, "size", cp.Head.TreeSize, "witnessed", st.TreeSize)
-		if err := w.ensurePublished(tenant, st); err != nil {
-			return fail(err)
-		}
-		res.Outcome = Unchanged
-		return res
+		return c.unchanged()
 	}
+}
+
+// unchanged: nothing new to countersign; the last countersignature stays published.
+func (c *cycle) unchanged() Result {
+	if err := c.w.ensurePublished(c.tenant, c.st); err != nil {
+		return c.fail(err)
+	}
+	c.res.Outcome = Unchanged
+	return c.res
 }
 
 func (w *Witness) tenantDir(tenant string) string { return filepath.Join(w.cfg.Out, tenant) }
