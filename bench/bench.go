@@ -68,17 +68,8 @@ type head struct {
 
 // Run runs one load test against a.
 func Run(ctx context.Context, a Appender, cfg Config) (*Result, error) {
-	if cfg.Clients < 1 || cfg.Clients > 4096 {
-		return nil, fmt.Errorf("clients %d outside 1..4096", cfg.Clients)
-	}
-	if cfg.LeafBytes < 32 || cfg.LeafBytes > 60000 {
-		return nil, fmt.Errorf("leaf size %d outside 32..60000", cfg.LeafBytes)
-	}
-	if cfg.Duration <= 0 && cfg.Count <= 0 {
-		return nil, fmt.Errorf("give a duration or a count")
-	}
-	if len(cfg.Keys) == 0 {
-		return nil, fmt.Errorf("no trusted log key to check heads with")
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	runCtx := ctx
 	var cancel context.CancelFunc = func() {}
@@ -86,180 +77,226 @@ func Run(ctx context.Context, a Appender, cfg Config) (*Result, error) {
 		runCtx, cancel = context.WithTimeout(ctx, cfg.Duration)
 	}
 	defer cancel()
-
-	var (
-		sent, done, errs atomic.Int64
-		firstErr         atomic.Value
-		failed           atomic.Value
-		mu               sync.Mutex
-		lat              = make([][]time.Duration, cfg.Clients)
-		late             = make([][]time.Duration, cfg.Clients)
-		heads            = map[string]head{} // by envelope signature, to verify each head once
-	)
-	var ticks <-chan time.Time
+	r := &run{a: a, cfg: cfg, lat: make([][]time.Duration, cfg.Clients), late: make([][]time.Duration, cfg.Clients), heads: map[string]head{}}
 	if cfg.Rate > 0 {
-		// Open loop: sends are scheduled at the target rate; latency counts from the
-		// scheduled time, so queueing behind a slow answer is not hidden.
-		sched := make(chan time.Time, cfg.Clients*4)
-		ticks = sched
-		go func() {
-			defer close(sched)
-			start := time.Now()
-			interval := time.Duration(float64(time.Second) / cfg.Rate)
-			for i := int64(0); ; i++ {
-				at := start.Add(time.Duration(i) * interval)
-				if d := time.Until(at); d > 0 {
-					select {
-					case <-runCtx.Done():
-						return
-					case <-time.After(d):
-					}
-				}
-				select {
-				case <-runCtx.Done():
-					return
-				case sched <- at:
-				}
-			}
-		}()
+		r.ticks = pace(runCtx, cfg.Rate, cfg.Clients*4)
 	}
-	checkProof := func(leaf []byte, p *receipt.Proof) error {
-		sig := ""
-		if len(p.TreeHead.Signatures) > 0 {
-			sig = string(p.TreeHead.Signatures[0].Sig)
-		}
-		mu.Lock()
-		h, ok := heads[sig]
-		mu.Unlock()
-		if !ok {
-			if _, err := p.TreeHead.Verify(cfg.Keys); err != nil {
-				return fmt.Errorf("head signature: %w", err)
-			}
-			th, err := receipt.DecodeTreeHead(p.TreeHead)
-			if err != nil {
-				return err
-			}
-			root, err := merkle.ParseHash(th.RootHash)
-			if err != nil {
-				return err
-			}
-			h = head{size: th.TreeSize, root: root}
-			mu.Lock()
-			heads[sig] = h
-			mu.Unlock()
-		}
-		if h.size != p.Inclusion.TreeSize {
-			return fmt.Errorf("head size %d, proof size %d", h.size, p.Inclusion.TreeSize)
-		}
-		hashes, err := receipt.ParseHashes(p.Inclusion.Hashes)
-		if err != nil {
-			return err
-		}
-		return merkle.VerifyInclusion(p.Inclusion.LeafIndex, p.Inclusion.TreeSize, merkle.LeafHash(leaf), hashes, h.root)
-	}
-	start := time.Now()
+	r.start = time.Now()
 	var wg sync.WaitGroup
 	for c := 0; c < cfg.Clients; c++ {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(c), uint64(start.UnixNano())))
-			leaf := make([]byte, cfg.LeafBytes)
-			for {
-				if cfg.Count > 0 && sent.Add(1) > int64(cfg.Count) {
-					return
-				}
-				at := time.Now()
-				if ticks != nil {
-					t, ok := <-ticks
-					if !ok {
-						return
-					}
-					at = t
-					late[c] = append(late[c], time.Since(t))
-				} else if runCtx.Err() != nil {
-					return
-				}
-				fillLeaf(leaf, rng)
-				p, err := a.Append(ctx, leaf, cfg.HashOnly)
-				d := time.Since(at)
-				if err == nil {
-					err = checkProof(leaf, p)
-					if err != nil {
-						failed.CompareAndSwap(nil, err.Error())
-					}
-				}
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, err.Error())
-					continue
-				}
-				done.Add(1)
-				lat[c] = append(lat[c], d)
-			}
+			r.client(ctx, runCtx, c)
 		}(c)
 	}
 	progressDone := make(chan struct{})
 	if cfg.Progress != nil {
-		go func() {
-			t := time.NewTicker(time.Second)
-			defer t.Stop()
-			var last int64
-			for {
-				select {
-				case <-progressDone:
-					return
-				case <-t.C:
-					n := done.Load()
-					fmt.Fprintf(cfg.Progress, "  %4.0fs  %s  appends %9d  %7d/s  errors %d\n", time.Since(start).Seconds(), a.Name(), n, n-last, errs.Load())
-					last = n
-				}
-			}
-		}()
+		go r.progress(progressDone)
 	}
 	wg.Wait()
 	close(progressDone)
-	elapsed := time.Since(start)
-	all := slices.Concat(lat...)
+	res := r.result(time.Since(r.start))
+	r.checkConsistency(ctx, res)
+	return res, nil
+}
+
+func (cfg *Config) check() error {
+	if cfg.Clients < 1 || cfg.Clients > 4096 {
+		return fmt.Errorf("clients %d outside 1..4096", cfg.Clients)
+	}
+	if cfg.LeafBytes < 32 || cfg.LeafBytes > 60000 {
+		return fmt.Errorf("leaf size %d outside 32..60000", cfg.LeafBytes)
+	}
+	if cfg.Duration <= 0 && cfg.Count <= 0 {
+		return fmt.Errorf("give a duration or a count")
+	}
+	if len(cfg.Keys) == 0 {
+		return fmt.Errorf("no trusted log key to check heads with")
+	}
+	return nil
+}
+
+// run is one load run.
+type run struct {
+	a     Appender
+	cfg   Config
+	start time.Time
+	ticks <-chan time.Time // open loop: the scheduled send times; nil: closed loop
+
+	sent, done, errs atomic.Int64
+	firstErr         atomic.Value
+	failed           atomic.Value
+	lat, late        [][]time.Duration // per client: latencies; pacer lateness
+
+	mu    sync.Mutex
+	heads map[string]head // by envelope signature, to verify each head once
+}
+
+// pace schedules sends at rate per second until ctx ends (open loop): latency then
+// counts from the scheduled time, so queueing behind a slow answer is not hidden.
+func pace(ctx context.Context, rate float64, buffer int) <-chan time.Time {
+	sched := make(chan time.Time, buffer)
+	go func() {
+		defer close(sched)
+		start := time.Now()
+		interval := time.Duration(float64(time.Second) / rate)
+		for i := int64(0); ; i++ {
+			at := start.Add(time.Duration(i) * interval)
+			if d := time.Until(at); d > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case sched <- at:
+			}
+		}
+	}()
+	return sched
+}
+
+// client is client c's loop: append, check the proof, record.
+func (r *run) client(ctx, runCtx context.Context, c int) {
+	rng := rand.New(rand.NewPCG(uint64(c), uint64(r.start.UnixNano())))
+	leaf := make([]byte, r.cfg.LeafBytes)
+	for {
+		if r.cfg.Count > 0 && r.sent.Add(1) > int64(r.cfg.Count) {
+			return
+		}
+		at := time.Now()
+		if r.ticks != nil {
+			t, ok := <-r.ticks
+			if !ok {
+				return
+			}
+			at = t
+			r.late[c] = append(r.late[c], time.Since(t))
+		} else if runCtx.Err() != nil {
+			return
+		}
+		fillLeaf(leaf, rng)
+		p, err := r.a.Append(ctx, leaf, r.cfg.HashOnly)
+		d := time.Since(at)
+		if err == nil {
+			if err = r.checkProof(leaf, p); err != nil {
+				r.failed.CompareAndSwap(nil, err.Error())
+			}
+		}
+		if err != nil {
+			r.errs.Add(1)
+			r.firstErr.CompareAndSwap(nil, err.Error())
+			continue
+		}
+		r.done.Add(1)
+		r.lat[c] = append(r.lat[c], d)
+	}
+}
+
+// checkProof verifies the answer's head (once per head) and the leaf's inclusion.
+func (r *run) checkProof(leaf []byte, p *receipt.Proof) error {
+	sig := ""
+	if len(p.TreeHead.Signatures) > 0 {
+		sig = string(p.TreeHead.Signatures[0].Sig)
+	}
+	r.mu.Lock()
+	h, ok := r.heads[sig]
+	r.mu.Unlock()
+	if !ok {
+		if _, err := p.TreeHead.Verify(r.cfg.Keys); err != nil {
+			return fmt.Errorf("head signature: %w", err)
+		}
+		th, err := receipt.DecodeTreeHead(p.TreeHead)
+		if err != nil {
+			return err
+		}
+		root, err := merkle.ParseHash(th.RootHash)
+		if err != nil {
+			return err
+		}
+		h = head{size: th.TreeSize, root: root}
+		r.mu.Lock()
+		r.heads[sig] = h
+		r.mu.Unlock()
+	}
+	if h.size != p.Inclusion.TreeSize {
+		return fmt.Errorf("head size %d, proof size %d", h.size, p.Inclusion.TreeSize)
+	}
+	hashes, err := receipt.ParseHashes(p.Inclusion.Hashes)
+	if err != nil {
+		return err
+	}
+	return merkle.VerifyInclusion(p.Inclusion.LeafIndex, p.Inclusion.TreeSize, merkle.LeafHash(leaf), hashes, h.root)
+}
+
+// progress prints a line a second until done is closed.
+func (r *run) progress(done <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	var last int64
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			n := r.done.Load()
+			fmt.Fprintf(r.cfg.Progress, "  %4.0fs  %s  appends %9d  %7d/s  errors %d\n", time.Since(r.start).Seconds(), r.a.Name(), n, n-last, r.errs.Load())
+			last = n
+		}
+	}
+}
+
+// result sums the run up.
+func (r *run) result(elapsed time.Duration) *Result {
+	all := slices.Concat(r.lat...)
 	slices.Sort(all)
-	res := &Result{Transport: a.Name(), Appends: done.Load(), Errors: errs.Load(), Elapsed: elapsed, Heads: len(heads)}
+	res := &Result{Transport: r.a.Name(), Appends: r.done.Load(), Errors: r.errs.Load(), Elapsed: elapsed, Heads: len(r.heads)}
 	res.Rate = float64(res.Appends) / elapsed.Seconds()
 	if n := len(all); n > 0 {
 		res.P50, res.P95, res.P99, res.Max = all[n*50/100], all[n*95/100], all[min(n*99/100, n-1)], all[n-1]
 	}
-	if l := slices.Concat(late...); len(l) > 0 {
+	if l := slices.Concat(r.late...); len(l) > 0 {
 		slices.Sort(l)
 		res.PacerP99 = l[min(len(l)*99/100, len(l)-1)]
 	}
-	if v := firstErr.Load(); v != nil {
+	if v := r.firstErr.Load(); v != nil {
 		res.FirstError = v.(string)
 	}
-	res.ProofsOK = failed.Load() == nil
-	if v := failed.Load(); v != nil {
+	res.ProofsOK = r.failed.Load() == nil
+	if v := r.failed.Load(); v != nil {
 		res.FailedCheck = v.(string)
 	}
-	// Every head must be consistent with the last (largest) one.
-	hs := make([]head, 0, len(heads))
-	for _, h := range heads {
+	return res
+}
+
+// checkConsistency requires every head handed out to be consistent with the last
+// (largest) one.
+func (r *run) checkConsistency(ctx context.Context, res *Result) {
+	hs := make([]head, 0, len(r.heads))
+	for _, h := range r.heads {
 		hs = append(hs, h)
 	}
 	slices.SortFunc(hs, func(a, b head) int { return int(int64(a.size) - int64(b.size)) })
 	res.Consistent = true
-	if len(hs) > 1 {
-		last := hs[len(hs)-1]
-		for _, h := range hs[:len(hs)-1] {
-			proof, err := a.Consistency(ctx, h.size, last.size)
-			if err == nil {
-				err = merkle.VerifyConsistency(h.size, last.size, h.root, last.root, proof)
-			}
-			if err != nil {
-				res.Consistent = false
-				res.FailedCheck = fmt.Sprintf("head at size %d is not consistent with the head at %d: %v", h.size, last.size, err)
-				break
-			}
+	if len(hs) < 2 {
+		return
+	}
+	last := hs[len(hs)-1]
+	for _, h := range hs[:len(hs)-1] {
+		proof, err := r.a.Consistency(ctx, h.size, last.size)
+		if err == nil {
+			err = merkle.VerifyConsistency(h.size, last.size, h.root, last.root, proof)
+		}
+		if err != nil {
+			res.Consistent = false
+			res.FailedCheck = fmt.Sprintf("head at size %d is not consistent with the head at %d: %v", h.size, last.size, err)
+			return
 		}
 	}
-	return res, nil
 }
 
 // fillLeaf writes a unique JSON-string-safe leaf.
