@@ -108,92 +108,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	var nc *nats.Conn
-	var prove func(o, n uint64) ([]merkle.Hash, error)
+	t := &benchTarget{url: *url, keys: keys}
 	if *embedded {
-		dir, err := os.MkdirTemp("", "svc-bench-*")
+		closeLog, err := t.startEmbedded(ctx, *tenant, stderr)
 		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-		key, err := signer.GenerateKey()
-		if err != nil {
-			return err
-		}
-		keys = []signer.PublicKey{key.Public()}
-		svc, err := logservice.Start(ctx, logservice.Config{
-			DataDir: dir, Signer: receipt.KeySigner{Key: key},
-			Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, fmt.Errorf("unused") },
-			Tenants: []logservice.TenantSpec{{ID: *tenant, File: filepath.Join(dir, "log.jsonl")}},
-			Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		})
-		if err != nil {
-			return err
-		}
-		defer svc.Close()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		hs := &http.Server{Handler: svc.Handler()}
-		go hs.Serve(ln)
-		defer hs.Close()
-		base := "http://" + ln.Addr().String()
-		if *tenant != "default" {
-			base += "/t/" + *tenant
-		}
-		*url = base
-		nc = svc.Conn()
-		prove = svc.Sequencer(*tenant).Tree().ConsistencyProof
-		fmt.Fprintf(stderr, "embedded log service in %s, HTTP on %s (fsync on)\n", dir, base)
+		defer closeLog()
 	} else if *natsURL != "" {
-		if nc, err = nats.Connect(*natsURL, nats.Name("svc-bench")); err != nil {
+		if t.nc, err = nats.Connect(*natsURL, nats.Name("svc-bench")); err != nil {
 			return fmt.Errorf("connect to %s: %w", *natsURL, err)
 		}
-		defer nc.Close()
+		defer t.nc.Close()
 	}
-	if *url != "" && prove == nil {
-		s, err := client.NewLogServer(*url)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		prove = s.Consistency
-		if len(keys) == 0 {
-			if keys, err = s.Keys(ctx); err != nil {
-				return err
-			}
-		}
+	if err := t.readLog(ctx); err != nil {
+		return err
 	}
-	var results []*bench.Result
-	for _, v := range strings.Split(*via, ",") {
-		var a bench.Appender
-		switch strings.TrimSpace(v) {
-		case "http":
-			if *url == "" {
-				return usagef("--via http needs --url or --embedded")
-			}
-			a = bench.NewHTTP(*url, token, *clients)
-		case "nats":
-			if nc == nil || prove == nil {
-				return usagef("--via nats needs --embedded, or --nats-url with --url")
-			}
-			c, err := pipeline.NewClient(nc, pipeline.ClientConfig{})
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			a = &bench.NATS{Client: c, Tenant: *tenant, Prove: prove}
-		default:
-			return usagef("--via %q: want http or nats", v)
-		}
-		fmt.Fprintf(stderr, "loading over %s: %d clients, %s, rate %s\n", a.Name(), *clients, *duration, rateWord(*rate))
-		r, err := bench.Run(ctx, a, bench.Config{Clients: *clients, Duration: *duration, Count: *count, Rate: *rate, LeafBytes: *leafBytes, HashOnly: *hashOnly, Keys: keys, Progress: stderr})
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
+	cfg := bench.Config{Clients: *clients, Duration: *duration, Count: *count, Rate: *rate, LeafBytes: *leafBytes, HashOnly: *hashOnly, Keys: t.keys, Progress: stderr}
+	results, err := t.load(ctx, *via, *tenant, token, cfg, stderr)
+	if err != nil {
+		return err
 	}
-	if *asJSON {
+	return benchReport(stdout, results, *asJSON)
+}
+
+// benchReport prints the results; any error, failed proof or inconsistent head is
+// exit 1.
+func benchReport(stdout io.Writer, results []*bench.Result, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(results); err != nil {
@@ -208,6 +150,105 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	return nil
+}
+
+// benchTarget is the log a bench run loads.
+type benchTarget struct {
+	url   string                                    // the tenant's HTTP base; empty: none
+	nc    *nats.Conn                                // the broker; nil: none
+	prove func(o, n uint64) ([]merkle.Hash, error) // consistency proofs of the log
+	keys  []signer.PublicKey                        // the log's keys
+}
+
+// startEmbedded runs a complete log service in a temporary directory, serving HTTP on
+// a free port, and returns what stops it.
+func (t *benchTarget) startEmbedded(ctx context.Context, tenant string, stderr io.Writer) (func(), error) {
+	dir, err := os.MkdirTemp("", "svc-bench-*")
+	if err != nil {
+		return nil, err
+	}
+	key, err := signer.GenerateKey()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	t.keys = []signer.PublicKey{key.Public()}
+	svc, err := logservice.Start(ctx, logservice.Config{
+		DataDir: dir, Signer: receipt.KeySigner{Key: key},
+		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, fmt.Errorf("unused") },
+		Tenants: []logservice.TenantSpec{{ID: tenant, File: filepath.Join(dir, "log.jsonl")}},
+		Logger:  slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		svc.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	hs := &http.Server{Handler: svc.Handler()}
+	go hs.Serve(ln)
+	t.url = client.TenantBase("http://"+ln.Addr().String(), tenant)
+	t.nc = svc.Conn()
+	t.prove = svc.Sequencer(tenant).Tree().ConsistencyProof
+	fmt.Fprintf(stderr, "embedded log service in %s, HTTP on %s (fsync on)\n", dir, t.url)
+	return func() { hs.Close(); svc.Close(); os.RemoveAll(dir) }, nil
+}
+
+// readLog takes consistency proofs, and the keys when none were given, from the log
+// server at url.
+func (t *benchTarget) readLog(ctx context.Context) error {
+	if t.url == "" || t.prove != nil {
+		return nil
+	}
+	s, err := client.NewLogServer(t.url)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	t.prove = s.Consistency
+	if len(t.keys) == 0 {
+		if t.keys, err = s.Keys(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load runs one load per transport in via (comma-separated: http, nats).
+func (t *benchTarget) load(ctx context.Context, via, tenant, token string, cfg bench.Config, stderr io.Writer) ([]*bench.Result, error) {
+	var results []*bench.Result
+	for _, v := range strings.Split(via, ",") {
+		var a bench.Appender
+		switch strings.TrimSpace(v) {
+		case "http":
+			if t.url == "" {
+				return nil, usagef("--via http needs --url or --embedded")
+			}
+			a = bench.NewHTTP(t.url, token, cfg.Clients)
+		case "nats":
+			if t.nc == nil || t.prove == nil {
+				return nil, usagef("--via nats needs --embedded, or --nats-url with --url")
+			}
+			c, err := pipeline.NewClient(t.nc, pipeline.ClientConfig{})
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			a = &bench.NATS{Client: c, Tenant: tenant, Prove: t.prove}
+		default:
+			return nil, usagef("--via %q: want http or nats", v)
+		}
+		fmt.Fprintf(stderr, "loading over %s: %d clients, %s, rate %s\n", a.Name(), cfg.Clients, cfg.Duration, rateWord(cfg.Rate))
+		r, err := bench.Run(ctx, a, cfg)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+	}
+	return results, nil
 }
 
 func rateWord(r float64) string {
