@@ -154,10 +154,10 @@ func benchReport(stdout io.Writer, results []*bench.Result, asJSON bool) error {
 
 // benchTarget is the log a bench run loads.
 type benchTarget struct {
-	url   string                                    // the tenant's HTTP base; empty: none
-	nc    *nats.Conn                                // the broker; nil: none
+	url   string                                   // the tenant's HTTP base; empty: none
+	nc    *nats.Conn                               // the broker; nil: none
 	prove func(o, n uint64) ([]merkle.Hash, error) // consistency proofs of the log
-	keys  []signer.PublicKey                        // the log's keys
+	keys  []signer.PublicKey                       // the log's keys
 }
 
 // startEmbedded runs a complete log service in a temporary directory, serving HTTP on
