@@ -182,7 +182,7 @@ func TestGatewayOutcomes(t *testing.T) {
 	}
 	// Upstream attestation embedded; svc/facts become `consumed` on the NEXT receipt.
 	b := readBundle(t, f, id)
-	if up := mustPred(t, b).Execution.Upstream; len(up) == 0 {
+	if up := testkit.Predicate(t, b).Execution.Upstream; len(up) == 0 {
 		t.Fatal("the upstream signature was not embedded")
 	}
 	rep := conformance.Verify(b, conformance.Options{IssuerKeys: []signer.PublicKey{f.gw.Public()}, PrincipalKeys: []signer.PublicKey{f.alice.Public()}, UpstreamKeys: []signer.PublicKey{up.key.Public()}, LogKeys: []signer.PublicKey{logKey.Public()}})
@@ -190,7 +190,7 @@ func TestGatewayOutcomes(t *testing.T) {
 		t.Fatalf("upstream-attested receipt: %+v", rep.Checks)
 	}
 	r = call("lookup", `{"q":"fees"}`, nil)
-	if p := mustPred(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string))); p.Consumed == nil || p.Consumed.FactIDs[0] != "kb:article-refunds" {
+	if p := testkit.Predicate(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string))); p.Consumed == nil || p.Consumed.FactIDs[0] != "kb:article-refunds" {
 		t.Fatalf("consumed: %+v", p.Consumed)
 	}
 	// REST: path templating, body "none", the query list, and DELETE arguments in the query.
@@ -236,7 +236,7 @@ func TestGatewayOutcomes(t *testing.T) {
 	if r.IsError {
 		t.Fatalf("create-payment: %s", resText(r))
 	}
-	p := mustPred(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string)))
+	p := testkit.Predicate(t, readBundle(t, f, r.Meta.AdditionalFields["svc/receipt"].(string)))
 	if p.Authorization == nil || p.Facts["kb"].Provenance != receipt.Observed || len(p.Facts) != 1 {
 		t.Fatalf("pre-committed receipt: auth %v facts %v", p.Authorization != nil, p.Facts)
 	}
@@ -249,19 +249,6 @@ func readBundle(t *testing.T, f *fixture, id string) *receipt.Bundle {
 		t.Fatal(err)
 	}
 	return b
-}
-
-func mustPred(t *testing.T, b *receipt.Bundle) *receipt.Predicate {
-	t.Helper()
-	st, err := receipt.DecodeStatement(b.Envelope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := st.DecodePredicate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func countReceipts(t *testing.T, f *fixture) int {

@@ -46,19 +46,6 @@ func writeConfig(t testing.TB, dir string, v any) string {
 	return writeFile(t, filepath.Join(dir, "sdk.json"), string(data))
 }
 
-func predicateOf(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
-	t.Helper()
-	st, err := receipt.DecodeStatement(b.Envelope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := st.DecodePredicate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // rawPredicate is the predicate as signed JSON, to check null and {} literally.
 func rawPredicate(t testing.TB, b *receipt.Bundle) map[string]json.RawMessage {
 	t.Helper()

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"svc.dev/svc/conformance"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/signer"
@@ -107,7 +108,7 @@ func TestRecordEveryOutcome(t *testing.T) {
 		if !sawClaimed || rep.Issuer == nil || rep.Issuer.Enforced {
 			t.Errorf("case %d: want the SDK check and a self-reported issuer: %+v", i, rep)
 		}
-		p := predicateOf(t, rc.Bundle)
+		p := testkit.Predicate(t, rc.Bundle)
 		if p.ReceiptID != rc.ID || rc.Bundle.Inclusion.LeafIndex != uint64(i) {
 			t.Errorf("case %d: id %s, leaf %d", i, p.ReceiptID, rc.Bundle.Inclusion.LeafIndex)
 		}

@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -115,5 +119,52 @@ func TestUnexpectedArgumentIsUsageError(t *testing.T) {
 		if code, _, errOut := runSvc(t, args...); code != 2 {
 			t.Errorf("svc %v: exit %d, want 2 (stderr %s)", args, code, errOut)
 		}
+	}
+}
+
+// background is a subcommand running in this process until its context is cancelled.
+type background struct {
+	stdout, stderr testkit.LockedBuffer
+	done           chan int
+	cancel         context.CancelFunc
+}
+
+// startBackground runs `svc args...` in the background and waits until its stdout
+// matches ready (a regexp whose first group is returned, e.g. the address it listens
+// on); it fails the test if the command exits first or within passes.
+func startBackground(t *testing.T, ready string, within time.Duration, args ...string) (*background, string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &background{done: make(chan int, 1), cancel: cancel}
+	t.Cleanup(cancel)
+	go func() { b.done <- run(ctx, args, &b.stdout, &b.stderr) }()
+	re := regexp.MustCompile(ready)
+	var got string
+	testkit.Eventually(t, within, func() error {
+		select {
+		case code := <-b.done:
+			t.Fatalf("svc %s exited %d:\nstdout %s\nstderr %s", args[0], code, b.stdout.String(), b.stderr.String())
+		default:
+		}
+		if m := re.FindStringSubmatch(b.stdout.String()); m != nil {
+			got = m[1]
+			return nil
+		}
+		return fmt.Errorf("svc %s printed no %s:\nstdout %s\nstderr %s", args[0], ready, b.stdout.String(), b.stderr.String())
+	})
+	return b, got
+}
+
+// stop cancels the command and requires it to exit 0 within the given time.
+func (b *background) stop(t *testing.T, within time.Duration) {
+	t.Helper()
+	b.cancel()
+	select {
+	case code := <-b.done:
+		if code != 0 {
+			t.Errorf("exit %d after cancel; stderr %s", code, b.stderr.String())
+		}
+	case <-time.After(within):
+		t.Fatal("did not stop after cancel")
 	}
 }

@@ -7,12 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
-
-	"svc.dev/svc/internal/testkit"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -68,29 +65,6 @@ func TestServeUsageErrors(t *testing.T) {
 	}
 }
 
-// startServe runs `svc serve` in the background and returns its base URL.
-func startServe(t *testing.T, ctx context.Context, args ...string) (string, *testkit.LockedBuffer, chan int) {
-	t.Helper()
-	var stdout, stderr testkit.LockedBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, append([]string{"serve"}, args...), &stdout, &stderr) }()
-	re := regexp.MustCompile(`sidecar listening on (http://[^\s]+)\n`)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if m := re.FindStringSubmatch(stdout.String()); m != nil {
-			return m[1], &stderr, done
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("serve exited %d:\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no address printed:\nstdout %s\nstderr %s", stdout.String(), stderr.String())
-		}
-	}
-}
-
 // writeSidecarConfig creates a key with svc keygen, a policy and a config with relative
 // paths, and returns the config path and the public key.
 func writeSidecarConfig(t *testing.T, dir string) (cfgPath, pubPath string) {
@@ -122,9 +96,8 @@ func TestServeFromNode(t *testing.T) {
 	}
 	dir := t.TempDir()
 	cfgPath, pub := writeSidecarConfig(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	base, stderr, done := startServe(t, ctx, "--config", cfgPath, "--port", "0")
+	srv, base := startBackground(t, `sidecar listening on (http://[^\s]+)\n`, 10*time.Second, "serve", "--config", cfgPath, "--port", "0")
+	ctx, stderr := context.Background(), &srv.stderr
 
 	script, _ := filepath.Abs(filepath.Join("..", "..", "sidecar", "testdata", "record.mjs"))
 	nctx, ncancel := context.WithTimeout(ctx, 30*time.Second)
@@ -169,27 +142,16 @@ func TestServeFromNode(t *testing.T) {
 	if !strings.Contains(string(data), `"treeHead"`) {
 		t.Fatalf("bundle %s", data)
 	}
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("serve exited %d on cancel: %s", code, stderr.String())
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("serve did not stop on cancel")
-	}
+	srv.stop(t, 10*time.Second)
 }
 
 // --allow-remote binds elsewhere with a warning on stderr.
 func TestServeAllowRemoteWarns(t *testing.T) {
 	dir := t.TempDir()
 	cfgPath, _ := writeSidecarConfig(t, dir)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	_, stderr, done := startServe(t, ctx, "--config", cfgPath, "--port", "0", "--host", "0.0.0.0", "--allow-remote")
-	if !strings.Contains(stderr.String(), "WARNING") || !strings.Contains(stderr.String(), "no authentication") {
-		t.Errorf("no warning: %q", stderr.String())
+	srv, _ := startBackground(t, `sidecar listening on (http://[^\s]+)\n`, 10*time.Second, "serve", "--config", cfgPath, "--port", "0", "--host", "0.0.0.0", "--allow-remote")
+	if !strings.Contains(srv.stderr.String(), "WARNING") || !strings.Contains(srv.stderr.String(), "no authentication") {
+		t.Errorf("no warning: %q", srv.stderr.String())
 	}
-	cancel()
-	<-done
+	srv.stop(t, 10*time.Second)
 }

@@ -4,12 +4,10 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
@@ -95,32 +93,9 @@ func TestSignerRun(t *testing.T) {
 	const token = "the-shared-signer-token-0123456789"
 	t.Setenv(signerTokenEnv, token)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stdout, stderr testkit.LockedBuffer
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
-			"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z"}, &stdout, &stderr)
-	}()
-
-	addrRE := regexp.MustCompile(`listening\s+(http://127\.0\.0\.1:[0-9]+)\n`)
-	var addr string
-	deadline := time.Now().Add(10 * time.Second)
-	for addr == "" {
-		if m := addrRE.FindStringSubmatch(stdout.String()); m != nil {
-			addr = m[1]
-			break
-		}
-		select {
-		case code := <-done:
-			t.Fatalf("signer exited %d before listening:\nstdout %s\nstderr %s", code, stdout.String(), stderr.String())
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no address printed:\nstdout %s\nstderr %s", stdout.String(), stderr.String())
-		}
-	}
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")
+	stdout, stderr, ctx := &srv.stdout, &srv.stderr, context.Background()
 	if !strings.Contains(stdout.String(), key.KeyID()) {
 		t.Errorf("keyid not printed: %s", stdout.String())
 	}
@@ -159,15 +134,7 @@ func TestSignerRun(t *testing.T) {
 		t.Error("wrong token signed")
 	}
 
-	cancel()
-	select {
-	case code := <-done:
-		if code != 0 {
-			t.Errorf("exit %d after cancel; stderr %s", code, stderr.String())
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("signer did not stop after cancel")
-	}
+	srv.stop(t, 15*time.Second)
 	logs := stderr.String()
 	if strings.Contains(logs, token) || strings.Contains(stdout.String(), token) {
 		t.Error("the token was printed or logged")

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"svc.dev/svc/receipt"
 )
 
 // LockedBuffer is a bytes.Buffer that goroutines (a server, a command's stderr) write
@@ -88,4 +90,19 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Predicate decodes a bundle's receipt predicate, failing the test if it does not
+// decode.
+func Predicate(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
+	t.Helper()
+	st, err := receipt.DecodeStatement(b.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := st.DecodePredicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
