@@ -1,0 +1,192 @@
+// What a user feels of the gateway, measured from outside: the official MCP TypeScript
+// SDK client calls read_text_file of the npm server-filesystem directly, and through
+// `svc gateway` over stdio and over Streamable HTTP (one session, then many), in one run.
+// For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
+// the gateway's CPU per call read from /proc/<pid>/stat (user + system time).
+//
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]
+// `go tool task bench:gateway` builds svc and runs this.
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, dirname, resolve } from "node:path";
+import { createRequire } from "node:module";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const args = process.argv.slice(2);
+const opt = (name, def) => {
+  const i = args.indexOf("--" + name);
+  return i >= 0 ? args[i + 1] : def;
+};
+const svc = opt("svc") && resolve(opt("svc"));
+const calls = Number(opt("calls", 1500));
+const inflight = Number(opt("inflight", 8));
+const sessions = Number(opt("sessions", 32));
+const asJSON = args.includes("--json");
+// Receipts are files: where they go matters (on some disks creating files under /tmp
+// costs far more kernel time than elsewhere), so the work directory is a flag.
+const work = resolve(opt("work", tmpdir()));
+if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0)) {
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]");
+  process.exit(2);
+}
+const log = (...a) => console.error(...a);
+
+// The upstream: the npm filesystem server, pinned in package-lock.json.
+const require = createRequire(import.meta.url);
+const fsServer = join(dirname(require.resolve("@modelcontextprotocol/server-filesystem/package.json")), "dist", "index.js");
+
+// A work directory: keys, a grant, an allow-all policy, one file to read, the config.
+execFileSync("mkdir", ["-p", work]);
+const dir = mkdtempSync(join(work, "svc-bench-gateway-"));
+const data = join(dir, "data");
+execFileSync("mkdir", ["-p", data]);
+const file = join(data, "hello.txt");
+writeFileSync(file, "hello from the filesystem server\n".repeat(32));
+const run = (...a) => execFileSync(svc, a, { cwd: dir, stdio: ["ignore", "ignore", "inherit"] });
+run("keygen", "--dir", "keys", "--name", "alice");
+run("keygen", "--dir", "keys", "--name", "gateway");
+run("grant", "--key", "keys/alice.key", "--principal", "alice", "--agent", "bench-agent",
+  "--scopes", "read_text_file,list_allowed_directories", "--ttl-hours", "2", "--out", "grant.json");
+writeFileSync(join(dir, "policy.cedar"), '@id("all") permit (principal, action, resource);\n');
+const config = join(dir, "gateway.json");
+writeFileSync(config, JSON.stringify({
+  identity: { keyFile: "keys/gateway.key" },
+  upstream: { command: process.execPath, args: [fsServer, data] },
+  grantFile: "grant.json",
+  trustedPrincipalKeys: ["keys/alice.pub"],
+  policyFile: "policy.cedar",
+  receiptsDir: "receipts",
+  logFile: "receipts.log",
+}, null, 2));
+const grantB64 = readFileSync(join(dir, "grant.json")).toString("base64url");
+
+// cpuMicros is a process's user + system CPU time so far, in microseconds.
+function cpuMicros(pid) {
+  if (!pid) return NaN;
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
+  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
+}
+
+const callOnce = (client) => client.callTool({ name: "read_text_file", arguments: { path: file } });
+
+function pct(sorted, p) {
+  return sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
+}
+
+// measure: warm-up, then `calls` one at a time, then `calls` with `inflight` in flight.
+async function measure(name, client, pid) {
+  for (let i = 0; i < 100; i++) {
+    const r = await callOnce(client);
+    if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.content)}`);
+  }
+  const cpu0 = cpuMicros(pid);
+  const lat = [];
+  for (let i = 0; i < calls; i++) {
+    const t = process.hrtime.bigint();
+    await callOnce(client);
+    lat.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  lat.sort((a, b) => a - b);
+  let next = 0;
+  const t0 = process.hrtime.bigint();
+  await Promise.all(Array.from({ length: inflight }, async () => {
+    while (next++ < calls) await callOnce(client);
+  }));
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  const cpu = (cpuMicros(pid) - cpu0) / (2 * calls);
+  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu };
+  log(`  ${name}: p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.callsPerSec.toFixed(0)} calls/s with ${inflight} in flight` +
+    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call`));
+  return row;
+}
+
+async function stdioClient(command, argv) {
+  const transport = new StdioClientTransport({ command, args: argv, stderr: "ignore" });
+  const client = new Client({ name: "svc-bench", version: "1.0.0" });
+  await client.connect(transport);
+  return { client, pid: transport.pid };
+}
+
+async function httpClient(url) {
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { "X-Svc-Grant": grantB64 } } });
+  const client = new Client({ name: "svc-bench", version: "1.0.0" });
+  await client.connect(transport);
+  return client;
+}
+
+// startHTTPGateway runs `svc gateway --http` on a free port and returns its URL and pid.
+function startHTTPGateway() {
+  return new Promise((resolve, reject) => {
+    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => {
+      err += d;
+      const m = /gateway listening.*addr=(\S+)/.exec(err);
+      if (m) resolve({ url: `http://${m[1]}/mcp`, proc: p });
+    });
+    p.once("exit", (code) => reject(new Error(`svc gateway --http exited ${code}: ${err}`)));
+  });
+}
+
+const rows = [];
+try {
+  log(`${calls} calls of read_text_file per variant, ${inflight} in flight for the throughput figure; receipts under ${dir}`);
+  let c = await stdioClient(process.execPath, [fsServer, data]);
+  rows.push(await measure("direct (stdio)", c.client, NaN));
+  await c.client.close();
+
+  c = await stdioClient(svc, ["gateway", "--config", config]);
+  rows.push(await measure("svc gateway (stdio)", c.client, c.pid));
+  await c.client.close();
+
+  const gw = await startHTTPGateway();
+  const one = await httpClient(gw.url);
+  rows.push(await measure("svc gateway --http (1 session)", one, gw.proc.pid));
+  await one.close();
+
+  // Many sessions at once: each does its share one call at a time.
+  const clients = await Promise.all(Array.from({ length: sessions }, () => httpClient(gw.url)));
+  await Promise.all(clients.map(async (cl) => { for (let i = 0; i < 10; i++) await callOnce(cl); }));
+  const per = Math.max(1, Math.floor(calls / sessions));
+  const lat = [];
+  const cpu0 = cpuMicros(gw.proc.pid);
+  const t0 = process.hrtime.bigint();
+  await Promise.all(clients.map(async (cl) => {
+    for (let i = 0; i < per; i++) {
+      const t = process.hrtime.bigint();
+      await callOnce(cl);
+      lat.push(Number(process.hrtime.bigint() - t) / 1e6);
+    }
+  }));
+  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+  lat.sort((a, b) => a - b);
+  const many = { name: `svc gateway --http (${sessions} sessions)`, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
+    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length };
+  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call`);
+  rows.push(many);
+  await Promise.all(clients.map((cl) => cl.close()));
+  const exited = new Promise((r) => gw.proc.once("exit", r));
+  gw.proc.kill("SIGTERM");
+  await exited;
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+if (asJSON) {
+  console.log(JSON.stringify(rows, null, 2));
+} else {
+  const direct = rows[0];
+  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call");
+  for (const r of rows) {
+    const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
+    const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
+    const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
+    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}`);
+  }
+}
+process.exit(0);

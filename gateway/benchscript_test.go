@@ -1,0 +1,47 @@
+package gateway_test
+
+import (
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGatewayBenchmarkScriptRuns keeps `go tool task bench:gateway` working: a short
+// run of e2e/bench-gateway.mjs (the TS SDK client, the npm filesystem server, the real
+// svc gateway over stdio and HTTP) reports every variant with plausible figures.
+func TestGatewayBenchmarkScriptRuns(t *testing.T) {
+	nodeModules(t)
+	cmd := exec.Command("node", filepath.Join(repoDir, "e2e", "bench-gateway.mjs"), "--svc", svcBin, "--work", t.TempDir(),
+		"--calls", "20", "--inflight", "4", "--sessions", "3", "--json")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("bench-gateway.mjs: %v\n%s", err, stderr.String())
+	}
+	var rows []struct {
+		Name             string  `json:"name"`
+		P50, P99         float64 `json:"-"`
+		CallsPerSec      float64 `json:"callsPerSec"`
+		CPUPerCallMicros any     `json:"cpuPerCallMicros"`
+	}
+	if err := json.Unmarshal(out, &rows); err != nil {
+		t.Fatalf("output %q: %v", out, err)
+	}
+	want := []string{"direct (stdio)", "svc gateway (stdio)", "svc gateway --http (1 session)", "svc gateway --http (3 sessions)"}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d: %s", len(rows), len(want), out)
+	}
+	for i, r := range rows {
+		if r.Name != want[i] || r.CallsPerSec <= 0 {
+			t.Errorf("row %d: %+v, want %q with calls/s > 0", i, r, want[i])
+		}
+		if i > 0 {
+			if cpu, ok := r.CPUPerCallMicros.(float64); !ok || cpu <= 0 {
+				t.Errorf("%s: gateway CPU per call %v, want > 0", r.Name, r.CPUPerCallMicros)
+			}
+		}
+	}
+}
