@@ -73,7 +73,7 @@ func BenchmarkExportThroughput(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			distinct = append(distinct, renumber(b, bundles[i%len(bundles)], i))
 		}
-		s, err := exporters.NewStreamSink(context.Background(), nc, "bench", exps, exporters.StreamOptions{Stderr: io.Discard, Queue: exporters.QueueConfig{Size: b.N + 1}})
+		s, err := exporters.NewStreamSink(context.Background(), nc, "bench", exps, exporters.StreamOptions{Stderr: io.Discard, Queue: exporters.QueueConfig{Size: b.N + 1}, Router: exporters.RouterConfig{}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -209,7 +209,7 @@ func TestStreamSinkDurableAcrossOutageAndRestart(t *testing.T) {
 	c := newCollector(t)
 	c.down.Store(true)
 	var stderr testkit.LockedBuffer
-	opts := exporters.StreamOptions{Stderr: &stderr, Queue: fast, FetchWait: 200 * time.Millisecond}
+	opts := exporters.StreamOptions{Stderr: &stderr, Queue: fast}
 	sink, err := exporters.NewStreamSink(context.Background(), nc, "acme", c.both(t), opts)
 	if err != nil {
 		t.Fatal(err)

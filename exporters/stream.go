@@ -67,20 +67,20 @@ func EnsureReceiptStream(ctx context.Context, js jetstream.JetStream, replicas i
 // StreamOptions configure a StreamSink.
 type StreamOptions struct {
 	Stderr   io.Writer
-	Queue    QueueConfig // Size bounds the publish queue; Batch, MinBackoff, MaxBackoff the consumers
+	Queue    QueueConfig // Size bounds the publish queue; MinBackoff and MaxBackoff the retries
 	Replicas int
-	// FetchWait is how long a consumer's pull waits for messages; default 1 s.
-	FetchWait time.Duration
+	// Router tunes the consumers (lanes, retries, timeout, throttle).
+	Router RouterConfig
 }
 
 // StreamSink is the Sink of an issuer connected to the pipeline. Export queues the
 // bundle in memory (bounded, never waiting); one goroutine publishes it to
 // svc.receipts.<tenant> and retries while the broker does not answer. Each exporter
-// runs as the durable consumer ConsumerName(exporter, tenant), sends batches to its
-// collector and acknowledges a message only after the collector accepted it, so a
-// collector outage delays delivery and loses nothing: the messages wait in the stream,
-// also across a restart. With no exporters it only publishes (consumers run
-// elsewhere, e.g. RunConsumer in another process).
+// runs on a Router as the durable consumer ConsumerName(exporter, tenant) and
+// acknowledges a message only after the collector accepted it (or refused it for good,
+// and it was kept in SVC_DEAD), so a collector outage delays delivery and loses
+// nothing: the messages wait in the stream, also across a restart. With no exporters
+// it only publishes (consumers run elsewhere).
 type StreamSink struct {
 	js     jetstream.JetStream
 	tenant string
@@ -95,9 +95,7 @@ type StreamSink struct {
 	pubEnd context.CancelFunc
 	pubWG  sync.WaitGroup
 
-	consCtx context.Context
-	consEnd context.CancelFunc
-	consWG  sync.WaitGroup
+	router *Router // nil without exporters
 }
 
 // NewStreamSink ensures the stream and the consumers and starts them. tenant ""
@@ -119,21 +117,12 @@ func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exp
 	cfg := opts.Queue.withDefaults()
 	s := &StreamSink{js: js, tenant: tenant, cfg: cfg, log: newLineWriter(opts.Stderr), ch: make(chan *receipt.Bundle, cfg.Size)}
 	s.pubCtx, s.pubEnd = context.WithCancel(context.Background())
-	s.consCtx, s.consEnd = context.WithCancel(context.Background())
-	var consumers []jetstream.Consumer
-	for _, e := range exps {
-		c, err := ensureConsumer(ctx, js, tenant, e.Name(), cfg)
-		if err != nil {
+	if len(exps) > 0 {
+		rc := opts.Router
+		rc.Queue = cfg
+		if s.router, err = NewRouter(ctx, nc, tenant, exps, rc, s.log, &s.count); err != nil {
 			return nil, err
 		}
-		consumers = append(consumers, c)
-	}
-	for i, e := range exps {
-		s.consWG.Add(1)
-		go func() {
-			defer s.consWG.Done()
-			runConsumer(s.consCtx, consumers[i], e, cfg, opts.FetchWait, s.log, &s.count)
-		}()
 	}
 	s.pubWG.Add(1)
 	go s.publishLoop()
@@ -182,8 +171,11 @@ func (s *StreamSink) Close(ctx context.Context) error {
 		<-done
 		err = ctx.Err()
 	}
-	s.consEnd()
-	s.consWG.Wait()
+	if s.router != nil {
+		if rerr := s.router.Close(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
 	return err
 }
 
@@ -285,159 +277,4 @@ func (s *StreamSink) publishOne(id string, m *nats.Msg) {
 		}
 		sleepCtx(s.pubCtx, s.cfg.backoff(try))
 	}
-}
-
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, tenant, exporter string, cfg QueueConfig) (jetstream.Consumer, error) {
-	c, err := js.CreateOrUpdateConsumer(ctx, ReceiptsStream, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(exporter, tenant),
-		Description:   "exports " + tenant + "'s receipts to " + exporter,
-		FilterSubject: ReceiptsSubject(tenant),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       time.Minute,
-		MaxDeliver:    -1,
-		MaxAckPending: 4 * cfg.Batch,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", ConsumerName(exporter, tenant), err)
-	}
-	return c, nil
-}
-
-// RunConsumer runs exporter exp as tenant's durable consumer of SVC_RECEIPTS until ctx
-// ends: for a process that exports receipts other processes published. stderr nil
-// means os.Stderr.
-func RunConsumer(ctx context.Context, js jetstream.JetStream, tenant string, exp Exporter, cfg QueueConfig, stderr io.Writer) error {
-	cfg = cfg.withDefaults()
-	if err := EnsureReceiptStream(ctx, js, 0); err != nil {
-		return err
-	}
-	c, err := ensureConsumer(ctx, js, tenant, exp.Name(), cfg)
-	if err != nil {
-		return err
-	}
-	runConsumer(ctx, c, exp, cfg, 0, newLineWriter(stderr), &counters{})
-	return nil
-}
-
-// runConsumer pulls batches, sends them and acknowledges each message once its
-// record's outcome is final: accepted, or refused for good (then terminated with a
-// line on stderr). While the collector is down it retries with backoff and keeps the
-// messages in hand marked in progress, so the broker does not hand them to another
-// consumer meanwhile.
-func runConsumer(ctx context.Context, c jetstream.Consumer, exp Exporter, cfg QueueConfig, wait time.Duration, log *lineWriter, count *counters) {
-	if wait <= 0 {
-		wait = time.Second
-	}
-	name := exp.Name()
-	for try := 0; ctx.Err() == nil; {
-		batch, err := c.Fetch(cfg.Batch, jetstream.FetchMaxWait(wait))
-		if err != nil {
-			sleepCtx(ctx, cfg.backoff(try))
-			try++
-			continue
-		}
-		try = 0
-		in := batch.Messages()
-		var pending []jetstream.Msg
-		for ctx.Err() == nil {
-			if len(pending) == 0 {
-				if in == nil {
-					break
-				}
-				m, ok := <-in
-				if !ok {
-					break
-				}
-				pending = append(pending, m)
-			}
-			pending, in = drainInto(pending, in, cfg.Batch)
-			pending, in = deliverMsgs(ctx, exp, name, pending, in, cfg, log, count)
-		}
-		for _, m := range pending {
-			_ = m.Nak() // stopping: hand them back now rather than after AckWait
-		}
-	}
-}
-
-// drainInto adds the messages already waiting on in, up to max in all.
-func drainInto(msgs []jetstream.Msg, in <-chan jetstream.Msg, limit int) ([]jetstream.Msg, <-chan jetstream.Msg) {
-	for in != nil && len(msgs) < limit {
-		select {
-		case m, ok := <-in:
-			if !ok {
-				return msgs, nil
-			}
-			msgs = append(msgs, m)
-		default:
-			return msgs, in
-		}
-	}
-	return msgs, in
-}
-
-// deliverMsgs delivers msgs until each has a final outcome or ctx ends; it returns the
-// messages still in hand (only when ctx ended, or those that arrived meanwhile).
-func deliverMsgs(ctx context.Context, exp Exporter, name string, msgs []jetstream.Msg, in <-chan jetstream.Msg, cfg QueueConfig, log *lineWriter, count *counters) ([]jetstream.Msg, <-chan jetstream.Msg) {
-	byID := map[string][]jetstream.Msg{}
-	var recs []*Record
-	for _, m := range msgs {
-		var b receipt.Bundle
-		var r *Record
-		err := json.Unmarshal(m.Data(), &b)
-		if err == nil {
-			r, err = FromBundle(&b)
-		}
-		if err != nil {
-			_ = m.Term()
-			count.dropped.Add(1)
-			log.printf("svc: %s export of receipt %s dropped: unreadable message: %v", name, m.Headers().Get(HeaderReceiptID), err)
-			continue
-		}
-		if _, dup := byID[r.ReceiptID]; !dup {
-			recs = append(recs, r)
-		}
-		byID[r.ReceiptID] = append(byID[r.ReceiptID], m)
-	}
-	var arrived []jetstream.Msg
-	for try := 0; len(recs) > 0; try++ {
-		final, retry, err := attempt(ctx, exp, recs)
-		for _, o := range final {
-			for _, m := range byID[o.rec.ReceiptID] {
-				if o.err == nil {
-					_ = m.Ack()
-				} else {
-					_ = m.Term()
-				}
-			}
-			if o.err == nil {
-				count.exported.Add(1)
-			} else {
-				count.dropped.Add(1)
-				log.printf("svc: %s export of receipt %s dropped: %v", name, o.rec.ReceiptID, o.err)
-			}
-		}
-		recs = retry
-		if len(recs) == 0 {
-			break
-		}
-		_ = err // retried below; a drop line is printed only for a final refusal
-		for _, r := range recs {
-			for _, m := range byID[r.ReceiptID] {
-				_ = m.InProgress()
-			}
-		}
-		arrived, in = drainInto(arrived, in, cfg.Batch)
-		for _, m := range arrived {
-			_ = m.InProgress()
-		}
-		if !sleepCtx(ctx, cfg.backoff(try)) {
-			var left []jetstream.Msg
-			for _, r := range recs {
-				left = append(left, byID[r.ReceiptID]...)
-			}
-			return append(left, arrived...), in
-		}
-	}
-	return arrived, in
 }

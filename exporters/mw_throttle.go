@@ -1,0 +1,17 @@
+package exporters
+
+import (
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+)
+
+// throttleMiddleware limits an exporter to perSecond deliveries a second (watermill's
+// Throttle); 0 means no limit and no middleware.
+func throttleMiddleware(perSecond int) message.HandlerMiddleware {
+	if perSecond <= 0 {
+		return nil
+	}
+	return middleware.NewThrottle(int64(perSecond), time.Second).Middleware
+}
