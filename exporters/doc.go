@@ -14,10 +14,25 @@
 //     stderr ("svc: otel export of receipt <id> dropped: <why>");
 //   - connected to the pipeline (a NATS connection): a [StreamSink], which publishes
 //     each bundle to the stream SVC_RECEIPTS on svc.receipts.<tenant> (created here,
-//     idempotently; Nats-Msg-Id is the receipt id) and runs each exporter as the
-//     durable consumer svc-export-<exporter>-<tenant>, acknowledging a message only after
-//     the collector accepted it. A collector outage delays delivery and loses nothing,
-//     across restarts too.
+//     idempotently; Nats-Msg-Id is the receipt id) and runs each exporter on a
+//     [Router] (Watermill) as the durable consumer svc-export-<exporter>-<tenant>,
+//     acknowledging a message only after the collector accepted it or it was kept in
+//     SVC_DEAD. A collector outage delays delivery and loses nothing, across restarts
+//     too.
+//
+// # The router
+//
+// Each exporter is one Watermill handler with, outermost first: throttle
+// (mw_throttle.go), metrics (mw_metrics.go), dead letters (mw_deadletter.go), retry
+// with backoff (mw_retry.go) and a per-attempt timeout (mw_timeout.go). Up to
+// RouterConfig.Lanes receipts are in hand at once, and the records of concurrent
+// deliveries share one request to the collector (a batcher, linger 500 µs). A
+// transient failure is retried in hand, then the message goes back to the stream with
+// a backoff delay and is redelivered, without end: nothing is dropped. A refusal for
+// good puts the receipt in SVC_DEAD (svc.dead.<exporter>.<tenant>, with the handler,
+// the error and the attempts in headers) and lets the rest flow. [Status], [ListDead],
+// [ReplayDead] and [Replay] are what `svc exports` shows and repairs with; the last
+// error of each exporter is in the key-value bucket SVC_EXPORTS.
 //
 // Delivery is at least once. Every export is idempotent by receipt id: the OTLP span of
 // a receipt always has the same trace id (the receipt id without hyphens) and span id
@@ -59,5 +74,5 @@
 // 404 (configuration an operator can fix while exports wait) are retried with backoff.
 // Any other 4xx, or an OTLP partial success that rejected spans, is a refusal for
 // good: a refused batch is retried record by record, and a record still refused is
-// dropped with its line (and terminated in the stream).
+// dropped with its line (standalone) or kept in SVC_DEAD with its line (pipeline).
 package exporters
