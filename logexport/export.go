@@ -259,90 +259,126 @@ func truncate(s string, n int) string {
 // export runs every check; it returns the summary (files not yet listed) when all
 // passed.
 func (r *run) export(ctx context.Context) *Summary {
-	// Keys.
-	docURL := client.KeyDocumentURL(r.opts.LogURL, r.opts.Tenant)
-	keysData, err := r.get(ctx, docURL, signer.MaxKeyDocumentSize, false)
+	doc, keys, err := r.keys(ctx)
 	if err != nil {
 		return r.fail(CheckKeys, err)
 	}
-	doc, err := signer.ParseKeyDocument(keysData)
-	if err != nil {
-		return r.fail(CheckKeys, fmt.Errorf("%s: %w", docURL, err))
-	}
-	keys, _ := doc.PublicKeys()
-	r.add(Check{Name: CheckKeys, OK: true, Detail: fmt.Sprintf("%d key(s) from %s", len(keys), docURL)})
-	r.files["keys.json"] = keysData
-
 	// Checkpoints, before the head, so that the head is at least as large.
-	cpURL := r.base + "/checkpoints?since=0"
-	cpData, err := r.get(ctx, cpURL, maxCheckpointList, false)
+	cps, err := r.checkpoints(ctx, keys, doc.Log)
 	if err != nil {
 		return r.fail(CheckCheckpointSigs, err)
 	}
-	cps, err := monitor.ParseCheckpointList(cpData)
+	th, err := r.head(ctx, keys, doc.Log)
 	if err != nil {
-		return r.fail(CheckCheckpointSigs, fmt.Errorf("%s: %w", cpURL, err))
+		return r.fail(CheckHeadSignature, err)
+	}
+	if n := len(cps); n > 0 && cps[n-1].Head.TreeSize > th.TreeSize {
+		return r.fail(CheckCheckpointRoots, fmt.Errorf("checkpoint at size %d is beyond the live head at size %d", cps[n-1].Head.TreeSize, th.TreeSize))
+	}
+	if !r.leaves(ctx, th, cps) { // rebuilt into a tree
+		return nil
+	}
+	if err := r.usage(ctx); err != nil {
+		return r.fail(CheckUsage, err)
+	}
+	entries, err := r.audit(ctx)
+	if err != nil {
+		return r.fail(CheckAudit, err)
+	}
+	return &Summary{Tenant: r.opts.Tenant, LogID: th.Log, LogURL: r.opts.LogURL, TreeSize: th.TreeSize, RootHash: th.RootHash,
+		LeafFormat: leafFormatDescription,
+		Counts:     Counts{Leaves: th.TreeSize, Checkpoints: len(cps), Keys: len(keys), AuditEntries: entries}}
+}
+
+// keys fetches the tenant's key document (CheckKeys).
+func (r *run) keys(ctx context.Context) (*signer.KeyDocument, []signer.PublicKey, error) {
+	docURL := client.KeyDocumentURL(r.opts.LogURL, r.opts.Tenant)
+	data, err := r.get(ctx, docURL, signer.MaxKeyDocumentSize, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	doc, err := signer.ParseKeyDocument(data)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", docURL, err)
+	}
+	keys, _ := doc.PublicKeys()
+	r.add(Check{Name: CheckKeys, OK: true, Detail: fmt.Sprintf("%d key(s) from %s", len(keys), docURL)})
+	r.files["keys.json"] = data
+	return doc, keys, nil
+}
+
+// checkpoints fetches every published checkpoint and verifies each signature
+// (CheckCheckpointSigs); they come back in ascending size.
+func (r *run) checkpoints(ctx context.Context, keys []signer.PublicKey, logID string) ([]*client.Checkpoint, error) {
+	cpURL := r.base + "/checkpoints?since=0"
+	data, err := r.get(ctx, cpURL, maxCheckpointList, false)
+	if err != nil {
+		return nil, err
+	}
+	cps, err := monitor.ParseCheckpointList(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpURL, err)
 	}
 	for _, cp := range cps {
-		if err := verify(cp.File.Envelope, cp.Head, keys, doc.Log); err != nil {
-			return r.fail(CheckCheckpointSigs, fmt.Errorf("checkpoint at size %d: %w", cp.Head.TreeSize, err))
+		if err := verify(cp.File.Envelope, cp.Head, keys, logID); err != nil {
+			return nil, fmt.Errorf("checkpoint at size %d: %w", cp.Head.TreeSize, err)
 		}
 	}
 	sort.SliceStable(cps, func(i, j int) bool { return cps[i].Head.TreeSize < cps[j].Head.TreeSize })
 	r.add(Check{Name: CheckCheckpointSigs, OK: true, Detail: fmt.Sprintf("%d checkpoint(s), every one signed by a published key", len(cps))})
-	r.files["checkpoints.json"] = cpData
+	r.files["checkpoints.json"] = data
+	return cps, nil
+}
 
-	// Head.
-	headData, err := r.get(ctx, r.base+"/head", maxDocument, false)
+// head fetches and verifies the live head (CheckHeadSignature).
+func (r *run) head(ctx context.Context, keys []signer.PublicKey, logID string) (*receipt.TreeHead, error) {
+	data, err := r.get(ctx, r.base+"/head", maxDocument, false)
 	if err != nil {
-		return r.fail(CheckHeadSignature, err)
+		return nil, err
 	}
-	env, th, err := monitor.ParseHeadAnswer(headData)
+	env, th, err := monitor.ParseHeadAnswer(data)
 	if err != nil {
-		return r.fail(CheckHeadSignature, fmt.Errorf("%s/head: %w", r.base, err))
+		return nil, fmt.Errorf("%s/head: %w", r.base, err)
 	}
-	if err := verify(env, th, keys, doc.Log); err != nil {
-		return r.fail(CheckHeadSignature, fmt.Errorf("head at size %d: %w", th.TreeSize, err))
+	if err := verify(env, th, keys, logID); err != nil {
+		return nil, fmt.Errorf("head at size %d: %w", th.TreeSize, err)
 	}
 	r.add(Check{Name: CheckHeadSignature, OK: true, Detail: fmt.Sprintf("size %d root %s", th.TreeSize, th.RootHash)})
-	r.files["head.json"] = headData
-	if n := len(cps); n > 0 && cps[n-1].Head.TreeSize > th.TreeSize {
-		return r.fail(CheckCheckpointRoots, fmt.Errorf("checkpoint at size %d is beyond the live head at size %d", cps[n-1].Head.TreeSize, th.TreeSize))
-	}
+	r.files["head.json"] = data
+	return th, nil
+}
 
-	// Leaves, rebuilt into a tree.
-	if !r.leaves(ctx, th, cps) {
-		return nil
-	}
-
-	// Usage and audit trail.
-	usage, err := r.get(ctx, r.routes+"/usage", maxDocument, true)
-	if err == nil && !json.Valid(usage) {
+// usage fetches the tenant's usage (CheckUsage).
+func (r *run) usage(ctx context.Context) error {
+	data, err := r.get(ctx, r.routes+"/usage", maxDocument, true)
+	if err == nil && !json.Valid(data) {
 		err = errors.New("usage answer is not JSON")
 	}
 	if err != nil {
-		return r.fail(CheckUsage, err)
+		return err
 	}
-	r.add(Check{Name: CheckUsage, OK: true, Detail: string(compact(usage))})
-	r.files["usage.json"] = usage
-	auditData, err := r.get(ctx, r.routes+"/audit?limit=1000", maxDocument, true)
+	r.add(Check{Name: CheckUsage, OK: true, Detail: string(compact(data))})
+	r.files["usage.json"] = data
+	return nil
+}
+
+// audit fetches the tenant's audit trail (CheckAudit) and returns its length.
+func (r *run) audit(ctx context.Context) (int, error) {
+	data, err := r.get(ctx, r.routes+"/audit?limit=1000", maxDocument, true)
 	var audit struct {
 		Entries []json.RawMessage `json:"entries"`
 	}
 	if err == nil {
-		if err = json.Unmarshal(auditData, &audit); err == nil && audit.Entries == nil {
+		if err = json.Unmarshal(data, &audit); err == nil && audit.Entries == nil {
 			err = errors.New("audit answer has no entries list")
 		}
 	}
 	if err != nil {
-		return r.fail(CheckAudit, err)
+		return 0, err
 	}
 	r.add(Check{Name: CheckAudit, OK: true, Detail: fmt.Sprintf("%d entries", len(audit.Entries))})
-	r.files["audit.json"] = auditData
-
-	return &Summary{Tenant: r.opts.Tenant, LogID: th.Log, LogURL: r.opts.LogURL, TreeSize: th.TreeSize, RootHash: th.RootHash,
-		LeafFormat: leafFormatDescription,
-		Counts:     Counts{Leaves: th.TreeSize, Checkpoints: len(cps), Keys: len(keys), AuditEntries: len(audit.Entries)}}
+	r.files["audit.json"] = data
+	return len(audit.Entries), nil
 }
 
 func compact(b []byte) []byte {
@@ -419,47 +455,16 @@ func (r *run) leaves(ctx context.Context, th *receipt.TreeHead, cps []*client.Ch
 		return false
 	}
 	defer lw.Close()
-	var mismatches []string
-	next := 0 // the next checkpoint to compare
-	matched := 0
-	compare := func() {
-		for next < len(cps) && cps[next].Head.TreeSize == tree.Size() {
-			if root := tree.Root(); root.String() != cps[next].Head.RootHash {
-				mismatches = append(mismatches, fmt.Sprintf("at size %d the leaves give root %s; the checkpoint signed %s", tree.Size(), root, cps[next].Head.RootHash))
-			} else {
-				matched++
-			}
-			next++
-		}
-	}
-	compare() // a checkpoint at size 0
+	roots := &checkpointRoots{cps: cps}
+	roots.compare(tree) // a checkpoint at size 0
 	pages := 0
 	start := time.Now()
 	for tree.Size() < th.TreeSize {
-		since := tree.Size()
-		u := fmt.Sprintf("%s/leaves?since=%d&limit=%d", r.routes, since, r.opts.PageSize)
-		data, err := r.get(ctx, u, maxLeavesPage, true)
+		leaves, err := r.page(ctx, tree.Size(), th.TreeSize)
 		if err != nil {
 			r.fail(CheckLeaves, err)
 			return false
 		}
-		page, err := ParseLeavesPage(data)
-		if err != nil {
-			r.fail(CheckLeaves, fmt.Errorf("%s: %w", u, err))
-			return false
-		}
-		switch {
-		case page.Since != since:
-			r.fail(CheckLeaves, fmt.Errorf("%s: asked for leaves from %d, got them from %d", u, since, page.Since))
-			return false
-		case page.Size < th.TreeSize:
-			r.fail(CheckLeaves, fmt.Errorf("%s: the log now says it holds %d leaves, fewer than its head's %d", u, page.Size, th.TreeSize))
-			return false
-		case len(page.Leaves) == 0:
-			r.fail(CheckLeaves, fmt.Errorf("%s: no leaves, with %d still to come", u, th.TreeSize-since))
-			return false
-		}
-		leaves := page.Leaves[:min(uint64(len(page.Leaves)), th.TreeSize-since)]
 		entries := make([]merkle.Entry, len(leaves))
 		for i, h := range leaves {
 			entries[i] = merkle.Entry{Kind: merkle.LineHash, Hash: h}
@@ -467,7 +472,7 @@ func (r *run) leaves(ctx context.Context, th *receipt.TreeHead, cps []*client.Ch
 				r.fail(CheckLeaves, err)
 				return false
 			}
-			compare()
+			roots.compare(tree)
 		}
 		if err := lw.Append(entries); err != nil {
 			r.fail(CheckLeaves, err)
@@ -480,16 +485,64 @@ func (r *run) leaves(ctx context.Context, th *receipt.TreeHead, cps []*client.Ch
 	root := tree.Root()
 	ok := r.add(Check{Name: CheckHeadRoot, OK: root.String() == th.RootHash,
 		Detail: fmt.Sprintf("rebuilt root %s at size %d; the head signed %s", root, th.TreeSize, th.RootHash)})
-	if len(mismatches) > 0 || next != len(cps) {
-		detail := fmt.Sprintf("%d of %d checkpoints match", matched, len(cps))
-		for _, m := range mismatches {
+	return roots.check(r) && ok
+}
+
+// page fetches the leaf hashes from since on (at most up to size) and checks the
+// page is the one asked for.
+func (r *run) page(ctx context.Context, since, size uint64) ([]merkle.Hash, error) {
+	u := fmt.Sprintf("%s/leaves?since=%d&limit=%d", r.routes, since, r.opts.PageSize)
+	data, err := r.get(ctx, u, maxLeavesPage, true)
+	if err != nil {
+		return nil, err
+	}
+	page, err := ParseLeavesPage(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", u, err)
+	}
+	switch {
+	case page.Since != since:
+		return nil, fmt.Errorf("%s: asked for leaves from %d, got them from %d", u, since, page.Since)
+	case page.Size < size:
+		return nil, fmt.Errorf("%s: the log now says it holds %d leaves, fewer than its head's %d", u, page.Size, size)
+	case len(page.Leaves) == 0:
+		return nil, fmt.Errorf("%s: no leaves, with %d still to come", u, size-since)
+	}
+	return page.Leaves[:min(uint64(len(page.Leaves)), size-since)], nil
+}
+
+// checkpointRoots compares each published checkpoint with the rebuilt tree's root
+// when the tree reaches its size.
+type checkpointRoots struct {
+	cps        []*client.Checkpoint // ascending size
+	next       int                  // the next checkpoint to compare
+	matched    int
+	mismatches []string
+}
+
+func (c *checkpointRoots) compare(tree *merkle.Tree) {
+	for c.next < len(c.cps) && c.cps[c.next].Head.TreeSize == tree.Size() {
+		if root := tree.Root(); root.String() != c.cps[c.next].Head.RootHash {
+			c.mismatches = append(c.mismatches, fmt.Sprintf("at size %d the leaves give root %s; the checkpoint signed %s", tree.Size(), root, c.cps[c.next].Head.RootHash))
+		} else {
+			c.matched++
+		}
+		c.next++
+	}
+}
+
+// check records CheckCheckpointRoots: every checkpoint was reached and matched.
+func (c *checkpointRoots) check(r *run) bool {
+	detail := fmt.Sprintf("%d of %d checkpoints match", c.matched, len(c.cps))
+	if len(c.mismatches) > 0 || c.next != len(c.cps) {
+		for _, m := range c.mismatches {
 			detail += "; " + m
 		}
 		r.add(Check{Name: CheckCheckpointRoots, Detail: detail})
 		return false
 	}
-	r.add(Check{Name: CheckCheckpointRoots, OK: true, Detail: fmt.Sprintf("%d of %d checkpoints match", matched, len(cps))})
-	return ok
+	r.add(Check{Name: CheckCheckpointRoots, OK: true, Detail: detail})
+	return true
 }
 
 // writeOut moves log.jsonl into place, writes the other files atomically, and
