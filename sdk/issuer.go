@@ -147,57 +147,11 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 		}
 		return nil, err
 	}
-	var (
-		log  receipt.Log
-		info LogInfo
-		nc   *nats.Conn
-	)
-	switch {
-	case c.LogFile != "":
-		fl, err := receipt.OpenFileLog(c.LogFile, key, "")
-		if err != nil {
-			return fail(fmt.Errorf("logFile: %w", err))
-		}
-		closers = append(closers, func(context.Context) error { return fl.Close() })
-		log, info = fl, LogInfo{Kind: LogKindFile, Where: c.LogFile}
-	case c.Log.URL != "":
-		token := ""
-		if c.Log.TokenEnv != "" {
-			v, ok := getenv(c.Log.TokenEnv)
-			if !ok || v == "" {
-				return fail(fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv))
-			}
-			token = v
-		}
-		hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout(c.Log), Client: o.HTTPClient})
-		if err != nil {
-			return fail(fmt.Errorf("log.url: %w", err))
-		}
-		log, info = hl, LogInfo{Kind: LogKindHTTP, Where: c.Log.URL}
-	default:
-		opts := []nats.Option{nats.Name("svc sdk " + c.AgentID), nats.MaxReconnects(-1)}
-		if c.Log.TokenEnv != "" {
-			v, ok := getenv(c.Log.TokenEnv)
-			if !ok || v == "" {
-				return fail(fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv))
-			}
-			opts = append(opts, nats.Token(v))
-		}
-		if nc, err = nats.Connect(c.Log.NATS, opts...); err != nil {
-			return fail(fmt.Errorf("log.nats: connect %s: %w", c.Log.NATS, err))
-		}
-		closers = append(closers, func(context.Context) error { nc.Close(); return nil })
-		appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
-		if err != nil {
-			return fail(fmt.Errorf("log.nats: %w", err))
-		}
-		tenant := c.Log.Tenant
-		if tenant == "" {
-			tenant = client.DefaultTenant
-		}
-		log = &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}
-		info = LogInfo{Kind: LogKindNATS, Where: c.Log.NATS + " tenant " + tenant}
+	log, info, nc, closeLog, err := openLog(c, key, getenv, o.HTTPClient)
+	if err != nil {
+		return nil, err
 	}
+	closers = append(closers, closeLog)
 	tenant := ""
 	if c.Log != nil {
 		tenant = c.Log.Tenant
@@ -220,6 +174,63 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 	}
 	is.closers = closers
 	return is, nil
+}
+
+// openLog opens the config's log: the local file, a log server over HTTP, or the
+// pipeline over NATS (whose connection the exporters share). close releases it.
+func openLog(c *Config, key *signer.Key, getenv func(string) (string, bool), hc *http.Client) (receipt.Log, LogInfo, *nats.Conn, func(context.Context) error, error) {
+	none := func(context.Context) error { return nil }
+	token := func() (string, error) {
+		if c.Log.TokenEnv == "" {
+			return "", nil
+		}
+		v, ok := getenv(c.Log.TokenEnv)
+		if !ok || v == "" {
+			return "", fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv)
+		}
+		return v, nil
+	}
+	switch {
+	case c.LogFile != "":
+		fl, err := receipt.OpenFileLog(c.LogFile, key, "")
+		if err != nil {
+			return nil, LogInfo{}, nil, none, fmt.Errorf("logFile: %w", err)
+		}
+		return fl, LogInfo{Kind: LogKindFile, Where: c.LogFile}, nil, func(context.Context) error { return fl.Close() }, nil
+	case c.Log.URL != "":
+		tok, err := token()
+		if err != nil {
+			return nil, LogInfo{}, nil, none, err
+		}
+		hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: tok, HashOnly: c.Log.HashOnly, Timeout: timeout(c.Log), Client: hc})
+		if err != nil {
+			return nil, LogInfo{}, nil, none, fmt.Errorf("log.url: %w", err)
+		}
+		return hl, LogInfo{Kind: LogKindHTTP, Where: c.Log.URL}, nil, none, nil
+	}
+	opts := []nats.Option{nats.Name("svc sdk " + c.AgentID), nats.MaxReconnects(-1)}
+	tok, err := token()
+	if err != nil {
+		return nil, LogInfo{}, nil, none, err
+	}
+	if tok != "" {
+		opts = append(opts, nats.Token(tok))
+	}
+	nc, err := nats.Connect(c.Log.NATS, opts...)
+	if err != nil {
+		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: connect %s: %w", c.Log.NATS, err)
+	}
+	closeNC := func(context.Context) error { nc.Close(); return nil }
+	appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
+	if err != nil {
+		nc.Close()
+		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: %w", err)
+	}
+	tenant := c.Log.Tenant
+	if tenant == "" {
+		tenant = client.DefaultTenant
+	}
+	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, LogInfo{Kind: LogKindNATS, Where: c.Log.NATS + " tenant " + tenant}, nc, closeNC, nil
 }
 
 func timeout(l *LogConfig) time.Duration {
