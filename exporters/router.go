@@ -212,7 +212,6 @@ func durableConsumer(ctx context.Context, js jetstream.JetStream, tenant, export
 type RouterStats struct {
 	mu    sync.Mutex
 	by    map[string]*HandlerStats
-	start time.Time
 }
 
 // HandlerStats are one exporter's counts.
