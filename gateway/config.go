@@ -91,6 +91,12 @@ type RemoteLogConfig struct {
 	TokenEnv  string `json:"tokenEnv,omitempty"` // environment variable holding the bearer token
 	HashOnly  bool   `json:"hashOnly,omitempty"`
 	TimeoutMs int    `json:"timeoutMs,omitempty"` // one append; default 10000
+	// Oversize: what happens to a call whose receipt is larger than the log takes in
+	// one append (64 KB) before its result is added. "refuse" (default): refused before
+	// forwarding, with no receipt. "hash": forwarded, its receipt appended by hash (the
+	// bundle file is the full copy). A result that brings a receipt over the cap after
+	// the upstream acted is always appended by hash. Ignored with hashOnly.
+	Oversize string `json:"oversize,omitempty"`
 	// NATS appends over the pipeline's request/reply instead of HTTP (fleets).
 	NATS   string `json:"nats,omitempty"`
 	Tenant string `json:"tenant,omitempty"` // with NATS; default "default"
@@ -177,6 +183,9 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		}
 		if c.Log.URL != "" && !strings.HasPrefix(c.Log.URL, "http://") && !strings.HasPrefix(c.Log.URL, "https://") {
 			bad("log.url %q: want the tenant's http(s) append URL", c.Log.URL)
+		}
+		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
+			bad("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
 		}
 		if c.Log.TimeoutMs < 0 {
 			bad("log.timeoutMs must be positive")
