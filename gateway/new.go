@@ -169,7 +169,7 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 		}
 	}
 	g.closers = append(g.closers, func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), exporters.DefaultDrain)
 		defer cancel()
 		return sink.Close(cctx)
 	})
