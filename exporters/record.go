@@ -33,7 +33,7 @@ type Record struct {
 	LogLeafIndex           uint64
 	LogTreeSize            uint64
 	AuthorizationLeafIndex *uint64 // pre-committed calls only
-	ConsumedCount          *int // nil when the receipt has no consumed (SDK receipts)
+	ConsumedCount          *int    // nil when the receipt has no consumed (SDK receipts)
 	Model                  *string
 	Session                *string // session.id
 }

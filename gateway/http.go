@@ -19,7 +19,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
-	"svc.dev/svc/internal/httplimits"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/receipt"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/httplimits"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/sidecar"
 )
