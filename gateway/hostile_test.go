@@ -63,7 +63,7 @@ type hostileGateway struct {
 	now atomic.Int64
 }
 
-func startHostileGateway(t *testing.T, httpCfg gateway.HTTPConfig, mutate func(map[string]any)) *hostileGateway {
+func startHostileGateway(t testing.TB, httpCfg gateway.HTTPConfig, mutate func(map[string]any)) *hostileGateway {
 	t.Helper()
 	h := &hostileGateway{up: startCountingUpstream(t)}
 	h.now.Store(time.Now().UnixNano())
@@ -101,7 +101,7 @@ func startHostileGateway(t *testing.T, httpCfg gateway.HTTPConfig, mutate func(m
 	return h
 }
 
-func (h *hostileGateway) grant(t *testing.T, agent string, ttl time.Duration) string {
+func (h *hostileGateway) grant(t testing.TB, agent string, ttl time.Duration) string {
 	t.Helper()
 	env, err := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", agent, []string{"echo", "big"}, time.Unix(0, h.now.Load()).Add(-time.Minute), ttl, nil, nil), h.f.alice)
 	if err != nil {
