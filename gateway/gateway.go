@@ -110,6 +110,7 @@ type verifiedGrant struct {
 	env       *receipt.Envelope
 	chain     *receipt.Chain
 	principal signer.PublicKey
+	agentKey  *signer.PublicKey // the leaf grant's agentKey; nil when it names none
 }
 
 func (g *Gateway) verifyGrant(grant *receipt.Envelope) (*verifiedGrant, error) {
@@ -117,7 +118,15 @@ func (g *Gateway) verifyGrant(grant *receipt.Envelope) (*verifiedGrant, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &verifiedGrant{env: grant, chain: chain, principal: key}, nil
+	v := &verifiedGrant{env: grant, chain: chain, principal: key}
+	if ak := chain.Leaf().AgentKey; ak != "" {
+		pk, err := signer.ParsePublicKeyPEM([]byte(ak))
+		if err != nil {
+			return nil, fmt.Errorf("agentKey: %w", err)
+		}
+		v.agentKey = &pk
+	}
+	return v, nil
 }
 
 // sessionFor opens a session under a verified grant if every grant of its chain is

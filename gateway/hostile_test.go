@@ -420,3 +420,84 @@ func verifyBundle(b *receipt.Bundle, f *fixture, logKey *signer.Key) *conformanc
 	return conformance.Verify(b, conformance.Options{IssuerKeys: []signer.PublicKey{f.gw.Public()},
 		PrincipalKeys: []signer.PublicKey{f.alice.Public()}, LogKeys: []signer.PublicKey{logKey.Public()}})
 }
+
+// Row 6: proof of possession. A grant that names an agentKey is useless without that
+// key: every request must carry X-Svc-Proof signed by it over the method, path,
+// session, time and body digest; a missing, foreign, stale, replayed or
+// other-body proof is refused with 403 and nothing reaches the upstream. With
+// RequireProof, a grant without agentKey is refused.
+func TestHostileProofOfPossession(t *testing.T) {
+	h := startHostileGateway(t, gateway.HTTPConfig{}, nil)
+	agentKey, _ := signer.GenerateKey()
+	pk := agentKey.Public()
+	env, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "keyed-agent", []string{"echo"}, time.Now().Add(-time.Minute), time.Hour, &pk, nil), h.f.alice)
+	grant := grantHeader(env)
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	send := func(session, body, proof string) (int, http.Header, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		req.Header.Set("X-Svc-Grant", grant)
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		if proof != "" {
+			req.Header.Set(gateway.HeaderProof, proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	now := func() time.Time { return time.Unix(0, h.now.Load()) }
+	// The grant alone (as copied out of a receipt): refused.
+	if code, _, body := send("", initBody, ""); code != http.StatusForbidden || !strings.Contains(body, "X-Svc-Proof") {
+		t.Fatalf("initialize with the grant and no proof: %d %s", code, body)
+	}
+	stranger, _ := signer.GenerateKey()
+	bad := map[string]string{
+		"signed by another key": gateway.SignProof(stranger, "POST", "/mcp", "", now(), []byte(initBody)),
+		"stale":                 gateway.SignProof(agentKey, "POST", "/mcp", "", now().Add(-10*time.Minute), []byte(initBody)),
+		"over another body":     gateway.SignProof(agentKey, "POST", "/mcp", "", now(), []byte(`{"jsonrpc":"2.0","id":9,"method":"ping"}`)),
+		"for another path":      gateway.SignProof(agentKey, "POST", "/other", "", now(), []byte(initBody)),
+		"malformed":             "t=1, sig=!!",
+	}
+	for name, proof := range bad {
+		if code, _, body := send("", initBody, proof); code != http.StatusForbidden || !strings.Contains(body, "grant rejected") {
+			t.Fatalf("proof %s: %d %s", name, code, body)
+		}
+	}
+	proof := gateway.SignProof(agentKey, "POST", "/mcp", "", now(), []byte(initBody))
+	code, hdr, body := send("", initBody, proof)
+	id := hdr.Get("Mcp-Session-Id")
+	if code != 200 || id == "" {
+		t.Fatalf("initialize with a good proof: %d %s", code, body)
+	}
+	if code, _, body := send("", initBody, proof); code != http.StatusForbidden || !strings.Contains(body, "used before") {
+		t.Fatalf("the same proof replayed: %d %s", code, body)
+	}
+	notif := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	send(id, notif, gateway.SignProof(agentKey, "POST", "/mcp", id, now(), []byte(notif)))
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"m":"x"}}}`
+	if code, _, body := send(id, call, gateway.SignProof(agentKey, "POST", "/mcp", "", now(), []byte(call))); code != http.StatusForbidden {
+		t.Fatalf("a proof that does not name the session: %d %s", code, body)
+	}
+	if n := h.up.calls.Load(); n != 0 {
+		t.Fatalf("the upstream was reached %d times", n)
+	}
+	code, _, body = send(id, call, gateway.SignProof(agentKey, "POST", "/mcp", id, now(), []byte(call)))
+	if code != 200 || !strings.Contains(body, "args of") {
+		t.Fatalf("a call with a good proof: %d %s", code, body)
+	}
+	// --require-proof: a grant without agentKey is refused, one with it works.
+	rp := startHostileGateway(t, gateway.HTTPConfig{RequireProof: true}, nil)
+	resp, body := rp.do(t, mcpReq{method: "POST", grant: rp.grant(t, "bearer-agent", time.Hour), body: strings.NewReader(initBody)})
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "requires proof of possession") {
+		t.Fatalf("require-proof, grant without agentKey: %d %s", resp.StatusCode, body)
+	}
+}

@@ -34,6 +34,10 @@ type HTTPConfig struct {
 	MaxConns int
 	// BodyReadTimeout is the time a client has to send one request body; default 30 s.
 	BodyReadTimeout time.Duration
+	// RequireProof refuses grants that name no agentKey: every request must then
+	// carry a proof of possession (X-Svc-Proof, see HeaderProof). Grants that name
+	// one need the proof either way.
+	RequireProof bool
 }
 
 // maxMCPBody caps one MCP request body.
@@ -48,7 +52,9 @@ type httpFront struct {
 	mcp  *server.StreamableHTTPServer
 	idle time.Duration // session idle time
 
-	bodyTimeout time.Duration // HTTPConfig.BodyReadTimeout
+	bodyTimeout  time.Duration // HTTPConfig.BodyReadTimeout
+	requireProof bool
+	seen         seenProofs // proofs of possession accepted, against replays
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by MCP session id
@@ -97,7 +103,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, sessions: map[string]*Session{}}
+	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof, sessions: map[string]*Session{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		s, _ := ctx.Value(ctxKey{}).(*Session)
@@ -206,9 +212,19 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		_ = rc.SetWriteDeadline(time.Now().Add(callWriteTimeout))
 	}
+	// What can be refused without the body is refused before it is read.
+	if v.agentKey != nil && r.Header.Get(HeaderProof) == "" {
+		writeGrantRejection(w, errNoProof)
+		return
+	}
+	if v.agentKey == nil && f.requireProof {
+		writeGrantRejection(w, f.checkProof(r, v, nil))
+		return
+	}
+	var body []byte
 	if r.Method == http.MethodPost {
 		_ = rc.SetReadDeadline(time.Now().Add(f.bodyTimeout))
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
@@ -220,6 +236,10 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		_ = rc.SetReadDeadline(time.Time{})
 		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if err := f.checkProof(r, v, body); err != nil {
+		writeGrantRejection(w, err)
+		return
 	}
 	f.mcp.ServeHTTP(w, r)
 }
