@@ -18,6 +18,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sync/semaphore"
 
 	"svc.dev/svc/httplimits"
 	"svc.dev/svc/receipt"
@@ -40,8 +41,13 @@ type HTTPConfig struct {
 	RequireProof bool
 }
 
-// maxMCPBody caps one MCP request body.
-const maxMCPBody = 4 << 20
+// maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
+// held in memory at once (64 bodies at the cap, many more small ones). A request that
+// cannot reserve room within the body read timeout gets 503 with Retry-After.
+const (
+	maxMCPBody   = 4 << 20
+	maxBodyBytes = 256 << 20
+)
 
 type ctxKey struct{}
 
@@ -54,7 +60,8 @@ type httpFront struct {
 
 	bodyTimeout  time.Duration // HTTPConfig.BodyReadTimeout
 	requireProof bool
-	seen         seenProofs // proofs of possession accepted, against replays
+	seen         seenProofs          // proofs of possession accepted, against replays
+	bodyBytes    *semaphore.Weighted // request bodies held in memory, all clients together
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by MCP session id
@@ -103,7 +110,8 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof, sessions: map[string]*Session{}}
+	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof,
+		bodyBytes: semaphore.NewWeighted(maxBodyBytes), sessions: map[string]*Session{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		s, _ := ctx.Value(ctxKey{}).(*Session)
@@ -223,8 +231,20 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
+		// Bodies in memory are bounded across all clients: a request reserves the
+		// cap before reading, keeps what its body takes until it is answered.
+		actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
+		err := f.bodyBytes.Acquire(actx, maxMCPBody)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
+			return
+		}
 		_ = rc.SetReadDeadline(time.Now().Add(f.bodyTimeout))
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+		f.bodyBytes.Release(int64(maxMCPBody - len(body)))
+		defer f.bodyBytes.Release(int64(len(body)))
 		if err != nil {
 			var mbe *http.MaxBytesError
 			if errors.As(err, &mbe) {
