@@ -13,12 +13,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -499,5 +502,57 @@ func TestHostileProofOfPossession(t *testing.T) {
 	resp, body := rp.do(t, mcpReq{method: "POST", grant: rp.grant(t, "bearer-agent", time.Hour), body: strings.NewReader(initBody)})
 	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body, "requires proof of possession") {
 		t.Fatalf("require-proof, grant without agentKey: %d %s", resp.StatusCode, body)
+	}
+}
+
+// Row 2 over stdio: the window is checked on every call, not only at startup. A call
+// after the grant expired is a tool error naming the expiry; the upstream is not
+// reached and no receipt is issued (it would fail `delegation valid at receipt time`).
+func TestHostileStdioGrantExpires(t *testing.T) {
+	up := startCountingUpstream(t)
+	f := newFixture(t, func(cfg map[string]any) {
+		cfg["upstream"] = map[string]any{"url": up.url}
+		delete(cfg, "facts")
+		delete(cfg, "precommit")
+	})
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
+	expires := time.Now().Add(3 * time.Second)
+	f.writeGrant(t, "grant.json", []string{"echo"}, expires.Add(-time.Minute), time.Minute, nil)
+	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+	call := func() *mcp.CallToolResult {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "echo"
+		req.Params.Arguments = map[string]any{"m": "x"}
+		r, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := call(); r.IsError {
+		t.Fatalf("call inside the window: %+v", r)
+	}
+	for time.Now().Before(expires.Add(1200 * time.Millisecond)) { // RFC 3339 seconds in the grant
+		time.Sleep(100 * time.Millisecond)
+	}
+	r := call()
+	if !r.IsError || !strings.Contains(resText(r), "no longer valid") || !strings.Contains(resText(r), "expired") {
+		t.Fatalf("call after expiry: %+v", r)
+	}
+	if n := up.calls.Load(); n != 1 {
+		t.Fatalf("the upstream was reached %d times, want 1", n)
+	}
+	c.Close()
+	cmd.Wait()
+	if n := countReceipts(t, f); n != 1 {
+		t.Fatalf("%d receipt files, want 1 (none for the refused call)", n)
 	}
 }
