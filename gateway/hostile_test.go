@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -554,5 +555,44 @@ func TestHostileStdioGrantExpires(t *testing.T) {
 	cmd.Wait()
 	if n := countReceipts(t, f); n != 1 {
 		t.Fatalf("%d receipt files, want 1 (none for the refused call)", n)
+	}
+}
+
+// Row 1, the other clients: bodies held in memory are bounded across all clients.
+// With room for two bodies, two clients that stall mid-body hold it; a third
+// client's request waits (it is not read into memory) and is served once they go.
+func TestHostileBodyBudgetSharedByClients(t *testing.T) {
+	h := startHostileGateway(t, gateway.HTTPConfig{MaxBodyBytes: 8 << 20, BodyReadTimeout: 20 * time.Second}, nil)
+	grant := h.grant(t, "agent-a", time.Hour)
+	var stalled []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(h.url, "/mcp"), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Svc-Grant: %s\r\nContent-Length: 4000000\r\n\r\n{", grant)
+		stalled = append(stalled, c)
+	}
+	done := make(chan int, 1)
+	go func() {
+		resp, _ := h.do(t, mcpReq{method: "POST", grant: grant, body: strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)})
+		done <- resp.StatusCode
+	}()
+	select {
+	case code := <-done:
+		t.Fatalf("a third body was read while two stalled ones held the budget: %d", code)
+	case <-time.After(500 * time.Millisecond):
+	}
+	for _, c := range stalled {
+		c.Close()
+	}
+	select {
+	case code := <-done:
+		if code != 200 {
+			t.Fatalf("the third request, once the others went: %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third request was not served after the stalled clients went")
 	}
 }

@@ -39,6 +39,9 @@ type HTTPConfig struct {
 	// carry a proof of possession (X-Svc-Proof, see HeaderProof). Grants that name
 	// one need the proof either way.
 	RequireProof bool
+	// MaxBodyBytes caps the request bodies held in memory at once, all clients
+	// together; each body reserves the 4 MiB cap while it is read. Default 256 MiB.
+	MaxBodyBytes int64
 }
 
 // maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
@@ -107,11 +110,14 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.Idle <= 0 {
 		cfg.Idle = time.Duration(cfg.IdleMinutes) * time.Minute
 	}
+	if cfg.MaxBodyBytes < maxMCPBody {
+		cfg.MaxBodyBytes = maxBodyBytes
+	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof,
-		bodyBytes: semaphore.NewWeighted(maxBodyBytes), sessions: map[string]*Session{}}
+		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), sessions: map[string]*Session{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		s, _ := ctx.Value(ctxKey{}).(*Session)
