@@ -28,6 +28,8 @@ import (
 
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/gateway"
+	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -594,5 +596,41 @@ func TestHostileBodyBudgetSharedByClients(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the third request was not served after the stalled clients went")
+	}
+}
+
+// Row 7 with a log over NATS (the pipeline caps a leaf at 64 KB too): the same
+// refusal before forwarding, the same hash append for a result that brings the
+// receipt over the cap.
+func TestHostileReceiptOverLogCapNATS(t *testing.T) {
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer broker.Shutdown()
+	logKey, _ := signer.GenerateKey()
+	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
+		Signer: receipt.KeySigner{Key: logKey}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
+		Tenants: []logservice.TenantSpec{{ID: "fleet"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	h := startHostileGateway(t, gateway.HTTPConfig{}, func(cfg map[string]any) {
+		delete(cfg, "logFile")
+		cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet"}
+	})
+	grant := h.grant(t, "agent-a", time.Hour)
+	id := h.initialize(t, grant)
+	code, r, body := h.callRaw(t, id, grant, "echo", []byte(`{"blob":"`+strings.Repeat("a", 70<<10)+`"}`))
+	if code != 200 || !r.IsError || !strings.HasPrefix(text(*r), "Not executed") || h.up.calls.Load() != 0 {
+		t.Fatalf("call with 70 KB of arguments: %d %.300s (upstream calls %d)", code, body, h.up.calls.Load())
+	}
+	code, r, body = h.callRaw(t, id, grant, "big", []byte(`{}`))
+	if code != 200 || r.IsError {
+		t.Fatalf("call with a 100 KB result: %d %.300s", code, body)
+	}
+	if rep := verifyBundle(readBundle(t, h.f, receiptOf(t, r)), h.f, logKey); !rep.Verified {
+		t.Fatalf("the receipt of the 100 KB result does not verify: %q", rep.FirstFailure())
 	}
 }
