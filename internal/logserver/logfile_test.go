@@ -60,3 +60,33 @@ func TestLogFileCatchesUpWhileIdle(t *testing.T) {
 	}
 	waitLines(6, time.Second)
 }
+
+// A stop right after the last acknowledged append leaves a file holding every
+// acknowledged leaf: the stopping projection takes what the stream committed first.
+func TestLogFileCompleteAfterStop(t *testing.T) {
+	for round := range 3 {
+		dir := t.TempDir()
+		key, _ := signer.GenerateKey()
+		file := filepath.Join(dir, "default.log")
+		svc, err := logservice.Start(context.Background(), logservice.Config{
+			DataDir: dir, Signer: receipt.KeySigner{Key: key},
+			Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
+			Tenants: []logservice.TenantSpec{{ID: "default", File: file}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts := httptest.NewServer(svc.Handler())
+		for i := range 20 {
+			if code, _, body := do(t, "POST", ts.URL+"/append", "", `{"leaf":"round `+strconv.Itoa(round)+` leaf `+strconv.Itoa(i)+`"}`); code != 200 {
+				t.Fatalf("append: %d %s", code, body)
+			}
+		}
+		ts.Close()
+		svc.Close() // at once after the last acknowledgement
+		data, _ := os.ReadFile(file)
+		if n := bytes.Count(data, []byte("\n")); n != 20 {
+			t.Fatalf("round %d: the stopped server's file holds %d lines, want the 20 acknowledged", round, n)
+		}
+	}
+}

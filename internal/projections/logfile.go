@@ -2,6 +2,7 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -40,6 +41,9 @@ type LogFile struct {
 const (
 	flushAfter = 500 * time.Millisecond
 	flushTick  = 250 * time.Millisecond
+	// stopCatchUp bounds the time a stopping projection takes to write the batches
+	// the stream committed before the stop.
+	stopCatchUp = 2 * time.Second
 )
 
 type logFileState struct {
@@ -113,7 +117,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 			mu.Unlock()
 		}
 	}()
-	err = Follow(ctx, p.JS, pipeline.LeavesSubject(p.Tenant), start, func(ev Event) error {
+	apply := func(ev Event) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if flushErr != nil {
@@ -142,13 +146,35 @@ func (p *LogFile) Run(ctx context.Context) error {
 			return flush()
 		}
 		return nil
-	}, func() {
+	}
+	caughtUp := func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if err := flush(); err == nil && p.CaughtUp != nil {
 			p.CaughtUp()
 		}
-	})
+	}
+	subject := pipeline.LeavesSubject(p.Tenant)
+	err = Follow(ctx, p.JS, subject, start, apply, caughtUp)
+	if err == nil && ctx.Err() != nil {
+		// Stopping: take what the stream committed before the stop, within a
+		// deadline, so the file a stopped server leaves holds every leaf it
+		// acknowledged (the stream is the record either way; a restart catches up).
+		mu.Lock()
+		from := start
+		if lastSeq > 0 {
+			from = lastSeq + 1
+		}
+		mu.Unlock()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopCatchUp)
+		derr := Follow(dctx, p.JS, subject, from, apply, cancel)
+		if dctx.Err() == nil || !errors.Is(dctx.Err(), context.Canceled) {
+			if derr != nil || dctx.Err() != nil {
+				p.Logger.Warn("log file projection: stopped before catching up", "file", p.Path, "err", errors.Join(derr, dctx.Err()))
+			}
+		}
+		cancel()
+	}
 	stopTick()
 	<-tickDone
 	if ferr := flush(); err == nil {
