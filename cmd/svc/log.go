@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"svc.dev/svc/httplimits"
 	"time"
 
 	"svc.dev/svc/internal/logservice"
@@ -202,9 +203,13 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
 	}
-	hs := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
+	// within 2 min, idle connections closed after 2 min, 1024 connections at once.
+	lim := httplimits.Default()
+	hs := lim.Server(svc.Handler())
+	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
 	cpAddr := ""
 	var cps *http.Server
 	if o.checkpointsPort >= 0 {
@@ -217,8 +222,8 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 			return fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
 		}
 		cpAddr = cln.Addr().String()
-		cps = &http.Server{Handler: readOnly(http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- cps.Serve(cln) }()
+		cps = lim.Server(readOnly(http.FileServer(http.Dir(dir)))) // read-only files: the same bounds
+		go func() { errc <- cps.Serve(lim.Listener(cln)) }()
 	}
 	names := make([]string, len(tenants))
 	for i, t := range tenants {
