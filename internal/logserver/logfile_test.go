@@ -3,6 +3,7 @@ package logserver_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -19,32 +22,17 @@ import (
 // back to back leave lines pending; with no later append, they reach the file within
 // a second anyway, read while the server runs.
 func TestLogFileCatchesUpWhileIdle(t *testing.T) {
-	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	file := filepath.Join(dir, "default.log")
-	svc, err := logservice.Start(context.Background(), logservice.Config{
-		DataDir: dir, Signer: receipt.KeySigner{Key: key},
-		Keys:    func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
-		Tenants: []logservice.TenantSpec{{ID: "default", File: file}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewServer(svc.Handler())
-	t.Cleanup(func() { ts.Close(); svc.Close() })
-	lines := func() int {
-		data, _ := os.ReadFile(file)
-		return bytes.Count(data, []byte("\n"))
-	}
+	ts := logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{{ID: "default", File: "default.log"}}})
+	file := filepath.Join(ts.Dir, "default.log")
 	waitLines := func(n int, within time.Duration) {
 		t.Helper()
-		deadline := time.Now().Add(within)
-		for lines() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the running server's file holds %d lines %v after the last append, want %d", lines(), within, n)
+		testkit.Eventually(t, within, func() error {
+			data, _ := os.ReadFile(file)
+			if got := bytes.Count(data, []byte("\n")); got < n {
+				return fmt.Errorf("the running server's file holds %d lines after the last append, want %d", got, n)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	code, _, body := do(t, "POST", ts.URL+"/append", "", `{"leaf":"first"}`)
 	if code != 200 {
