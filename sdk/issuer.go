@@ -121,6 +121,20 @@ type OpenOptions struct {
 	NewID      func() string
 }
 
+// OpenFile loads the config file at path (LoadConfig) and opens an Issuer from it
+// (Open). Errors name the file.
+func OpenFile(ctx context.Context, path string, o OpenOptions) (*Issuer, error) {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	is, err := Open(ctx, c, o)
+	if err != nil {
+		return nil, fmt.Errorf("sdk config %s: %w", path, err)
+	}
+	return is, nil
+}
+
 // Open builds an Issuer from a config: it reads the key and the policy, opens the log
 // (a local file, an HTTP log or the pipeline over NATS) and starts the exporters
 // (durable consumers when the log is over NATS, else in-memory queues). Every

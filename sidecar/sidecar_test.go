@@ -56,11 +56,7 @@ func newEnv(t *testing.T, edit func(map[string]any)) *env {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := sdk.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{})
+	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -77,13 +77,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !loopback {
 		fmt.Fprintf(stderr, "svc serve: WARNING: listening on %s, not loopback: the sidecar has no authentication; anyone who can reach this port can record receipts signed with this agent's key\n", *host)
 	}
-	cfg, err := sdk.LoadConfig(*config)
+	is, err := sdk.OpenFile(ctx, *config, sdk.OpenOptions{Stderr: stderr})
 	if err != nil {
 		return err
-	}
-	is, err := sdk.Open(ctx, cfg, sdk.OpenOptions{Stderr: stderr})
-	if err != nil {
-		return fmt.Errorf("sdk config %s: %w", *config, err)
 	}
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.Background(), *drain)
