@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -52,6 +53,7 @@ type Entries struct {
 	tailSeq  uint64      // stream sequence of the batch holding tail[0]
 	lastSeq  uint64      // the last batch applied
 	unsynced int         // bundles written since the last sync
+	lastSync time.Time
 }
 
 type tailEntry struct {
@@ -97,30 +99,30 @@ func (e *Entries) Open() error {
 	n := st.Size() / idxRecord
 	if st.Size()%idxRecord != 0 {
 		e.Logger.Warn("entry bundles: cutting a torn index record", "tenant", e.Tenant, "bytes", st.Size()%idxRecord)
-		if err := e.idx.Truncate(n * idxRecord); err != nil {
-			return err
-		}
-	}
-	e.bundles = uint64(n)
-	if n > 0 {
-		off, length, _, err := e.record(uint64(n - 1))
-		if err != nil {
-			return err
-		}
-		e.dataEnd = off + int64(length)
 	}
 	ds, err := e.data.Stat()
 	if err != nil {
 		return err
 	}
-	if ds.Size() < e.dataEnd {
-		// The index reached the disk but the data did not: drop back to a clean state.
-		e.Logger.Warn("entry bundles: data shorter than its index; rebuilding from the stream", "tenant", e.Tenant)
-		e.bundles, e.dataEnd = 0, 0
-		if err := e.idx.Truncate(0); err != nil {
+	// Keep the bundles whose data reached the disk (a crash can lose the data's tail
+	// while the index kept its records); the rest are rewritten from the stream.
+	for ; n > 0; n-- {
+		off, length, _, err := e.record(uint64(n - 1))
+		if err != nil {
+			return err
+		}
+		if end := off + int64(length); end <= ds.Size() {
+			e.dataEnd = end
+			break
+		}
+	}
+	if int64(n)*idxRecord != st.Size() {
+		e.Logger.Warn("entry bundles: dropping index records past the data", "tenant", e.Tenant, "kept", n)
+		if err := e.idx.Truncate(n * idxRecord); err != nil {
 			return err
 		}
 	}
+	e.bundles = uint64(n)
 	if ds.Size() != e.dataEnd {
 		if err := e.data.Truncate(e.dataEnd); err != nil {
 			return err
@@ -201,7 +203,9 @@ func (e *Entries) apply(ev Event) error {
 		}
 	}
 	e.lastSeq = ev.Seq
-	if e.unsynced >= syncBundles || (e.unsynced > 0 && ev.Pending == 0) {
+	// The bundles are a cache of the log of record: syncing every 64 bundles or once a
+	// second bounds what a restart re-reads, without an fsync per batch.
+	if e.unsynced >= syncBundles || (e.unsynced > 0 && time.Since(e.lastSync) >= time.Second) {
 		if err := e.syncLocked(); err != nil {
 			return err
 		}
@@ -256,6 +260,7 @@ func (e *Entries) syncLocked() error {
 		return err
 	}
 	e.unsynced = 0
+	e.lastSync = time.Now()
 	resume := e.lastSeq + 1
 	if len(e.tail) > 0 {
 		resume = e.tailSeq
