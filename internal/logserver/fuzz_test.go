@@ -2,6 +2,7 @@ package logserver
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"unicode/utf8"
 
@@ -43,4 +44,37 @@ func FuzzParseAppendBody(f *testing.F) {
 			t.Fatalf("body %q: a hash append kept data", body)
 		}
 	})
+}
+
+// FuzzParseTilePath: any path either fails with ErrTilePath or parses to a tile whose
+// canonical form is the path itself (one path per tile).
+func FuzzParseTilePath(f *testing.F) {
+	for _, s := range []string{"0/000", "0/x001/x234/067", "entries/000.p/5", "7/x999/999.p/255", "0/000.p/256", "00/000", "0/x000/001", "entries/"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := ParseTilePath(s)
+		if err != nil {
+			if !errors.Is(err, ErrTilePath) {
+				t.Fatalf("%q: error %v does not wrap ErrTilePath", s, err)
+			}
+			return
+		}
+		if got := p.String(); got != s {
+			t.Fatalf("%q parses to %+v, whose path is %q", s, p, got)
+		}
+	})
+}
+
+// TestTileIndexEncoding: C2SP's own example, and the edges of the grouping.
+func TestTileIndexEncoding(t *testing.T) {
+	for n, want := range map[uint64]string{0: "000", 67: "067", 1000: "x001/000", 1234067: "x001/x234/067", 1<<64 - 1: "x018/x446/x744/x073/x709/x551/615"} {
+		if got := EncodeTileIndex(n); got != want {
+			t.Fatalf("EncodeTileIndex(%d) = %q, want %q", n, got, want)
+		}
+		p, err := ParseTilePath("entries/" + want)
+		if err != nil || p.Index != n || !p.Entries || p.Partial() {
+			t.Fatalf("ParseTilePath(entries/%s) = %+v, %v", want, p, err)
+		}
+	}
 }

@@ -98,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 		{"GET", "/checkpoints", s.checkpoints},
 		{"GET", "/checkpoint", s.checkpointNote},
 		{"POST", "/append", s.append},
+		{"POST", "/add", s.add}, // Tessera's write route (add.go)
 		{"GET", "/leaves", s.tenantOnly(s.leaves)},
 		{"GET", "/usage", s.tenantOnly(s.usage)},
 		{"GET", "/audit", s.tenantOnly(s.audit)},
@@ -105,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc(r.method+" "+r.path, s.withTenant(r.h))
 		s.mux.HandleFunc(r.method+" /t/{tenant}"+r.path, s.withTenant(r.h))
 	}
+	s.tileRoutes() // C2SP tlog-tiles (tiles.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})
