@@ -22,8 +22,8 @@ const maxCacheEntries = 1 << 16
 // bundle that differs in a single byte misses the cache and is checked in full. The
 // cached values are read-only once stored; it is safe for concurrent use.
 type verifyCache struct {
-	grants  lockedMap[[32]byte, *grantResult]
-	heads   lockedMap[[32]byte, *headResult]
+	grants     lockedMap[[32]byte, *grantResult]
+	heads      lockedMap[[32]byte, *headResult]
 	consistent lockedMap[headPoint, error]
 
 	witnessOnce sync.Once
