@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -168,4 +169,37 @@ func TestBatchCorpus(t *testing.T) {
 			t.Errorf("with the checkpoint, %s: %+v, want %q", path, r, want)
 		}
 	}
+}
+
+// BenchmarkBatchCorpus measures a batch over a generated corpus directory: the
+// directory walk, file reads, parsing and every check, on -cpu cores. The corpus has
+// SVC_CORPUS_RECEIPTS receipts (default 100,000), or is read from SVC_CORPUS_DIR (a
+// directory written by go run ./conformance/cmd/gencorpus). bundles/s is per run.
+func BenchmarkBatchCorpus(b *testing.B) {
+	dir := os.Getenv("SVC_CORPUS_DIR")
+	n := 100000
+	if v := os.Getenv("SVC_CORPUS_RECEIPTS"); v != "" {
+		if _, err := fmt.Sscan(v, &n); err != nil {
+			b.Fatalf("SVC_CORPUS_RECEIPTS: %v", err)
+		}
+	}
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	c, err := vectorgen.WriteCorpus(dir, vectorgen.CorpusOptions{Receipts: n})
+	if err != nil {
+		b.Fatal(err)
+	}
+	opts := corpusOptions(b, c)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var bundles int
+	for b.Loop() {
+		s, _ := runBatch(b, c.Bundles, opts)
+		if s.Failed != len(c.Tampered) {
+			b.Fatalf("%d failed, want %d", s.Failed, len(c.Tampered))
+		}
+		bundles += s.Bundles
+	}
+	b.ReportMetric(float64(bundles)/b.Elapsed().Seconds(), "bundles/s")
 }

@@ -39,7 +39,7 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	if b.Inclusion.Hashes == nil {
 		return nil, errors.New("bundle: inclusion.hashes is missing")
 	}
-	if err := exactForm(data, &b); err != nil {
+	if err := exactBundleForm(data, &b); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	return &b, nil
