@@ -2,6 +2,9 @@ package receipt
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -57,4 +60,31 @@ func TestCanonicalBundleMatchesCanonical(t *testing.T) {
 	if _, ok := appendCanonicalBundle(nil, &big); ok {
 		t.Error("a tree size of 2^53 was written directly")
 	}
+}
+
+// FuzzBase64Plain: the fast path of Base64.UnmarshalJSON (a string of base64
+// characters only) accepts and refuses exactly what the general path does, with the
+// same bytes.
+func FuzzBase64Plain(f *testing.F) {
+	for _, s := range []string{`"QQ=="`, `"QQ="`, `"QR=="`, `"QUJD"`, `""`, `"Q"`, `"QQ==QQ=="`, `"A+/="`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if _, ok := plainBase64(data); !ok {
+			return
+		}
+		var fast Base64
+		fastErr := fast.UnmarshalJSON(data)
+		var s string
+		if err := json.Unmarshal(data, &s); err != nil {
+			t.Fatalf("a plain base64 string is not a JSON string: %q", data)
+		}
+		slow, slowErr := base64.StdEncoding.Strict().DecodeString(s)
+		if slowErr == nil && base64.StdEncoding.EncodeToString(slow) != s {
+			slowErr = errors.New("not canonical")
+		}
+		if (fastErr == nil) != (slowErr == nil) || fastErr == nil && !bytes.Equal(fast, slow) {
+			t.Fatalf("%q: fast %x %v, general %x %v", data, []byte(fast), fastErr, slow, slowErr)
+		}
+	})
 }
