@@ -14,6 +14,9 @@ import (
 	"svc.dev/svc/receipt"
 )
 
+// verifyStdin is where `svc verify -` reads bundle paths (a test swaps it).
+var verifyStdin io.Reader = os.Stdin
+
 // batchRun is `svc verify` over many bundles.
 type batchRun struct {
 	paths      []string
@@ -40,7 +43,7 @@ func (b batchRun) run(ctx context.Context, opts conformance.Options, notes []str
 	paths := make(chan string, 1024)
 	walkErr := make(chan error, 1)
 	go func() {
-		err := conformance.WalkBundles(ctx, b.paths, os.Stdin, paths, batch.Found)
+		err := conformance.WalkBundles(ctx, b.paths, verifyStdin, paths, batch.Found)
 		if err != nil {
 			cancel()
 		}
