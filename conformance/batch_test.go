@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,4 +205,62 @@ func BenchmarkBatchCorpus(b *testing.B) {
 		bundles += s.Bundles
 	}
 	b.ReportMetric(float64(bundles)/b.Elapsed().Seconds(), "bundles/s")
+}
+
+// BenchmarkBatchVerifyBytes measures the verifier of a batch alone, bundles in memory
+// (no directory walk, no file reads): gateway and SDK receipts of a generated corpus,
+// each verified in turn with the batch's shared checks. Run with -cpu 1 for a per-core
+// figure; bundles/s is per second of one core.
+func BenchmarkBatchVerifyBytes(b *testing.B) {
+	c, err := vectorgen.WriteCorpus(b.TempDir(), vectorgen.CorpusOptions{Receipts: 4000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var gateway, sdk [][]byte
+	err = filepath.WalkDir(c.Bundles, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".authorization.json") || c.Tampered[p] != "" || slices.Contains(c.Forked, p) {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if strings.Contains(p, "/sdk/") {
+			sdk = append(sdk, data)
+		} else {
+			gateway = append(gateway, data)
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, set := range []struct {
+		name    string
+		bundles [][]byte
+	}{{"gateway", gateway}, {"sdk", sdk}} {
+		// The same bundles verified one by one, as svc verify <file> does: the peer
+		// of the batch figure, measured in the same run.
+		b.Run(set.name+"-alone", func(b *testing.B) {
+			opts := corpusOptions(b, c)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if r := conformance.VerifyBytes(set.bundles[i%len(set.bundles)], opts); !r.Verified {
+					b.Fatal(r.FirstFailure())
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "bundles/s")
+		})
+		b.Run(set.name, func(b *testing.B) {
+			batch := conformance.NewBatch(corpusOptions(b, c), conformance.BatchOptions{})
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if r := batch.VerifyBytes("", set.bundles[i%len(set.bundles)]); !r.Verified {
+					b.Fatal(r.FailedCheck, r.Detail)
+				}
+				i++
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "bundles/s")
+		})
+	}
 }
