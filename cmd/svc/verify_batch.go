@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -39,6 +40,11 @@ func (b batchRun) isBatch() bool {
 func (b batchRun) run(ctx context.Context, opts conformance.Options, notes []string, stdout, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if os.Getenv("GOGC") == "" {
+		// A batch allocates a few short-lived kilobytes per bundle; collecting a
+		// quarter as often costs ~15 MB and saves 10-25% of the CPU time.
+		debug.SetGCPercent(400)
+	}
 	batch := conformance.NewBatch(opts, conformance.BatchOptions{Workers: b.workers})
 	paths := make(chan string, 1024)
 	walkErr := make(chan error, 1)
