@@ -82,12 +82,6 @@ func (l *lockedMap[K, V]) put(k K, v V) {
 	l.mu.Unlock()
 }
 
-func (l *lockedMap[K, V]) len() int {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return len(l.m)
-}
-
 // grant returns the checked chain of a delegation envelope, from the cache when c is set.
 func (c *verifyCache) grant(env *receipt.Envelope, principalKeys []signer.PublicKey) *grantResult {
 	var key [32]byte

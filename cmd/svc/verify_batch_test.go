@@ -134,4 +134,3 @@ func TestVerifyBatchCLI(t *testing.T) {
 		t.Errorf("single bundle: exit %d\n%s", code, out)
 	}
 }
-
