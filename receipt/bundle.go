@@ -39,6 +39,9 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	if b.Inclusion.Hashes == nil {
 		return nil, errors.New("bundle: inclusion.hashes is missing")
 	}
+	if file, ok := appendIndentedBundle(make([]byte, 0, len(data)), &b); ok && bytes.Equal(file, data) {
+		return &b, nil // written as bundle files are: exact by construction
+	}
 	if err := exactBundleForm(data, &b); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}

@@ -88,3 +88,92 @@ func FuzzBase64Plain(f *testing.F) {
 		}
 	})
 }
+
+// TestIndentedBundleMatchesMarshalIndent: the direct writer of the bundle file form
+// gives json.MarshalIndent's bytes, and declines strings that need an escape.
+func TestIndentedBundleMatchesMarshalIndent(t *testing.T) {
+	files, err := filepath.Glob("../conformance/vectors/cases/*.json")
+	if err != nil || len(files) < 20 {
+		t.Fatalf("vectors: %d files, %v", len(files), err)
+	}
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseBundle(data)
+		if err != nil {
+			continue
+		}
+		for _, v := range []*Bundle{b, withHashes(b, nil), withHashes(b, []string{}), withSigs(b, nil), withSigs(b, []Signature{})} {
+			want, err := json.MarshalIndent(v, "", "  ")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := appendIndentedBundle(nil, v)
+			if !ok || !bytes.Equal(got, append(want, '\n')) {
+				t.Fatalf("%s: ok %v\n got %s\nwant %s", f, ok, got, want)
+			}
+			n++
+		}
+	}
+	if n < 100 {
+		t.Fatalf("only %d bundles compared", n)
+	}
+	var b Bundle
+	data, _ := os.ReadFile(files[0])
+	if err := json.Unmarshal(data, &b); err != nil {
+		t.Fatal(err)
+	}
+	big := b
+	big.Inclusion.TreeSize = maxExactInt
+	if _, ok := appendIndentedBundle(nil, &big); ok {
+		t.Error("a tree size of 2^53 was written directly")
+	}
+	for _, s := range []string{"a<b", "a&b", "é", "a\"b", "a\\b", "\x01"} {
+		if _, ok := appendIndentedBundle(nil, withHashes(&b, []string{s})); ok {
+			t.Errorf("hash %q was written directly", s)
+		}
+	}
+}
+
+func withHashes(b *Bundle, hs []string) *Bundle {
+	c := *b
+	c.Inclusion.Hashes = hs
+	return &c
+}
+
+func withSigs(b *Bundle, sigs []Signature) *Bundle {
+	c := *b
+	env := *c.TreeHead
+	env.Signatures = sigs
+	c.TreeHead = &env
+	return &c
+}
+
+// FuzzIndentedBundleExact: a file equal to the direct bundle-file writer's output is in
+// exact form (so ParseBundle may skip the canonical comparison for it).
+func FuzzIndentedBundleExact(f *testing.F) {
+	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	for _, p := range files[:min(len(files), 8)] {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var b Bundle
+		if err := unmarshalStrict(data, &b); err != nil {
+			return
+		}
+		file, ok := appendIndentedBundle(nil, &b)
+		if !ok || !bytes.Equal(file, data) {
+			return
+		}
+		if err := exactForm(data, &b); err != nil {
+			t.Fatalf("the direct form of a bundle is not exact: %v", err)
+		}
+	})
+}
