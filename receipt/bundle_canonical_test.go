@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 )
 
@@ -176,4 +177,62 @@ func FuzzIndentedBundleExact(f *testing.F) {
 			t.Fatalf("the direct form of a bundle is not exact: %v", err)
 		}
 	})
+}
+
+// checkFileForm fails t when parseFileForm accepts data and encoding/json (the general
+// path) reads another bundle from it, or when data is not in exact form.
+func checkFileForm(t *testing.T, data []byte) bool {
+	t.Helper()
+	fast, ok := parseFileForm(data)
+	if !ok {
+		return false
+	}
+	var slow Bundle
+	if err := unmarshalStrict(data, &slow); err != nil {
+		t.Fatalf("the file form parser accepted what encoding/json refuses: %v", err)
+	}
+	if !reflect.DeepEqual(*fast, slow) {
+		t.Fatalf("file form parser %+v, encoding/json %+v", *fast, slow)
+	}
+	if err := exactForm(data, fast); err != nil {
+		t.Fatalf("the file form is not exact: %v", err)
+	}
+	return true
+}
+
+// TestParseFileForm: every bundle file of the vectors is read by the file form parser
+// as encoding/json reads it; a file in another layout is left to the general path.
+func TestParseFileForm(t *testing.T) {
+	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if checkFileForm(t, data) {
+			n++
+		}
+		var compact bytes.Buffer
+		if json.Compact(&compact, data) == nil && checkFileForm(t, compact.Bytes()) {
+			t.Errorf("%s: a compact file was read by the file form parser", f)
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d of %d vector files read in file form", n, len(files))
+	}
+}
+
+// FuzzParseFileForm: whatever the file form parser accepts, encoding/json reads the
+// same from, and it is in exact form.
+func FuzzParseFileForm(f *testing.F) {
+	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	for _, p := range files[:min(len(files), 8)] {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { checkFileForm(t, data) })
 }
