@@ -236,3 +236,74 @@ func FuzzParseFileForm(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFileForm(t, data) })
 }
+
+// checkSignedStatement fails t when parseSignedStatement accepts payload and
+// encoding/json reads another statement from it (or refuses it).
+func checkSignedStatement(t *testing.T, payload []byte) bool {
+	t.Helper()
+	fast, ok := parseSignedStatement(payload)
+	if !ok {
+		return false
+	}
+	var slow Statement
+	if err := unmarshalStrict(payload, &slow); err != nil {
+		t.Fatalf("the statement parser accepted what encoding/json refuses: %v\n%s", err, payload)
+	}
+	if !reflect.DeepEqual(*fast, slow) {
+		t.Fatalf("statement parser %+v\nencoding/json %+v", *fast, slow)
+	}
+	return true
+}
+
+// TestParseSignedStatement: every statement signed in the vectors (receipts,
+// authorizations) is read by the statement parser as encoding/json reads it.
+func TestParseSignedStatement(t *testing.T) {
+	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	n := 0
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := ParseBundle(data)
+		if err != nil || b.Envelope.PayloadType != PayloadInToto {
+			continue
+		}
+		if checkSignedStatement(t, b.Envelope.Payload) {
+			n++
+		}
+	}
+	if n < 20 {
+		t.Fatalf("only %d statements read by the statement parser", n)
+	}
+	for _, bad := range []string{
+		`{"_type":"a","predicate":{},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]} `,
+		`{"_type":"a\u0041","predicate":{},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`,
+		`{"_type":"a","predicate":{"x":},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`,
+		`{"_type":"a","predicate":null,"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`,
+	} {
+		if _, ok := parseSignedStatement([]byte(bad)); ok {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+	if !checkSignedStatement(t, []byte(`{"_type":"a","predicate":{"s":",\"predicateType\":\"x"},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`)) {
+		t.Error("a predicate holding the text of the next member was not read")
+	}
+}
+
+// FuzzParseSignedStatement: whatever the statement parser accepts, encoding/json reads
+// the same from.
+func FuzzParseSignedStatement(f *testing.F) {
+	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	for _, p := range files[:min(len(files), 6)] {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if b, err := ParseBundle(data); err == nil {
+			f.Add([]byte(b.Envelope.Payload))
+		}
+	}
+	f.Add([]byte(`{"_type":"a","predicate":{},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`))
+	f.Fuzz(func(t *testing.T, payload []byte) { checkSignedStatement(t, payload) })
+}
