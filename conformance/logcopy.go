@@ -21,18 +21,17 @@ func OpenFileCopy(path string) (*FileCopy, error) {
 		return nil, err
 	}
 	defer f.Close()
-	entries, err := merkle.ReadLogFile(f)
-	if err != nil {
-		return nil, fmt.Errorf("log file %s: %w", path, err)
-	}
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
 		return nil, err
 	}
-	for _, e := range entries {
-		if _, err := tree.Append(e.Hash); err != nil {
-			return nil, err
-		}
+	// Streamed: only the leaf hashes are kept (a month of receipts is gigabytes).
+	err = merkle.ScanLogFile(f, func(e merkle.Entry) error {
+		_, err := tree.Append(e.Hash)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("log file %s: %w", path, err)
 	}
 	return &FileCopy{path: path, tree: tree}, nil
 }

@@ -75,6 +75,10 @@ type Options struct {
 	// ProviderSecrets maps a provider kind (receipt.ProviderPaymentWebhook,
 	// receipt.ProviderRepoDelivery) to its shared secret.
 	ProviderSecrets map[string][]byte
+
+	// cache, set by a Batch, remembers the checks bundles share (grants, heads, the
+	// witness checkpoint); nil verifies everything afresh.
+	cache *verifyCache
 }
 
 // verification carries what earlier checks learned to later ones.
@@ -183,8 +187,10 @@ func (v *verification) delegationChecks() {
 	r.add(CheckCarriesPolicy, p.Policy != nil, "%s", presence(p.Policy != nil, "policy decision"))
 
 	var chainErr error
+	var g *grantResult
 	if hasDelegation {
-		v.chain, chainErr = receipt.UnwrapChain(d.Envelope)
+		g = v.opts.cache.grant(d.Envelope, v.opts.PrincipalKeys)
+		v.chain, chainErr = g.chain, g.chainErr
 	}
 	// delegation signature (principal key)
 	switch {
@@ -193,7 +199,7 @@ func (v *verification) delegationChecks() {
 	case chainErr != nil:
 		r.add(CheckDelegationSignature, false, "%v", chainErr)
 	default:
-		k, err := v.chain.VerifyRoot(v.opts.PrincipalKeys)
+		k, err := g.rootKey, g.rootErr
 		if r.add(CheckDelegationSignature, err == nil, "%s", errOr(err, "signed by principal key "+k.KeyID)) {
 			v.rootKey = k
 		}
@@ -207,7 +213,7 @@ func (v *verification) delegationChecks() {
 	c := v.chain
 	// delegation chain to the principal (only when the grant embeds a parent)
 	if c.Depth() > 1 {
-		err := c.VerifyLinks()
+		err := g.linksErr
 		r.add(CheckDelegationChain, err == nil, "%s", errOr(err, fmt.Sprintf("%d links from principal %q to agent %q", c.Depth(), c.Root().Principal, c.Leaf().Agent)))
 	}
 	// delegation binds principal and agent
@@ -415,18 +421,14 @@ func (v *verification) witnessCovers(th *receipt.TreeHead) (string, error) {
 	if v.opts.WitnessHead == nil {
 		return "", errors.New("the head carries no witness signature and no witness checkpoint was given")
 	}
-	k, err := v.opts.WitnessHead.Verify(v.opts.WitnessKeys)
-	if err != nil {
-		return "", fmt.Errorf("witness checkpoint: %w", err)
-	}
-	w, err := receipt.DecodeTreeHead(v.opts.WitnessHead)
+	k, w, err := v.opts.cache.witnessHead(v.opts.WitnessHead, v.opts.WitnessKeys)
 	if err != nil {
 		return "", fmt.Errorf("witness checkpoint: %w", err)
 	}
 	if w.TreeSize < th.TreeSize {
 		return "", fmt.Errorf("the witness has countersigned only up to size %d; the head is at %d (try again after the next checkpoint)", w.TreeSize, th.TreeSize)
 	}
-	if err := extends(th, w, v.opts.WitnessLog); err != nil {
+	if err := v.opts.cache.extends(th, w, v.opts.WitnessLog); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("consistent with the checkpoint at size %d countersigned by witness key %s", w.TreeSize, short(k.KeyID)), nil
@@ -454,6 +456,10 @@ func (v *verification) logCopyRoot(th *receipt.TreeHead) string {
 // verifyHead checks a head's signature, trusting log keys first and then issuer keys.
 // It returns the decoded head even when the signature fails, so later checks can run.
 func (v *verification) verifyHead(env *receipt.Envelope) (*receipt.TreeHead, string, error) {
+	return v.opts.cache.head(env, v.checkHead)
+}
+
+func (v *verification) checkHead(env *receipt.Envelope) (*receipt.TreeHead, string, error) {
 	th, err := receipt.DecodeTreeHead(env)
 	if err != nil {
 		return nil, "", err

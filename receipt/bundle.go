@@ -21,7 +21,10 @@ func ParseBundle(data []byte) (*Bundle, error) {
 		return nil, fmt.Errorf("bundle is %d bytes; the limit is %d", len(data), MaxBundleSize)
 	}
 	var b Bundle
-	if err := unmarshalStrict(data, &b); err != nil {
+	fileForm, exact := parseFileForm(data)
+	if exact {
+		b = *fileForm
+	} else if err := unmarshalStrict(data, &b); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	if b.Envelope == nil {
@@ -39,7 +42,10 @@ func ParseBundle(data []byte) (*Bundle, error) {
 	if b.Inclusion.Hashes == nil {
 		return nil, errors.New("bundle: inclusion.hashes is missing")
 	}
-	if err := exactForm(data, &b); err != nil {
+	if exact {
+		return &b, nil // written as bundle files are: exact by construction
+	}
+	if err := exactBundleForm(data, &b); err != nil {
 		return nil, fmt.Errorf("bundle: %w", err)
 	}
 	return &b, nil

@@ -94,6 +94,11 @@ func (s *Statement) Canonical() ([]byte, error) {
 // DecodeStatement reads an in-toto statement from an envelope of type
 // application/vnd.in-toto+json. The predicate is left as JSON.
 func DecodeStatement(env *Envelope) (*Statement, error) {
+	if env.PayloadType == PayloadInToto {
+		if st, ok := parseSignedStatement(env.Payload); ok {
+			return st, nil
+		}
+	}
 	var s Statement
 	if err := env.DecodePayload(PayloadInToto, &s); err != nil {
 		return nil, fmt.Errorf("statement: %w", err)

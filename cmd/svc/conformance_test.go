@@ -120,7 +120,7 @@ func TestVerifyUsage(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runCLI(t, "verify", "--issuer-key", "k.pub")
-	if code != 2 || !strings.Contains(errOut, "want exactly one bundle") {
+	if code != 2 || !strings.Contains(errOut, "want a bundle file, a directory of bundles or -") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
 	code, _, errOut = runCLI(t, "verify", "--help")

@@ -15,7 +15,7 @@ import (
 )
 
 func init() {
-	register("verify", "verify a receipt bundle with public keys only", runVerify)
+	register("verify", "verify a receipt bundle, or many (files, directories, - for a list), with public keys only", runVerify)
 }
 
 const verifyHelp = `Verifies a receipt bundle (receipts/<id>.json) using public keys only, running every
@@ -26,8 +26,27 @@ the fields with their provenance. Exit 0 when every check passes, 1 otherwise.
 Key flags may repeat (rotation). --principal-key may be omitted for SDK receipts.
 With --log-url and no --log-key, the log's published key document is trusted for heads.
 
-Example:
-  svc verify receipts/1b4e....json --issuer-key keys/gateway.pub --principal-key keys/alice.pub --log data/receipts.log`
+Many bundles (an audit): give several files, a directory (walked recursively for *.json,
+leaving out *.authorization.json and hidden files), or - to read one path a line from
+stdin. Every core verifies; grants, delegation chains and tree heads are checked once
+and remembered by digest. A failed bundle prints a FAIL line with its first failing
+check; then one summary (verified, failed by first failing check, by issuer kind, tool,
+execution status, provenance of the execution and agent) and the RESULT line. With
+--json: one JSON line per bundle, then {"summary": ...}. --html writes the same summary
+as a self-contained page with a table of failures. A progress line is shown on stderr
+when it is a terminal. Exit 0 when every bundle verifies, 1 otherwise.
+
+--checkpoint ties every receipt to one witnessed state of the log: its tree head must
+be consistent with the checkpoint (a file or URL in any checkpoint form), which must be
+countersigned by a --witness-key (or a key of --witness-url); consistency proofs, one per
+distinct head size, come from --log-url or are computed from --log.
+
+Examples:
+  svc verify receipts/1b4e....json --issuer-key keys/gateway.pub --principal-key keys/alice.pub --log data/receipts.log
+  svc verify receipts/ --issuer-key keys/gateway.pub --principal-key keys/alice.pub --log-key keys/log.pub \
+      --checkpoint https://witness.example/default/latest.json --witness-key keys/witness.pub --log-url https://log.example \
+      --html audit.html
+  find receipts -name '*.json' -newer last-audit | svc verify - --issuer-key keys/gateway.pub --json`
 
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("verify", "<bundle> --issuer-key <pub> [--principal-key <pub>] [flags]", verifyHelp, stderr)
@@ -46,13 +65,16 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&witnessKeys, "witness-key", "trusted witness public key `file`; repeatable: the head must be countersigned by a witness")
 	witnessURL := fs.String("witness-url", "", "witness output base `URL`: its key document and latest countersigned checkpoint (needs --log-url to prove consistency)")
 	tenant := fs.String("tenant", "default", "the `tenant` under the witness URL")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object; over many bundles, one JSON line per bundle and then the summary")
+	checkpoint := fs.String("checkpoint", "", "checkpoint `file or URL` every receipt's head must be consistent with (needs --witness-key or --witness-url)")
+	htmlOut := fs.String("html", "", "write an HTML report of the batch to `file`")
+	workers := fs.Int("workers", 0, "bundles verified at once over many bundles (`n`, 0: one per core)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 1 {
-		return usagef("want exactly one bundle file, got %d arguments", len(pos))
+	if len(pos) == 0 {
+		return usagef("want a bundle file, a directory of bundles or - (paths on stdin)")
 	}
 	if len(issuerKeys) == 0 {
 		return usagef("--issuer-key is required (the gateway's or SDK's public key)")
@@ -112,6 +134,14 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if s, ok := opts.Log.(*client.LogServer); ok {
 			opts.WitnessLog = s
 		}
+	}
+	if *checkpoint != "" {
+		if err := loadCheckpoint(ctx, *checkpoint, &opts); err != nil {
+			return err
+		}
+	}
+	if b := (batchRun{paths: pos, json: *asJSON, html: *htmlOut, workers: *workers, checkpoint: *checkpoint}); b.isBatch() {
+		return b.run(ctx, opts, notes, stdout, stderr)
 	}
 	data, err := receipt.ReadFileCapped(pos[0], receipt.MaxBundleSize)
 	if err != nil {
