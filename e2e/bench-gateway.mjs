@@ -4,7 +4,9 @@
 // For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
 // the gateway's CPU per call read from /proc/<pid>/stat (user + system time).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--profile <dir>] [--json]
+// --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
+// and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
@@ -25,11 +27,13 @@ const calls = Number(opt("calls", 1500));
 const inflight = Number(opt("inflight", 8));
 const sessions = Number(opt("sessions", 32));
 const asJSON = args.includes("--json");
+const profileDir = opt("profile") && resolve(opt("profile"));
+const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `gateway-${name}.prof`)] : []);
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
 if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0)) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]");
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--profile <dir>] [--json]");
   process.exit(2);
 }
 const log = (...a) => console.error(...a);
@@ -40,6 +44,7 @@ const fsServer = join(dirname(require.resolve("@modelcontextprotocol/server-file
 
 // A work directory: keys, a grant, an allow-all policy, one file to read, the config.
 execFileSync("mkdir", ["-p", work]);
+if (profileDir) execFileSync("mkdir", ["-p", profileDir]);
 const dir = mkdtempSync(join(work, "svc-bench-gateway-"));
 const data = join(dir, "data");
 execFileSync("mkdir", ["-p", data]);
@@ -122,7 +127,7 @@ async function httpClient(url) {
 // startHTTPGateway runs `svc gateway --http` on a free port and returns its URL and pid.
 function startHTTPGateway() {
   return new Promise((resolve, reject) => {
-    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
+    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0", ...profileArgs("http")], { stdio: ["ignore", "ignore", "pipe"] });
     let err = "";
     p.stderr.on("data", (d) => {
       err += d;
@@ -140,7 +145,7 @@ try {
   rows.push(await measure("direct (stdio)", c.client, NaN));
   await c.client.close();
 
-  c = await stdioClient(svc, ["gateway", "--config", config]);
+  c = await stdioClient(svc, ["gateway", "--config", config, ...profileArgs("stdio")]);
   rows.push(await measure("svc gateway (stdio)", c.client, c.pid));
   await c.client.close();
 
