@@ -185,6 +185,9 @@ func (l *FileLog) commit(batch []*fileAppend) {
 				// One leaf the file cannot take fails the whole batch before anything
 				// is written: append each on its own, so only that one is refused.
 				for _, a := range fresh {
+					if _, ok := l.file.IndexOf(a.hash); ok {
+						continue // twice in the batch: appended once above
+					}
 					if _, err := l.file.AppendBatch([]merkle.Entry{{Kind: merkle.LineLeaf, Leaf: string(a.leaf), Hash: a.hash}}); err != nil {
 						a.err = appendError(err)
 					}
