@@ -70,11 +70,18 @@ const grantB64 = readFileSync(join(dir, "grant.json")).toString("base64url");
 
 // cpuMicros is a process's user + system CPU time so far, in microseconds.
 function cpuMicros(pid) {
-  if (!pid) return NaN;
+  const t = cpuTimes(pid);
+  return t.user + t.sys;
+}
+
+// cpuTimes is a process's user and system CPU time so far, in microseconds: the
+// system part is the kernel's work for it (fdatasync, creating the receipt files).
+function cpuTimes(pid) {
+  if (!pid) return { user: NaN, sys: NaN };
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
-  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
+  // utime, stime (fields 14 and 15); USER_HZ is 100 on Linux
+  return { user: (Number(f[11]) * 1e6) / 100, sys: (Number(f[12]) * 1e6) / 100 };
 }
 
 const callOnce = (client) => client.callTool({ name: "read_text_file", arguments: { path: file } });
@@ -90,6 +97,7 @@ async function measure(name, client, pid) {
     if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.content)}`);
   }
   const cpu0 = cpuMicros(pid);
+  const sys0 = cpuTimes(pid).sys;
   const lat = [];
   for (let i = 0; i < calls; i++) {
     const t = process.hrtime.bigint();
@@ -104,9 +112,10 @@ async function measure(name, client, pid) {
   }));
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = (cpuMicros(pid) - cpu0) / (2 * calls);
-  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu };
+  const sys = (cpuTimes(pid).sys - sys0) / (2 * calls);
+  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys };
   log(`  ${name}: p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.callsPerSec.toFixed(0)} calls/s with ${inflight} in flight` +
-    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call`));
+    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel)`));
   return row;
 }
 
@@ -160,6 +169,7 @@ try {
   const per = Math.max(1, Math.floor(calls / sessions));
   const lat = [];
   const cpu0 = cpuMicros(gw.proc.pid);
+  const sys0 = cpuTimes(gw.proc.pid).sys;
   const t0 = process.hrtime.bigint();
   await Promise.all(clients.map(async (cl) => {
     for (let i = 0; i < per; i++) {
@@ -171,8 +181,8 @@ try {
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   lat.sort((a, b) => a - b);
   const many = { name: `svc gateway --http (${sessions} sessions)`, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
-    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length };
-  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call`);
+    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length };
+  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel)`);
   rows.push(many);
   await Promise.all(clients.map((cl) => cl.close()));
   const exited = new Promise((r) => gw.proc.once("exit", r));
@@ -186,12 +196,13 @@ if (asJSON) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
   const direct = rows[0];
-  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call");
+  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel");
   for (const r of rows) {
     const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
     const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
     const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
-    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}`);
+    const sys = Number.isNaN(r.sysPerCallMicros) ? "" : r.sysPerCallMicros.toFixed(0);
+    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}`);
   }
 }
 process.exit(0);
