@@ -4,7 +4,10 @@
 // For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
 // the gateway's CPU per call read from /proc/<pid>/stat (user + system time).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--profile <dir>] [--json]
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]
+// --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
+// over HTTP (log.url, the append route) and over NATS (log.nats, the log's pipeline), next
+// to the local log file.
 // --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
 // and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
@@ -13,6 +16,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
+import { createServer } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -27,13 +31,14 @@ const calls = Number(opt("calls", 1500));
 const inflight = Number(opt("inflight", 8));
 const sessions = Number(opt("sessions", 32));
 const asJSON = args.includes("--json");
+const remoteLog = args.includes("--remote-log");
 const profileDir = opt("profile") && resolve(opt("profile"));
 const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `gateway-${name}.prof`)] : []);
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
 if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0)) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--profile <dir>] [--json]");
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]");
   process.exit(2);
 }
 const log = (...a) => console.error(...a);
@@ -66,6 +71,45 @@ writeFileSync(config, JSON.stringify({
   receiptsDir: "receipts",
   logFile: "receipts.log",
 }, null, 2));
+// The same gateway with its log in a `svc log` server (started when --remote-log is given).
+const remoteConfig = join(dir, "gateway-remote.json");
+function writeRemoteConfig(logField) {
+  const c = JSON.parse(readFileSync(config, "utf8"));
+  delete c.logFile;
+  c.log = logField;
+  c.receiptsDir = "receipts-remote";
+  writeFileSync(remoteConfig, JSON.stringify(c, null, 2));
+}
+
+// freePort asks the kernel for a free TCP port on loopback.
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// startLogServer runs `svc log` on a free port, its embedded NATS server also on natsPort,
+// and returns its URL and process.
+function startLogServer(natsPort) {
+  run("keygen", "--dir", "keys", "--name", "log");
+  return new Promise((resolve, reject) => {
+    const p = spawn(svc, ["log", "--file", join(dir, "remote.log"), "--key", join(dir, "keys", "log.key"), "--data", join(dir, "logdata"), "--port", "0",
+      "--nats-listen", `127.0.0.1:${natsPort}`],
+      { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => {
+      err += d;
+      const m = /log server listening.*addr=(\S+)/.exec(err);
+      if (m) resolve({ url: `http://${m[1]}`, proc: p });
+    });
+    p.once("exit", (code) => reject(new Error(`svc log exited ${code}: ${err}`)));
+  });
+}
+
 const grantB64 = readFileSync(join(dir, "grant.json")).toString("base64url");
 
 // cpuMicros is a process's user + system CPU time so far, in microseconds.
@@ -157,6 +201,22 @@ try {
   c = await stdioClient(svc, ["gateway", "--config", config, ...profileArgs("stdio")]);
   rows.push(await measure("svc gateway (stdio)", c.client, c.pid));
   await c.client.close();
+
+  if (remoteLog) {
+    const natsPort = await freePort();
+    const ls = await startLogServer(natsPort);
+    writeRemoteConfig({ url: `${ls.url}/append` });
+    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
+    rows.push(await measure("svc gateway (stdio, log over HTTP)", c.client, c.pid));
+    await c.client.close();
+    writeRemoteConfig({ nats: `nats://127.0.0.1:${natsPort}` });
+    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
+    rows.push(await measure("svc gateway (stdio, log over NATS)", c.client, c.pid));
+    await c.client.close();
+    const stopped = new Promise((r) => ls.proc.once("exit", r));
+    ls.proc.kill("SIGTERM");
+    await stopped;
+  }
 
   const gw = await startHTTPGateway();
   const one = await httpClient(gw.url);
