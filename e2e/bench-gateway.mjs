@@ -4,13 +4,19 @@
 // For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
 // the gateway's CPU per call read from /proc/<pid>/stat (user + system time).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]
+// --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
+// over HTTP (log.url, the append route) and over NATS (log.nats, the log's pipeline), next
+// to the local log file.
+// --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
+// and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
+import { createServer } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -25,11 +31,14 @@ const calls = Number(opt("calls", 1500));
 const inflight = Number(opt("inflight", 8));
 const sessions = Number(opt("sessions", 32));
 const asJSON = args.includes("--json");
+const remoteLog = args.includes("--remote-log");
+const profileDir = opt("profile") && resolve(opt("profile"));
+const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `gateway-${name}.prof`)] : []);
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
 if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0)) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--json]");
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]");
   process.exit(2);
 }
 const log = (...a) => console.error(...a);
@@ -40,6 +49,7 @@ const fsServer = join(dirname(require.resolve("@modelcontextprotocol/server-file
 
 // A work directory: keys, a grant, an allow-all policy, one file to read, the config.
 execFileSync("mkdir", ["-p", work]);
+if (profileDir) execFileSync("mkdir", ["-p", profileDir]);
 const dir = mkdtempSync(join(work, "svc-bench-gateway-"));
 const data = join(dir, "data");
 execFileSync("mkdir", ["-p", data]);
@@ -61,15 +71,61 @@ writeFileSync(config, JSON.stringify({
   receiptsDir: "receipts",
   logFile: "receipts.log",
 }, null, 2));
+// The same gateway with its log in a `svc log` server (started when --remote-log is given).
+const remoteConfig = join(dir, "gateway-remote.json");
+function writeRemoteConfig(logField) {
+  const c = JSON.parse(readFileSync(config, "utf8"));
+  delete c.logFile;
+  c.log = logField;
+  c.receiptsDir = "receipts-remote";
+  writeFileSync(remoteConfig, JSON.stringify(c, null, 2));
+}
+
+// freePort asks the kernel for a free TCP port on loopback.
+function freePort() {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+// startLogServer runs `svc log` on a free port, its embedded NATS server also on natsPort,
+// and returns its URL and process.
+function startLogServer(natsPort) {
+  run("keygen", "--dir", "keys", "--name", "log");
+  return new Promise((resolve, reject) => {
+    const p = spawn(svc, ["log", "--file", join(dir, "remote.log"), "--key", join(dir, "keys", "log.key"), "--data", join(dir, "logdata"), "--port", "0",
+      "--nats-listen", `127.0.0.1:${natsPort}`],
+      { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    p.stderr.on("data", (d) => {
+      err += d;
+      const m = /log server listening.*addr=(\S+)/.exec(err);
+      if (m) resolve({ url: `http://${m[1]}`, proc: p });
+    });
+    p.once("exit", (code) => reject(new Error(`svc log exited ${code}: ${err}`)));
+  });
+}
+
 const grantB64 = readFileSync(join(dir, "grant.json")).toString("base64url");
 
 // cpuMicros is a process's user + system CPU time so far, in microseconds.
 function cpuMicros(pid) {
-  if (!pid) return NaN;
+  const t = cpuTimes(pid);
+  return t.user + t.sys;
+}
+
+// cpuTimes is a process's user and system CPU time so far, in microseconds: the
+// system part is the kernel's work for it (fdatasync, creating the receipt files).
+function cpuTimes(pid) {
+  if (!pid) return { user: NaN, sys: NaN };
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(f[11]) + Number(f[12]); // utime, stime (fields 14 and 15)
-  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
+  // utime, stime (fields 14 and 15); USER_HZ is 100 on Linux
+  return { user: (Number(f[11]) * 1e6) / 100, sys: (Number(f[12]) * 1e6) / 100 };
 }
 
 const callOnce = (client) => client.callTool({ name: "read_text_file", arguments: { path: file } });
@@ -85,6 +141,7 @@ async function measure(name, client, pid) {
     if (r.isError) throw new Error(`${name}: ${JSON.stringify(r.content)}`);
   }
   const cpu0 = cpuMicros(pid);
+  const sys0 = cpuTimes(pid).sys;
   const lat = [];
   for (let i = 0; i < calls; i++) {
     const t = process.hrtime.bigint();
@@ -99,9 +156,10 @@ async function measure(name, client, pid) {
   }));
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = (cpuMicros(pid) - cpu0) / (2 * calls);
-  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu };
+  const sys = (cpuTimes(pid).sys - sys0) / (2 * calls);
+  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys };
   log(`  ${name}: p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.callsPerSec.toFixed(0)} calls/s with ${inflight} in flight` +
-    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call`));
+    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel)`));
   return row;
 }
 
@@ -122,7 +180,7 @@ async function httpClient(url) {
 // startHTTPGateway runs `svc gateway --http` on a free port and returns its URL and pid.
 function startHTTPGateway() {
   return new Promise((resolve, reject) => {
-    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
+    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0", ...profileArgs("http")], { stdio: ["ignore", "ignore", "pipe"] });
     let err = "";
     p.stderr.on("data", (d) => {
       err += d;
@@ -140,9 +198,25 @@ try {
   rows.push(await measure("direct (stdio)", c.client, NaN));
   await c.client.close();
 
-  c = await stdioClient(svc, ["gateway", "--config", config]);
+  c = await stdioClient(svc, ["gateway", "--config", config, ...profileArgs("stdio")]);
   rows.push(await measure("svc gateway (stdio)", c.client, c.pid));
   await c.client.close();
+
+  if (remoteLog) {
+    const natsPort = await freePort();
+    const ls = await startLogServer(natsPort);
+    writeRemoteConfig({ url: `${ls.url}/append` });
+    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
+    rows.push(await measure("svc gateway (stdio, log over HTTP)", c.client, c.pid));
+    await c.client.close();
+    writeRemoteConfig({ nats: `nats://127.0.0.1:${natsPort}` });
+    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
+    rows.push(await measure("svc gateway (stdio, log over NATS)", c.client, c.pid));
+    await c.client.close();
+    const stopped = new Promise((r) => ls.proc.once("exit", r));
+    ls.proc.kill("SIGTERM");
+    await stopped;
+  }
 
   const gw = await startHTTPGateway();
   const one = await httpClient(gw.url);
@@ -155,6 +229,7 @@ try {
   const per = Math.max(1, Math.floor(calls / sessions));
   const lat = [];
   const cpu0 = cpuMicros(gw.proc.pid);
+  const sys0 = cpuTimes(gw.proc.pid).sys;
   const t0 = process.hrtime.bigint();
   await Promise.all(clients.map(async (cl) => {
     for (let i = 0; i < per; i++) {
@@ -166,8 +241,8 @@ try {
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   lat.sort((a, b) => a - b);
   const many = { name: `svc gateway --http (${sessions} sessions)`, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
-    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length };
-  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call`);
+    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length };
+  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel)`);
   rows.push(many);
   await Promise.all(clients.map((cl) => cl.close()));
   const exited = new Promise((r) => gw.proc.once("exit", r));
@@ -181,12 +256,13 @@ if (asJSON) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
   const direct = rows[0];
-  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call");
+  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel");
   for (const r of rows) {
     const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
     const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
     const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
-    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}`);
+    const sys = Number.isNaN(r.sysPerCallMicros) ? "" : r.sysPerCallMicros.toFixed(0);
+    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}`);
   }
 }
 process.exit(0);

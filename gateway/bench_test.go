@@ -16,6 +16,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"svc.dev/svc/gateway"
+	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/natsembed"
 )
 
 // BenchmarkAddedLatency measures a tool call made directly to an MCP upstream (an
@@ -27,6 +29,9 @@ import (
 //   - local-log: the gateway's call path in process, log file on local disk;
 //
 //   - remote-log: the same with the log service (HTTP, embedded NATS) on this machine;
+//
+//   - remote-log-nats: the same with the gateway appending over NATS (log.nats) to the
+//     log service's pipeline;
 //
 //   - local-log-stdio-front: the agent's view of the default deployment, an mcp-go
 //     client talking to the gateway's stdio front end (over pipes), which adds the
@@ -42,15 +47,25 @@ func BenchmarkAddedLatency(b *testing.B) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "lookup"
 	req.Params.Arguments = map[string]any{"q": "x"}
-	for _, mode := range []string{"local-log", "remote-log", "local-log-stdio-front", "local-log-http-front"} {
+	for _, mode := range []string{"local-log", "remote-log", "remote-log-nats", "local-log-stdio-front", "local-log-http-front"} {
 		b.Run(mode, func(b *testing.B) {
 			f := newFixture(b, func(cfg map[string]any) {
 				cfg["upstream"] = map[string]any{"url": up.url}
 				delete(cfg, "facts")
-				if mode == "remote-log" {
+				switch mode {
+				case "remote-log":
 					_, proxy := startLog(b)
 					delete(cfg, "logFile")
 					cfg["log"] = map[string]any{"url": proxy.ts.URL + "/append"}
+				case "remote-log-nats":
+					broker, err := natsembed.Start(natsembed.Config{DataDir: b.TempDir(), Listen: "127.0.0.1:-1"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(broker.Shutdown)
+					logtest.Start(b, logtest.Options{NATSURL: broker.ClientURL(), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
+					delete(cfg, "logFile")
+					cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet"}
 				}
 			})
 			os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)

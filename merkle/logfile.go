@@ -188,7 +188,8 @@ func (l *LogFile) AppendHash(h Hash) (uint64, error) {
 	return l.AppendBatch([]Entry{{Kind: LineHash, Hash: h}})
 }
 
-// AppendBatch appends entries with one write and one fsync and returns the
+// AppendBatch appends entries with one write and one fdatasync (fsync where
+// fdatasync is missing) and returns the
 // index of the first (Size() if entries is empty). A LineLeaf entry's Hash
 // may be left zero; if set it must be the leaf's hash. A LinePruned entry is
 // written as such (as when importing a pruned log). The batch is all or
@@ -224,7 +225,7 @@ func (l *LogFile) AppendBatch(entries []Entry) (first uint64, err error) {
 	if _, err := l.f.WriteAt(buf, l.end); err != nil {
 		return 0, l.failLocked(err)
 	}
-	if err := l.f.Sync(); err != nil {
+	if err := dataSync(l.f); err != nil {
 		return 0, l.failLocked(err)
 	}
 	if _, err := l.tree.AppendBatch(hashes); err != nil {

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -50,6 +52,52 @@ func BenchmarkFinish(b *testing.B) {
 			slices.Sort(d)
 			b.ReportMetric(float64(d[len(d)/2].Microseconds()), "p50-µs")
 			b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
+		})
+	}
+}
+
+// BenchmarkFileLogAppendParallel appends 5 KB leaves to a FileLog from 1, 8 and 32
+// callers at once and reports appends/s and the fsyncs they shared (appends per
+// distinct signed head, one head per commit).
+//
+//	go test -run '^$' -bench FileLogAppendParallel -benchtime 3000x ./receipt/
+func BenchmarkFileLogAppendParallel(b *testing.B) {
+	for _, callers := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("callers-%d", callers), func(b *testing.B) {
+			key := testKey(b, 1)
+			l, err := receipt.OpenFileLog(filepath.Join(b.TempDir(), "log.jsonl"), key, "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			pad := strings.Repeat("x", 5000)
+			var mu sync.Mutex
+			heads := map[uint64]bool{}
+			var next atomic.Int64
+			b.ResetTimer()
+			t0 := time.Now()
+			var wg sync.WaitGroup
+			for range callers {
+				wg.Go(func() {
+					for {
+						i := next.Add(1)
+						if i > int64(b.N) {
+							return
+						}
+						p, err := l.Append(context.Background(), fmt.Appendf(nil, `{"i":%d,"pad":%q}`, i, pad))
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						mu.Lock()
+						heads[p.Inclusion.TreeSize] = true
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "appends/s")
+			b.ReportMetric(float64(b.N)/float64(len(heads)), "appends/commit")
 		})
 	}
 }

@@ -159,11 +159,69 @@ func bundleFile(b *Bundle) ([]byte, error) {
 		compact = append(compact, ']')
 	}
 	compact = append(compact, "}}"...)
-	var out bytes.Buffer
-	out.Grow(len(compact) + 256)
-	if err := json.Indent(&out, compact, "", "  "); err != nil {
-		return nil, err
+	out := indentPlain(make([]byte, 0, len(compact)+512), compact)
+	return append(out, '\n'), nil
+}
+
+// indentPlain is json.Indent(dst, src, "", "  ") for the valid compact JSON that
+// bundleFile writes: a string is copied in one piece, found by its closing quote,
+// where json.Indent steps through every byte of a kilobytes-long payload.
+// FuzzBundleFile checks the result against MarshalIndent.
+func indentPlain(dst, src []byte) []byte {
+	depth := 0
+	newline := func() {
+		dst = append(dst, '\n')
+		for range depth {
+			dst = append(dst, "  "...)
+		}
 	}
-	out.WriteByte('\n')
-	return out.Bytes(), nil
+	for i := 0; i < len(src); i++ {
+		switch c := src[i]; c {
+		case '"':
+			end := stringEnd(src, i)
+			dst = append(dst, src[i:end]...)
+			i = end - 1
+		case '{', '[':
+			dst = append(dst, c)
+			if i+1 < len(src) && (src[i+1] == '}' || src[i+1] == ']') {
+				dst = append(dst, src[i+1])
+				i++
+				continue
+			}
+			depth++
+			newline()
+		case '}', ']':
+			depth--
+			newline()
+			dst = append(dst, c)
+		case ',':
+			dst = append(dst, c)
+			newline()
+		case ':':
+			dst = append(dst, ':', ' ')
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// stringEnd returns the offset after the JSON string that starts at src[i] (a quote):
+// the first quote after it not escaped by an odd run of backslashes.
+func stringEnd(src []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(src[j:], '"')
+		if k < 0 {
+			return len(src)
+		}
+		q := j + k
+		n := 0
+		for p := q - 1; p > i && src[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
 }

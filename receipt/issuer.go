@@ -1,6 +1,7 @@
 package receipt
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -294,6 +295,15 @@ func (is *Issuer) write(name string, b *Bundle) error {
 func (is *Issuer) Resume(p *Pending, call Call) (*Pending, error) {
 	if p.authorization != nil {
 		return nil, errors.New("issuer: the call was already authorized; its record can no longer change")
+	}
+	if call.Args == nil {
+		call.Args = json.RawMessage(`{}`)
+	}
+	if call.Facts == nil {
+		call.Facts = map[string]Fact{}
+	}
+	if bytes.Equal(call.Args, p.call.Args) { // the arguments are digested already
+		return &Pending{ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, call: call, argsDigest: p.argsDigest}, nil
 	}
 	q, err := is.Begin(call)
 	if err != nil {

@@ -294,9 +294,20 @@ func (w *bundleWriter) close() error {
 	return w.closeErr
 }
 
-// writeFileNoSync writes path through a temporary file and a rename, so a reader sees
-// the whole file or none, without fsync: durability comes from the log file.
+// writeFileNoSync writes path so that a reader sees the whole file or none, without
+// fsync: durability comes from the log file. Where the file system can, the file is
+// written unnamed and then linked under its name (writeLinked: one directory entry
+// made, where a temporary file and a rename make two and remove one); else, and for
+// a file that exists already, through a temporary file and a rename.
 func writeFileNoSync(path string, data []byte, perm os.FileMode) error {
+	if ok, err := writeLinked(path, data, perm); ok {
+		return err
+	}
+	return writeRenamed(path, data, perm)
+}
+
+// writeRenamed writes path through a temporary file and a rename, without fsync.
+func writeRenamed(path string, data []byte, perm os.FileMode) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
