@@ -20,8 +20,12 @@ type Tenant struct {
 	// TokenHashes are SHA-256 hashes of the tenant's bearer tokens. Empty: appends
 	// need no token, and the tenant routes (leaves, usage, audit) cannot be used.
 	TokenHashes [][32]byte
-	Tree        *merkle.Tree           // read path; owned by the tenant's sequencer
-	Signer      receipt.EnvelopeSigner // signs heads on request
+	// Authorize, when set, decides instead of TokenHashes whether a bearer token is
+	// one of the tenant's (the database-backed server asks its folded view, so a
+	// revocation anywhere takes effect here); appends then always need a token.
+	Authorize func(token string) bool
+	Tree      *merkle.Tree           // read path; owned by the tenant's sequencer
+	Signer    receipt.EnvelopeSigner // signs heads on request
 	// Keys returns the key document (file mode: the in-process key; database mode: the
 	// signer's /keys). Errors answer 503.
 	Keys func(ctx context.Context) (*signer.KeyDocument, error)
@@ -73,6 +77,9 @@ func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 func (t *Tenant) authorized(token string) bool {
 	if token == "" {
 		return false
+	}
+	if t.Authorize != nil {
+		return t.Authorize(token)
 	}
 	h := HashToken(token)
 	ok := 0

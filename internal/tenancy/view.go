@@ -198,17 +198,17 @@ func (v *View) Apply(seq uint64, e Event) {
 	default:
 		changed = false
 	}
-	v.seq = seq
 	var snap Tenant
 	if t != nil {
 		snap = t.clone()
 	}
-	close(v.changed)
-	v.changed = make(chan struct{})
 	v.mu.Unlock()
+	// The hook runs before the position moves, so whoever waits for this event
+	// (Admin answering a creation) finds its effects in place (a tenant's log served).
 	if changed && t != nil && v.onTenant != nil {
 		v.onTenant(snap)
 	}
+	v.advance(seq)
 }
 
 func parseHash(s string) ([32]byte, bool) {
