@@ -1,0 +1,231 @@
+package logservice
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/pgtest"
+	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+// frontEnd starts one database-backed log server process on the broker at natsURL
+// and the database at dbURL.
+func frontEnd(t *testing.T, natsURL, dbURL string, key *signer.Key) (*Service, string) {
+	t.Helper()
+	st, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
+	dir := t.TempDir()
+	svc, err := Start(context.Background(), Config{
+		DataDir: dir, NATSURL: natsURL, Signer: receipt.KeySigner{Key: key},
+		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
+		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
+		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(svc.Handler())
+	t.Cleanup(func() { hs.Close(); svc.Close(); st.Close() })
+	return svc, hs.URL
+}
+
+func appendTo(t *testing.T, base, tenant, token, leaf string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, client.TenantBase(base, tenant)+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":%q}`, leaf)))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, body
+}
+
+// TestTwoFrontEnds: two database-backed processes on one broker and one database
+// serve the same tenants: a tenant created through one appends through both, each
+// answer a proof from the tenant's one sequencer that verifies against its head;
+// another tenant's token and a revoked token get 401 on the other process within a
+// second; a disabled tenant's appends get 403; the second process takes a tenant
+// over when the first stops.
+func TestTwoFrontEnds(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	dbURL := pgtest.New(t)
+	key, _ := signer.GenerateKey()
+	a, urlA := frontEnd(t, srv.ClientURL(), dbURL, key)
+	b, urlB := frontEnd(t, srv.ClientURL(), dbURL, key)
+	ctx := context.Background()
+	for _, id := range []string{"acme", "globex"} {
+		if _, err := a.Admin().AddTenant(ctx, "test", id, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tokA, _, err := a.Admin().AddToken(ctx, "test", "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokG, _, err := b.Admin().AddToken(ctx, "test", "globex", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As soon as the creation is answered, the creating process appends.
+	if s, body := appendTo(t, urlA, "acme", tokA, "first"); s != 200 {
+		t.Fatalf("append through the creating process: %d %s", s, body)
+	}
+	holders := 0
+	for _, svc := range []*Service{a, b} {
+		if svc.Sequencer("acme") != nil {
+			holders++
+		}
+	}
+	if holders != 1 {
+		t.Fatalf("%d processes run acme's sequencer, want 1", holders)
+	}
+	testkit.Eventually(t, 2*time.Second, func() error {
+		if s, body := appendTo(t, urlB, "acme", tokA, "probe"); s != 200 {
+			return fmt.Errorf("append through the other process: %d %s", s, body)
+		}
+		return nil
+	})
+	indices := map[uint64]bool{}
+	for i := range 20 {
+		base := urlA
+		if i%2 == 1 {
+			base = urlB
+		}
+		s, body := appendTo(t, base, "acme", tokA, fmt.Sprintf("leaf %d", i))
+		if s != 200 {
+			t.Fatalf("append %d: %d %s", i, s, body)
+		}
+		var p receipt.Proof
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if indices[p.Inclusion.LeafIndex] {
+			t.Fatalf("index %d assigned twice", p.Inclusion.LeafIndex)
+		}
+		indices[p.Inclusion.LeafIndex] = true
+		if _, err := p.TreeHead.Verify([]signer.PublicKey{key.Public()}); err != nil {
+			t.Fatalf("head signature: %v", err)
+		}
+		head, err := receipt.DecodeTreeHead(p.TreeHead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		root, _ := merkle.ParseHash(head.RootHash)
+		hashes, err := receipt.ParseHashes(p.Inclusion.Hashes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := merkle.VerifyInclusion(p.Inclusion.LeafIndex, p.Inclusion.TreeSize, merkle.LeafHash([]byte(fmt.Sprintf("leaf %d", i))), hashes, root); err != nil {
+			t.Fatalf("append %d through %s: proof does not verify: %v", i, base, err)
+		}
+	}
+	// Both fronts serve the same head (the read-only tree follows the log of record).
+	testkit.Eventually(t, 2*time.Second, func() error {
+		var sizes []uint64
+		for _, u := range []string{urlA, urlB} {
+			resp, err := http.Get(u + "/t/acme/root")
+			if err != nil {
+				return err
+			}
+			var r struct{ TreeSize uint64 }
+			json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			sizes = append(sizes, r.TreeSize)
+		}
+		if sizes[0] != 22 || sizes[1] != 22 {
+			return fmt.Errorf("sizes %v, want 22 on both", sizes)
+		}
+		return nil
+	})
+	// Another tenant's token: 401 on both.
+	for _, u := range []string{urlA, urlB} {
+		if s, _ := appendTo(t, u, "acme", tokG, "x"); s != 401 {
+			t.Fatalf("globex's token on acme at %s: %d, want 401", u, s)
+		}
+		if s, _ := appendTo(t, u, "acme", "", "x"); s != 401 {
+			t.Fatalf("no token at %s: %d, want 401", u, s)
+		}
+	}
+	// Revoked through A: refused by B within a second.
+	tn, _ := a.View().Tenant("acme")
+	if _, err := a.Admin().RevokeToken(ctx, "test", "acme", tn.Tokens[0].TokenHash); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	testkit.Eventually(t, time.Second, func() error {
+		if s, _ := appendTo(t, urlB, "acme", tokA, fmt.Sprintf("after revoke %d", time.Now().UnixNano())); s != 401 {
+			return fmt.Errorf("revoked token on the other process: %d", s)
+		}
+		return nil
+	})
+	if d := time.Since(revoked); d > time.Second {
+		t.Fatalf("revocation took %s", d)
+	}
+	// Disabled: 403 on both.
+	if _, err := b.Admin().DisableTenant(ctx, "test", "globex"); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{urlA, urlB} {
+		testkit.Eventually(t, 2*time.Second, func() error {
+			if s, body := appendTo(t, u, "globex", tokG, "disabled "+u); s != 403 {
+				return fmt.Errorf("disabled tenant at %s: %d %s, want 403", u, s, body)
+			}
+			return nil
+		})
+	}
+	// The holder of acme's sequencer stops; the other process takes it over.
+	holder, other, otherURL := a, b, urlB
+	if b.Sequencer("acme") != nil {
+		holder, other, otherURL = b, a, urlA
+	}
+	holder.Close()
+	tok2, _, err := other.Admin().AddToken(ctx, "test", "acme", "after")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if s, body := appendTo(t, otherURL, "acme", tok2, "after takeover"); s != 200 {
+			return fmt.Errorf("after the holder stopped: %d %s", s, body)
+		}
+		return nil
+	})
+	if other.Sequencer("acme") == nil {
+		t.Fatal("the remaining process does not run acme's sequencer")
+	}
+	resp, err := http.Get(otherURL + "/t/acme/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ TreeSize uint64 }
+	json.NewDecoder(resp.Body).Decode(&r)
+	resp.Body.Close()
+	if r.TreeSize != 23 {
+		t.Fatalf("size after takeover %d, want 23", r.TreeSize)
+	}
+}
