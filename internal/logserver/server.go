@@ -52,6 +52,11 @@ type Config struct {
 	// Dynamic allows a server that starts with no tenants and gets them from
 	// AddTenant (the database-backed server, whose tenants come from SVC_ADMIN).
 	Dynamic bool
+	// Lookup, when set, is asked about a tenant id the server does not serve (yet):
+	// it returns once the tenant is served, or false when there is none. The
+	// database-backed server waits there for its view to apply a creation another
+	// process just made.
+	Lookup func(ctx context.Context, id string) bool
 }
 
 // Server serves the log's HTTP routes.
@@ -125,6 +130,9 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 			id = DefaultTenant
 		}
 		t, ok := s.tenant(id)
+		if !ok && s.cfg.Lookup != nil && s.cfg.Lookup(r.Context(), id) {
+			t, ok = s.tenant(id)
+		}
 		if !ok {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
 			return

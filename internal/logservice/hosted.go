@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/sequencer"
@@ -73,11 +74,43 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: s.cfg.AppendTimeout}); err != nil {
 		return err
 	}
-	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true}); err != nil {
+	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
+		Lookup: st.lookup}); err != nil {
 		return err
 	}
 	s.goRun("database projections", func() error { return h.Store.Run(runCtx, js) })
 	return st.view.Start(runCtx, s.errs)
+}
+
+// lookup waits (at most five seconds) for the view to apply the newest administrative
+// event of tenant id, when the broker holds one: a tenant another process just
+// created is served once its creation is answered there.
+func (st *hostedState) lookup(ctx context.Context, id string) bool {
+	if !client.ValidTenant(id) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if !st.catchUp(ctx, id) {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.started[id]
+}
+
+// catchUp waits until the view applied the newest administrative event of tenant
+// id; false when there is none or the wait fails.
+func (st *hostedState) catchUp(ctx context.Context, id string) bool {
+	stream, err := st.js.Stream(ctx, pipeline.AdminStream)
+	if err != nil {
+		return false
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
+	if err != nil {
+		return false
+	}
+	return st.view.WaitFor(ctx, last.Sequence) == nil
 }
 
 // hostedTenant serves a tenant the view reports, once: as the holder of its
@@ -258,7 +291,16 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
-		Authorize: func(token string) bool { return st.view.Authorized(id, token) },
+		Authorize: func(token string) bool {
+			if st.view.Authorized(id, token) {
+				return true
+			}
+			// A token another process created a moment ago: catch the view up with
+			// the tenant's newest event, then decide.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return token != "" && st.catchUp(ctx, id) && st.view.Authorized(id, token)
+		},
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
 			if err != nil {

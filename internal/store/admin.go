@@ -70,6 +70,14 @@ func applyAdmin(ctx context.Context, tx pgx.Tx, seq uint64, at time.Time, e tena
 // until ctx ends (nil) or an error. caughtUp, when not nil, is called once the
 // events the stream held at the start are applied.
 func (s *Store) FollowAdmin(ctx context.Context, js jetstream.JetStream, caughtUp func()) error {
+	err := s.followAdmin(ctx, js, caughtUp)
+	if ctx.Err() != nil {
+		return nil // stopped, possibly by caughtUp itself
+	}
+	return err
+}
+
+func (s *Store) followAdmin(ctx context.Context, js jetstream.JetStream, caughtUp func()) error {
 	pos, err := s.Position(ctx, "admin")
 	if err != nil {
 		return err

@@ -86,5 +86,8 @@ func (s *Store) FollowLeaves(ctx context.Context, js jetstream.JetStream, caught
 	if err == nil {
 		err = flushErr
 	}
+	if ctx.Err() != nil && flushErr == nil {
+		return nil // stopped, possibly by caughtUp itself
+	}
 	return err
 }
