@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
@@ -147,6 +150,40 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	}
 	if strings.Contains(out, token) || strings.Contains(out, token2) {
 		t.Fatal("the audit trail shows a token")
+	}
+	// svc replay db rebuilds the same rows into an empty database.
+	t.Setenv("TEST_NEW_DATABASE_URL", pgtest.New(t))
+	out = mustRun(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL")
+	if !strings.Contains(out, "rebuilt the database") {
+		t.Fatalf("replay db: %s", out)
+	}
+	rows := func(env, q string) string {
+		conn, err := pgx.Connect(context.Background(), os.Getenv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var s string
+		if err := conn.QueryRow(context.Background(), q).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, q := range []string{
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY id), '') FROM tenants t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY hash), '') FROM tokens t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY stream_seq), '') FROM audit t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY tenant_id, month), '') FROM usage t",
+	} {
+		testkit.Eventually(t, 5*time.Second, func() error {
+			if live, rebuilt := rows("TEST_DATABASE_URL", q), rows("TEST_NEW_DATABASE_URL", q); live != rebuilt || live == "" {
+				return fmt.Errorf("%s:\nlive:\n%s\nrebuilt:\n%s", q, live, rebuilt)
+			}
+			return nil
+		})
+	}
+	if code, _, errOut := runSvc(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL"); code == 0 || !strings.Contains(errOut, "empty database") {
+		t.Fatalf("replay into a filled database: exit %d %s", code, errOut)
 	}
 	if code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "tenant", "add", "acme"); code == 0 || !strings.Contains(errOut, "tenant exists") {
 		t.Fatalf("adding acme twice: exit %d: %s", code, errOut)
