@@ -88,7 +88,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	if !regexp.MustCompile(`acme\s+log.example/acme\s+free\s+enabled`).MatchString(out) {
 		t.Fatalf("tenant list:\n%s", out)
 	}
-	prefix := token[:0]
+	var prefix string
 	{
 		out := admin("token", "list", "acme")
 		m := regexp.MustCompile(`acme\s+([0-9a-f]{12})\s+ci`).FindStringSubmatch(out)
