@@ -122,7 +122,15 @@ func TestQuotaEdge(t *testing.T) {
 	if _, m := fresh.Used("acme"); m != 10000 {
 		t.Fatalf("restarted admitter counted %d appends this month, want 10000", m)
 	}
-	// The team plan has room; December starts a new count.
+	// December (by the injected clock) starts a new count on the same free plan.
+	december := &Quota{View: view, JS: js, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC) }}
+	if n, err := december.AdmitUpTo(ctx, "acme", 5); n != 5 || err != nil {
+		t.Fatalf("first appends of December: admitted %d, %v", n, err)
+	}
+	if m, used := december.Used("acme"); m != "2026-12" || used != 5 {
+		t.Fatalf("December's count: %s %d", m, used)
+	}
+	// The team plan has room.
 	if _, err := admin.SetPlan(ctx, "test", "acme", PlanTeam); err != nil {
 		t.Fatal(err)
 	}
