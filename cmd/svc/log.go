@@ -15,6 +15,8 @@ import (
 	"sort"
 	"time"
 
+	"golang.org/x/net/netutil"
+
 	"svc.dev/svc/internal/logservice"
 
 	"svc.dev/svc/client"
@@ -176,6 +178,10 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 	return out, nil
 }
 
+// maxLogConns caps the log server's open connections; further clients wait in the
+// listen queue.
+const maxLogConns = 4096
+
 // serveLog runs the log service until ctx ends. ready, when set, is called with the
 // listening addresses once the service answers.
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
@@ -209,6 +215,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
 	}
+	ln = netutil.LimitListener(ln, maxLogConns)
 	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second,
 		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 2)
