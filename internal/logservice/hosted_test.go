@@ -163,6 +163,36 @@ func TestTwoFrontEnds(t *testing.T) {
 		}
 		return nil
 	})
+	// A checkpoint published by the holder is listed by both fronts, from PostgreSQL.
+	holderSvc := a
+	if b.Sequencer("acme") != nil {
+		holderSvc = b
+	}
+	if err := holderSvc.Checkpointer("acme").Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{urlA, urlB} {
+		resp, err := http.Get(u + "/t/acme/checkpoints?since=0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cps struct {
+			Checkpoints []struct {
+				TreeSize uint64
+				RootHash string
+				SignedAt string
+				TreeHead *receipt.Envelope
+			}
+		}
+		json.NewDecoder(resp.Body).Decode(&cps)
+		resp.Body.Close()
+		if len(cps.Checkpoints) != 1 || cps.Checkpoints[0].TreeSize != 22 || cps.Checkpoints[0].TreeHead == nil || cps.Checkpoints[0].SignedAt == "" {
+			t.Fatalf("checkpoints at %s: %+v", u, cps)
+		}
+		if _, err := cps.Checkpoints[0].TreeHead.Verify([]signer.PublicKey{key.Public()}); err != nil {
+			t.Fatalf("checkpoint head at %s: %v", u, err)
+		}
+	}
 	// Another tenant's token: 401 on both.
 	for _, u := range []string{urlA, urlB} {
 		if s, _ := appendTo(t, u, "acme", tokG, "x"); s != 401 {
