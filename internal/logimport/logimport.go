@@ -12,6 +12,7 @@ package logimport
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -51,9 +52,24 @@ type Progress func(leaves, bytes uint64)
 
 type answer struct {
 	index uint64
-	head  *receipt.Envelope
+	raw   *nats.Msg // an answer with a proof; decoded only for the last one
 	size  uint64
 	err   error
+}
+
+// uintAfter reads the unsigned integer that follows the first key in data.
+func uintAfter(data []byte, key string) (uint64, bool) {
+	i := bytes.Index(data, []byte(key))
+	if i < 0 {
+		return 0, false
+	}
+	j := i + len(key)
+	k := j
+	for k < len(data) && data[k] >= '0' && data[k] <= '9' {
+		k++
+	}
+	n, err := strconv.ParseUint(string(data[j:k]), 10, 64)
+	return n, err == nil
 }
 
 // Check reads a whole log file and returns its leaf hashes, or an error naming the
@@ -172,6 +188,22 @@ func Import(ctx context.Context, nc *nats.Conn, tenant, path string, progress Pr
 			return
 		}
 		a := answer{index: i}
+		if m.Header.Get(pipeline.HeaderStatus) == pipeline.StatusOK {
+			// Only the index and size are needed per answer; the head is decoded for
+			// the last answer alone (a proof reply is ~2 KB of JSON).
+			idx, okI := uintAfter(m.Data, `"leafIndex":`)
+			size, okS := uintAfter(m.Data, `"treeSize":`)
+			switch {
+			case !okI || !okS:
+				a.err = fmt.Errorf("malformed answer to line %d", i+1)
+			case idx != i:
+				a.err = fmt.Errorf("%w: line %d got index %d (another producer appended to the tenant meanwhile, or the file repeats a leaf)", ErrMismatch, i+1, idx)
+			default:
+				a.size, a.raw = size, m
+			}
+			answers <- a
+			return
+		}
 		rep, err := pipeline.DecodeReply(m)
 		switch {
 		case err != nil:
@@ -179,10 +211,7 @@ func Import(ctx context.Context, nc *nats.Conn, tenant, path string, progress Pr
 		case rep.Refusal != nil:
 			a.err = rep.Refusal
 		default:
-			if rep.Proof.Inclusion.LeafIndex != i {
-				a.err = fmt.Errorf("%w: line %d got index %d (another producer appended to the tenant meanwhile, or the file repeats a leaf)", ErrMismatch, i+1, rep.Proof.Inclusion.LeafIndex)
-			}
-			a.head, a.size = rep.Proof.TreeHead, rep.Proof.Inclusion.TreeSize
+			a.err = fmt.Errorf("answer to line %d without a proof", i+1)
 		}
 		answers <- a
 	})
@@ -274,11 +303,15 @@ func Import(ctx context.Context, nc *nats.Conn, tenant, path string, progress Pr
 	if err != nil {
 		return nil, err
 	}
-	if last.head == nil {
+	if last.raw == nil {
 		// Everything was in the log already, each leaf compared with the file's.
 		return &Result{Leaves: sent, RootHash: root.String()}, nil
 	}
-	head, err := receipt.DecodeTreeHead(last.head)
+	rep, err := pipeline.DecodeReply(last.raw)
+	if err != nil || rep.Proof == nil {
+		return nil, fmt.Errorf("the last answer: %v", err)
+	}
+	head, err := receipt.DecodeTreeHead(rep.Proof.TreeHead)
 	if err != nil {
 		return nil, err
 	}
@@ -288,7 +321,7 @@ func Import(ctx context.Context, nc *nats.Conn, tenant, path string, progress Pr
 	if head.RootHash != root.String() {
 		return nil, fmt.Errorf("%w: the log's root at %d is %s, the file's %s", ErrMismatch, sent, head.RootHash, root)
 	}
-	return &Result{Leaves: sent, RootHash: root.String(), Head: last.head}, nil
+	return &Result{Leaves: sent, RootHash: root.String(), Head: rep.Proof.TreeHead}, nil
 }
 
 type countingReader struct {
