@@ -257,6 +257,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 func (st *hostedState) renew(ctx context.Context, tenant string) error {
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
+	renewed := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -269,6 +270,7 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 		e, err := st.kv.Get(ctx, tenant)
 		if err == nil && string(e.Value()) == st.id {
 			if _, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
+				renewed = time.Now()
 				continue
 			}
 		}
@@ -276,9 +278,13 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 			return nil
 		}
 		if err == nil {
-			err = errors.New("held by another process")
+			return fmt.Errorf("lost the sequencer lease of %s: held by another process", tenant)
 		}
-		return fmt.Errorf("lost the sequencer lease of %s: %w", tenant, err)
+		// A broker hiccup: keep trying while the lease is surely still ours.
+		if time.Since(renewed) < st.cfg.LeaseTTL*2/3 {
+			continue
+		}
+		return fmt.Errorf("lost the sequencer lease of %s: not renewed for %s: %w", tenant, time.Since(renewed).Round(time.Millisecond), err)
 	}
 }
 
