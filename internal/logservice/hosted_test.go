@@ -27,12 +27,16 @@ import (
 // and the database at dbURL.
 func frontEnd(t *testing.T, natsURL, dbURL string, key *signer.Key) (*Service, string) {
 	t.Helper()
+	return frontEndIn(t, t.TempDir(), natsURL, dbURL, key)
+}
+
+func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Service, string) {
+	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
-	dir := t.TempDir()
 	svc, err := Start(context.Background(), Config{
 		DataDir: dir, NATSURL: natsURL, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
@@ -259,3 +263,46 @@ func TestTwoFrontEnds(t *testing.T) {
 		t.Fatalf("size after takeover %d, want 23", r.TreeSize)
 	}
 }
+
+// TestHostedRestart: a database-backed process restarted on its directory serves its
+// tenants again from the events and the log of record: same leaves, same tokens,
+// appends continue at the next index.
+func TestHostedRestart(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	dbURL := pgtest.New(t)
+	key, _ := signer.GenerateKey()
+	dir := t.TempDir()
+	ctx := context.Background()
+	a, url := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
+	if _, err := a.Admin().AddTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Admin().AddToken(ctx, "test", "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if s, body := appendTo(t, url, "acme", tok, fmt.Sprintf("before %d", i)); s != 200 {
+			t.Fatalf("append: %d %s", s, body)
+		}
+	}
+	a.Close()
+	_, url2 := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
+	s, body := appendTo(t, url2, "acme", tok, "after restart")
+	if s != 200 {
+		t.Fatalf("append after restart: %d %s", s, body)
+	}
+	var p receipt.Proof
+	if err := json.Unmarshal(body, &p); err != nil || p.Inclusion.LeafIndex != 5 || p.Inclusion.TreeSize != 6 {
+		t.Fatalf("after restart: index %d size %d (%v), want 5 and 6", p.Inclusion.LeafIndex, p.Inclusion.TreeSize, err)
+	}
+	// A leaf appended before the restart is answered at its index, not appended again.
+	if s, body := appendTo(t, url2, "acme", tok, "before 2"); s != 200 || !strings.Contains(string(body), `"leafIndex":2`) {
+		t.Fatalf("retry of an old leaf: %d %s", s, body)
+	}
+}
+
