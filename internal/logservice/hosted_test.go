@@ -206,6 +206,36 @@ func TestTwoFrontEnds(t *testing.T) {
 			t.Fatalf("no token at %s: %d, want 401", u, s)
 		}
 	}
+	// The tenant routes: own token 200, another tenant's or none 401, on both fronts.
+	get := func(url, token string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	for _, u := range []string{urlA, urlB} {
+		for _, route := range []string{"/t/acme/usage", "/t/acme/audit", "/t/acme/leaves?since=0&limit=5"} {
+			if s, body := get(u+route, tokA); s != 200 {
+				t.Fatalf("%s%s with acme's token: %d %s", u, route, s, body)
+			}
+			for _, bad := range []string{tokG, "", strings.Repeat("0", 64)} {
+				if s, _ := get(u+route, bad); s != 401 {
+					t.Fatalf("%s%s with token %q: %d, want 401", u, route, bad, s)
+				}
+			}
+		}
+		s, body := get(u+"/t/acme/usage", tokA)
+		if s != 200 || !strings.Contains(body, `"plan":"free"`) || !strings.Contains(body, `"quota":10000`) || !strings.Contains(body, `"liveTokens":1`) || !strings.Contains(body, `"totalLeaves":22`) {
+			t.Fatalf("usage at %s: %s", u, body)
+		}
+	}
 	// Revoked through A: refused by B within a second.
 	tn, _ := a.View().Tenant("acme")
 	if _, err := a.Admin().RevokeToken(ctx, "test", "acme", tn.Tokens[0].TokenHash); err != nil {
