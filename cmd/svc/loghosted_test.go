@@ -125,6 +125,13 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	if s, body := httpDo(t, "GET", base+"/root?size=500", "", ""); s != 200 || !strings.Contains(body, root.String()) {
 		t.Fatalf("root of the default tenant after import: %d %s", s, body)
 	}
+	// A tenant export from the hosted log adds up (head, leaves, usage, audit).
+	t.Setenv("TEST_ACME_TOKEN", token)
+	exportDir := filepath.Join(dir, "export")
+	out = mustRun(t, "log-export", "--log-url", base, "--tenant", "acme", "--token-env", "TEST_ACME_TOKEN", "--out", exportDir)
+	if usage, err := os.ReadFile(filepath.Join(exportDir, "usage.json")); err != nil || !strings.Contains(string(usage), `"plan":"free"`) {
+		t.Fatalf("export usage.json: %s %v (output %s)", usage, err, out)
+	}
 	admin("token", "revoke", "acme", prefix)
 	// Another process (this command line) revoked it: refused within a second.
 	testkit.Eventually(t, time.Second, func() error {
