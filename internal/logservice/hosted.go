@@ -78,8 +78,28 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		Lookup: st.lookup}); err != nil {
 		return err
 	}
-	s.goRun("database projections", func() error { return h.Store.Run(runCtx, js) })
+	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	return st.view.Start(runCtx, s.errs)
+}
+
+// runProjections keeps the database's projections following the streams. A database
+// that stops answering is retried with backoff and never stops the process: appends do
+// not need PostgreSQL, and the projections resume from their saved positions.
+func (s *Service) runProjections(ctx context.Context, js jetstream.JetStream) error {
+	wait := time.Second
+	for {
+		err := s.hosted.cfg.Store.Run(ctx, js)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.cfg.Logger.Warn("database projections stopped; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
 }
 
 // lookup waits (at most five seconds) for the view to apply the newest administrative

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
@@ -336,3 +338,63 @@ func TestHostedRestart(t *testing.T) {
 	}
 }
 
+
+// TestAppendsNeedNoDatabase: with the database refusing connections, appends are
+// still answered (PostgreSQL is off the append path); once it answers again the
+// usage projection catches up with every append.
+func TestAppendsNeedNoDatabase(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	dbURL := pgtest.New(t)
+	key, _ := signer.GenerateKey()
+	ctx := context.Background()
+	a, url := frontEnd(t, srv.ClientURL(), dbURL, key)
+	if _, err := a.Admin().AddTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Admin().AddToken(ctx, "test", "acme", "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	su, err := pgx.Connect(ctx, pgtest.BaseURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(ctx)
+	name := dbURL[strings.LastIndex(dbURL, "/")+1:]
+	if _, err := su.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS false"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := su.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1", name); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if s, body := appendTo(t, url, "acme", tok, fmt.Sprintf("no database %d", i)); s != 200 {
+			t.Fatalf("append %d with the database down: %d %s", i, s, body)
+		}
+	}
+	select {
+	case err := <-a.Err():
+		t.Fatalf("the service stopped with the database down: %v", err)
+	default:
+	}
+	if _, err := su.Exec(ctx, "ALTER DATABASE "+name+" ALLOW_CONNECTIONS true"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	month := time.Now().UTC().Format("2006-01")
+	testkit.Eventually(t, 40*time.Second, func() error {
+		appends, leaves, err := st.Usage(ctx, "acme", month)
+		if err != nil || appends != 30 || leaves != 30 {
+			return fmt.Errorf("usage in the database: %d appends, %d leaves, %v; want 30, 30", appends, leaves, err)
+		}
+		return nil
+	})
+}
