@@ -122,15 +122,7 @@ func (st *hostedState) lookup(ctx context.Context, id string) bool {
 // catchUp waits until the view applied the newest administrative event of tenant
 // id; false when there is none or the wait fails.
 func (st *hostedState) catchUp(ctx context.Context, id string) bool {
-	stream, err := st.js.Stream(ctx, pipeline.AdminStream)
-	if err != nil {
-		return false
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
-	if err != nil {
-		return false
-	}
-	return st.view.WaitFor(ctx, last.Sequence) == nil
+	return st.view.CatchUp(ctx, st.js, id) == nil
 }
 
 // hostedTenant serves a tenant the view reports, once: as the holder of its
@@ -260,6 +252,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 		return ctx.Err()
 	}
 	s.goRun("lease "+t.ID, func() error { return st.renew(runCtx, t.ID) })
+	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
+		return err
+	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger, DB: st.cfg.Store}
 	if err := cp.Load(); err != nil {
@@ -269,7 +264,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	s.cps[t.ID] = cp
 	s.mu.Unlock()
 	s.goRun("checkpoints "+t.ID, func() error { return cp.Run(runCtx) })
-	return s.http.AddTenant(s.hostedFront(t.ID, seq.Tree()))
+	return nil
 }
 
 // renew keeps the lease on tenant's sequencer; losing it stops the process (the

@@ -259,7 +259,7 @@ func TestTwoFrontEnds(t *testing.T) {
 	}
 	for _, u := range []string{urlA, urlB} {
 		testkit.Eventually(t, 2*time.Second, func() error {
-			if s, body := appendTo(t, u, "globex", tokG, "disabled "+u); s != 403 {
+			if s, body := appendTo(t, u, "globex", tokG, fmt.Sprintf("disabled %s %d", u, time.Now().UnixNano())); s != 403 {
 				return fmt.Errorf("disabled tenant at %s: %d %s, want 403", u, s, body)
 			}
 			return nil
@@ -284,16 +284,19 @@ func TestTwoFrontEnds(t *testing.T) {
 	if other.Sequencer("acme") == nil {
 		t.Fatal("the remaining process does not run acme's sequencer")
 	}
-	resp, err := http.Get(otherURL + "/t/acme/root")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r struct{ TreeSize uint64 }
-	json.NewDecoder(resp.Body).Decode(&r)
-	resp.Body.Close()
-	if r.TreeSize != 23 {
-		t.Fatalf("size after takeover %d, want 23", r.TreeSize)
-	}
+	testkit.Eventually(t, 2*time.Second, func() error {
+		resp, err := http.Get(otherURL + "/t/acme/root")
+		if err != nil {
+			return err
+		}
+		var r struct{ TreeSize uint64 }
+		json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		if r.TreeSize != 23 {
+			return fmt.Errorf("size after takeover %d, want 23", r.TreeSize)
+		}
+		return nil
+	})
 }
 
 // TestHostedRestart: a database-backed process restarted on its directory serves its

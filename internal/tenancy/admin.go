@@ -69,7 +69,14 @@ func (a *Admin) publish(ctx context.Context, e *Event, expectLast *uint64) error
 	return a.View.WaitFor(ctx, ack.Sequence)
 }
 
-func (a *Admin) existing(id string) (Tenant, error) {
+// existing returns tenant id as the view holds it after catching up with the
+// tenant's newest event (another process may have just created or changed it).
+func (a *Admin) existing(ctx context.Context, id string) (Tenant, error) {
+	if client.ValidTenant(id) {
+		if err := a.View.CatchUp(ctx, a.JS, id); err != nil {
+			return Tenant{}, err
+		}
+	}
 	t, ok := a.View.Tenant(id)
 	if !ok {
 		return t, fmt.Errorf("%w: %q", ErrNoTenant, id)
@@ -91,18 +98,18 @@ func (a *Admin) AddTenant(ctx context.Context, actor, id, logID string) (Tenant,
 	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionTenantAdd, TenantID: id, Detail: detail, LogID: logID, Plan: PlanFree}, &zero); err != nil {
 		return Tenant{}, err
 	}
-	return a.existing(id)
+	return a.existing(ctx, id)
 }
 
 // DisableTenant disables a tenant: its appends are refused from then on.
 func (a *Admin) DisableTenant(ctx context.Context, actor, id string) (Tenant, error) {
-	if _, err := a.existing(id); err != nil {
+	if _, err := a.existing(ctx, id); err != nil {
 		return Tenant{}, err
 	}
 	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionTenantDisable, TenantID: id, Detail: "tenant disabled"}, nil); err != nil {
 		return Tenant{}, err
 	}
-	return a.existing(id)
+	return a.existing(ctx, id)
 }
 
 // SetPlan moves a tenant to plan (free, team or enterprise).
@@ -110,14 +117,14 @@ func (a *Admin) SetPlan(ctx context.Context, actor, id, plan string) (Tenant, er
 	if !ValidPlan(plan) {
 		return Tenant{}, fmt.Errorf("%w: plan %q: want free, team or enterprise", ErrInvalid, plan)
 	}
-	t, err := a.existing(id)
+	t, err := a.existing(ctx, id)
 	if err != nil {
 		return Tenant{}, err
 	}
 	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionPlanSet, TenantID: id, Detail: "plan " + t.Plan + " -> " + plan, Plan: plan}, nil); err != nil {
 		return Tenant{}, err
 	}
-	return a.existing(id)
+	return a.existing(ctx, id)
 }
 
 // AddToken makes a new token for a tenant: 64 hex characters, returned once; only
@@ -126,7 +133,7 @@ func (a *Admin) AddToken(ctx context.Context, actor, id, label string) (string, 
 	if len(label) > MaxLabel {
 		return "", Token{}, fmt.Errorf("%w: label of %d characters; at most %d", ErrInvalid, len(label), MaxLabel)
 	}
-	if _, err := a.existing(id); err != nil {
+	if _, err := a.existing(ctx, id); err != nil {
 		return "", Token{}, err
 	}
 	var raw [32]byte
@@ -154,7 +161,7 @@ func (a *Admin) RevokeToken(ctx context.Context, actor, id, prefix string) (int,
 	if _, err := hex.DecodeString(prefix[:len(prefix)&^1]); err != nil {
 		return 0, fmt.Errorf("%w: hash prefix %q is not hex", ErrInvalid, prefix)
 	}
-	t, err := a.existing(id)
+	t, err := a.existing(ctx, id)
 	if err != nil {
 		return 0, err
 	}

@@ -251,6 +251,24 @@ func (v *View) WaitFor(ctx context.Context, seq uint64) error {
 	}
 }
 
+// CatchUp returns once the view applied the newest event on tenant id's admin subject
+// (at once when there is none): what another process published about the tenant a
+// moment ago is then in the view.
+func (v *View) CatchUp(ctx context.Context, js jetstream.JetStream, id string) error {
+	stream, err := js.Stream(ctx, pipeline.AdminStream)
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return v.WaitFor(ctx, last.Sequence)
+}
+
 // Tenant returns a copy of a tenant.
 func (v *View) Tenant(id string) (Tenant, bool) {
 	v.mu.RLock()
