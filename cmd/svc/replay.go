@@ -231,7 +231,9 @@ func replayDB(ctx context.Context, js jetstream.JetStream, dbEnv string, stdout,
 		}
 	}
 	start := time.Now()
-	if err := st.Rebuild(ctx, js, func(name string) { fmt.Fprintf(stderr, "  replay db: %s caught up (%s)\n", name, time.Since(start).Round(time.Millisecond)) }); err != nil {
+	if err := st.Rebuild(ctx, js, func(name string) {
+		fmt.Fprintf(stderr, "  replay db: %s caught up (%s)\n", name, time.Since(start).Round(time.Millisecond))
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "rebuilt the database of %s in %s\n", dbEnv, time.Since(start).Round(time.Millisecond))

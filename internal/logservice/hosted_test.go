@@ -348,7 +348,6 @@ func TestHostedRestart(t *testing.T) {
 	}
 }
 
-
 // TestAppendsNeedNoDatabase: with the database refusing connections, appends are
 // still answered (PostgreSQL is off the append path); once it answers again the
 // usage projection catches up with every append.
