@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/receipt"
 )
 
@@ -58,16 +57,7 @@ func BenchmarkExportThroughput(b *testing.B) {
 		run(b, q, func() uint64 { return q.Stats().Exported })
 	})
 	b.Run("stream", func(b *testing.B) {
-		ns, err := natsembed.Start(natsembed.Config{DataDir: b.TempDir(), NoSync: true})
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ns.Shutdown()
-		nc, err := natsembed.Connect(ns, "bench")
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer nc.Close()
+		nc := startBroker(b)
 		// Distinct receipts: the stream stores a receipt id once.
 		var distinct []*receipt.Bundle
 		for i := 0; i < b.N; i++ {

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 )
@@ -196,16 +195,7 @@ func TestCloseDeadlineDrops(t *testing.T) {
 // a new process with the same tenant starts, the collector comes back, and every
 // receipt arrives exactly once. Nothing is acknowledged before the collector accepted.
 func TestStreamSinkDurableAcrossOutageAndRestart(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := natsembed.Connect(ns, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := startBroker(t)
 	c := newCollector(t)
 	c.down.Store(true)
 	var stderr testkit.LockedBuffer

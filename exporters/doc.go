@@ -50,8 +50,8 @@
 // svc.principal, svc.execution.status, svc.policy.decision, svc.policy.digest,
 // svc.log.leaf_index, svc.log.tree_size, svc.consumed.count, svc.model, svc.session;
 // the last three numbers are ints, the rest strings; an attribute whose receipt field
-// is null (a claimed principal without id, no policy, no model, no session) is left
-// out. The span status is error only for failed and error executions (a denial is not
+// is null or absent (a claimed principal without id, no policy, no model, no session,
+// no consumed on an SDK receipt) is left out. The span status is error only for failed and error executions (a denial is not
 // an error) and unset otherwise. otel.headersEnv maps a header name to the environment
 // variable holding its value, read at startup: {"Authorization": "OTEL_AUTH"}.
 //
@@ -66,7 +66,8 @@
 // (the denial or withholding reason, or the error of an error execution), policy_decision,
 // policy_digest, policy_reasons, args_digest, log_leaf_index, log_tree_size,
 // authorization_leaf_index, consumed_count, model and session (the session id); a field
-// the receipt does not have is null.
+// the receipt does not have is null (consumed_count included: null, not 0, on a receipt
+// without consumed).
 //
 // # Failures
 //

@@ -15,7 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -285,4 +287,21 @@ func (c *collector) both(t testing.TB) []exporters.Exporter {
 func testEnv(k string) (string, bool) {
 	v, ok := map[string]string{"TEST_OTEL_KEY": "otel-secret", "TEST_HEC_TOKEN": "hec-token"}[k]
 	return v, ok
+}
+
+// startBroker runs an embedded nats-server with JetStream for the test and returns a
+// connection to it; both are closed when the test ends.
+func startBroker(t testing.TB) *nats.Conn {
+	t.Helper()
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	nc, err := natsembed.Connect(ns, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }

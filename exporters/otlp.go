@@ -132,8 +132,10 @@ func span(r *Record) *tracepb.Span {
 	attrs = append(attrs,
 		intAttr(AttrLogLeafIndex, int64(r.LogLeafIndex)),
 		intAttr(AttrLogTreeSize, int64(r.LogTreeSize)),
-		intAttr(AttrConsumedCount, int64(r.ConsumedCount)),
 	)
+	if r.ConsumedCount != nil {
+		attrs = append(attrs, intAttr(AttrConsumedCount, int64(*r.ConsumedCount)))
+	}
 	attrs = optAttr(attrs, AttrModel, r.Model)
 	attrs = optAttr(attrs, AttrSession, r.Session)
 	s := &tracepb.Span{

@@ -33,7 +33,7 @@ type Record struct {
 	LogLeafIndex           uint64
 	LogTreeSize            uint64
 	AuthorizationLeafIndex *uint64 // pre-committed calls only
-	ConsumedCount          int
+	ConsumedCount          *int    // nil when the receipt has no consumed (SDK receipts)
 	Model                  *string
 	Session                *string // session.id
 }
@@ -96,7 +96,7 @@ func FromBundle(b *receipt.Bundle) (*Record, error) {
 		r.AuthorizationLeafIndex = ptr(a.Inclusion.LeafIndex)
 	}
 	if c := p.Consumed; c != nil {
-		r.ConsumedCount = len(c.FactIDs)
+		r.ConsumedCount = ptr(len(c.FactIDs))
 	}
 	return r, nil
 }

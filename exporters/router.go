@@ -210,9 +210,8 @@ func durableConsumer(ctx context.Context, js jetstream.JetStream, tenant, export
 
 // RouterStats counts deliveries across a router's exporters.
 type RouterStats struct {
-	mu    sync.Mutex
-	by    map[string]*HandlerStats
-	start time.Time
+	mu sync.Mutex
+	by map[string]*HandlerStats
 }
 
 // HandlerStats are one exporter's counts.

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -20,16 +19,7 @@ import (
 // replay of a period re-sends exactly those receipts; a replay of the dead letters,
 // once the collector takes them, delivers them and empties SVC_DEAD.
 func TestRouterDeadLettersStatusAndReplay(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	nc, err := natsembed.Connect(ns, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc := startBroker(t)
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 

@@ -34,6 +34,13 @@ type Stats struct {
 	Dropped  uint64
 }
 
+// DefaultDrain is how long a stopping process (svc serve, svc gateway) waits for the
+// exports still queued before it drops them with a line each (svc serve
+// --export-drain). With a broker (a log over NATS) a receipt is stored in the stream
+// as soon as it is published, and what its consumers had not delivered is delivered
+// after the restart; only receipts not yet published wait on this limit.
+const DefaultDrain = 30 * time.Second
+
 // QueueConfig tunes delivery. Zero fields take the defaults.
 type QueueConfig struct {
 	Size       int           // standalone: receipts waiting per exporter; default 10000

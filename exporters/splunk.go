@@ -54,7 +54,7 @@ type HECFields struct {
 	LogLeafIndex           uint64   `json:"log_leaf_index"`
 	LogTreeSize            uint64   `json:"log_tree_size"`
 	AuthorizationLeafIndex *uint64  `json:"authorization_leaf_index"`
-	ConsumedCount          int      `json:"consumed_count"`
+	ConsumedCount          *int     `json:"consumed_count"`
 	Model                  *string  `json:"model"`
 	Session                *string  `json:"session"`
 }

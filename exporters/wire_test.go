@@ -106,15 +106,15 @@ func TestOTLPWireFormat(t *testing.T) {
 		}},
 		denied: {0, "", map[string]any{
 			"svc.issuer.kind": "sdk", "svc.tool": "delete", "svc.agent": "helper", "svc.execution.status": "denied",
-			"svc.log.leaf_index": int64(0), "svc.log.tree_size": int64(1), "svc.consumed.count": int64(0),
+			"svc.log.leaf_index": int64(0), "svc.log.tree_size": int64(1),
 		}},
 		failed: {2, "the tool reported failure", map[string]any{
 			"svc.issuer.kind": "sdk", "svc.tool": "fetch", "svc.agent": "helper", "svc.execution.status": "failed",
-			"svc.log.leaf_index": int64(1), "svc.log.tree_size": int64(2), "svc.consumed.count": int64(0),
+			"svc.log.leaf_index": int64(1), "svc.log.tree_size": int64(2),
 		}},
 		errored: {2, "connection refused", map[string]any{
 			"svc.issuer.kind": "sdk", "svc.tool": "fetch", "svc.agent": "helper", "svc.execution.status": "error",
-			"svc.log.leaf_index": int64(2), "svc.log.tree_size": int64(3), "svc.consumed.count": int64(0),
+			"svc.log.leaf_index": int64(2), "svc.log.tree_size": int64(3),
 		}},
 	}
 	for b, w := range want {
@@ -298,7 +298,7 @@ func TestSplunkWireFormat(t *testing.T) {
 			"issuer_kind": `"sdk"`, "tool": `"` + tool + `"`, "upstream": `null`, "agent": `"helper"`, "agent_provenance": `"claimed"`,
 			"principal": `null`, "status": `"` + status + `"`, "reason": reason, "policy_decision": `null`, "policy_digest": `null`,
 			"policy_reasons": `null`, "log_leaf_index": fmt.Sprint(leaf), "log_tree_size": fmt.Sprint(leaf + 1), "authorization_leaf_index": `null`,
-			"consumed_count": `0`, "model": `null`, "session": `null`,
+			"consumed_count": `null`, "model": `null`, "session": `null`,
 		}
 	}
 	check(d, nulls("denied", "delete", `"not on a Friday"`, 0))

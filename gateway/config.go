@@ -162,6 +162,13 @@ type RemoteLogConfig struct {
 	// TimeoutMs bounds one append attempt, in milliseconds (three retries follow a
 	// timeout, a 429 or a 5xx). Optional; default 10000.
 	TimeoutMs int `json:"timeoutMs,omitempty"`
+	// Oversize says what happens to a call whose receipt is larger than the log takes
+	// in one append (64 KB) before its result is added: "refuse" (the default) refuses
+	// it before forwarding, with no receipt; "hash" forwards it and appends its receipt
+	// by hash (the bundle file is the full copy). A result that brings a receipt over
+	// the cap after the upstream acted is always appended by hash. Ignored with
+	// HashOnly. Optional.
+	Oversize string `json:"oversize,omitempty"`
 	// NATS is a NATS server URL where the log's sequencer runs (fleets), instead of
 	// URL.
 	NATS string `json:"nats,omitempty"`
@@ -250,6 +257,9 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		}
 		if c.Log.URL != "" && !strings.HasPrefix(c.Log.URL, "http://") && !strings.HasPrefix(c.Log.URL, "https://") {
 			bad("log.url %q: want the tenant's http(s) append URL", c.Log.URL)
+		}
+		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
+			bad("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
 		}
 		if c.Log.TimeoutMs < 0 {
 			bad("log.timeoutMs must be positive")

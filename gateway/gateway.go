@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -74,7 +75,8 @@ type Gateway struct {
 	now           func() time.Time
 	onReceipt     func(*receipt.Bundle) // exporters; nil: none
 	closers       []func() error
-	nc            *nats.Conn // the log's NATS connection, when the log is over NATS
+	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
+	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.
@@ -83,6 +85,7 @@ type Session struct {
 	grant     *receipt.Envelope
 	chain     *receipt.Chain
 	principal signer.PublicKey
+	grantKey  [32]byte // HTTP: SHA-256 of the grant presented on initialize
 
 	mu       sync.Mutex
 	consumed []string // fact ids declared via svc/facts, in order, without repeats
@@ -107,6 +110,7 @@ type verifiedGrant struct {
 	env       *receipt.Envelope
 	chain     *receipt.Chain
 	principal signer.PublicKey
+	agentKey  *signer.PublicKey // the leaf grant's agentKey; nil when it names none
 }
 
 func (g *Gateway) verifyGrant(grant *receipt.Envelope) (*verifiedGrant, error) {
@@ -114,19 +118,35 @@ func (g *Gateway) verifyGrant(grant *receipt.Envelope) (*verifiedGrant, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &verifiedGrant{env: grant, chain: chain, principal: key}, nil
+	v := &verifiedGrant{env: grant, chain: chain, principal: key}
+	if ak := chain.Leaf().AgentKey; ak != "" {
+		pk, err := signer.ParsePublicKeyPEM([]byte(ak))
+		if err != nil {
+			return nil, fmt.Errorf("agentKey: %w", err)
+		}
+		v.agentKey = &pk
+	}
+	return v, nil
 }
 
 // sessionFor opens a session under a verified grant if every grant of its chain is
 // within its validity window now.
 func (g *Gateway) sessionFor(id string, v *verifiedGrant) (*Session, error) {
-	now := g.now()
-	for _, gr := range v.chain.Grants {
-		if err := gr.ValidAt(now); err != nil {
-			return nil, err
-		}
+	if err := g.inWindow(v.chain); err != nil {
+		return nil, err
 	}
 	return &Session{ID: id, grant: v.env, chain: v.chain, principal: v.principal}, nil
+}
+
+// inWindow checks that every grant of a chain is within its validity window now.
+func (g *Gateway) inWindow(c *receipt.Chain) error {
+	now := g.now()
+	for _, gr := range c.Grants {
+		if err := gr.ValidAt(now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ToolsFor lists the upstreams' tools the session's grant names, unchanged.
@@ -143,6 +163,16 @@ func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
+	}
+	// The grant's window is checked on every call, not only when the session opened:
+	// a receipt issued outside it would not verify, so none is issued and nothing is
+	// forwarded. (Over HTTP the front refuses such a request with 403 before this.)
+	if err := g.inWindow(s.chain); err != nil {
+		return errorResult(fmt.Sprintf("Denied: the grant is no longer valid (%v); nothing was forwarded and no receipt was issued: a receipt outside the grant's window would not verify. Present a current grant.", err))
+	}
+	// Arguments that cannot be recorded are refused before anything else happens.
+	if _, err := receipt.CanonicalizeJSON(args); err != nil {
+		return errorResult(fmt.Sprintf("Refused: the arguments of %s are not valid JSON (%v); nothing was forwarded and no receipt was issued, since a receipt cannot record them. Send a JSON object of UTF-8 text.", tool, err))
 	}
 	leaf := s.chain.Leaf()
 	root := s.chain.Root()
@@ -169,6 +199,16 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	deny := func(p *receipt.Pending, why string) *mcp.CallToolResult {
 		return g.finishDenied(ctx, p, why, call.Policy.Reasons)
 	}
+	// 2. Arguments: a JSON object (SPEC: tools/call { name, arguments }). Anything
+	// else is refused with a denied receipt that records what was sent.
+	if kind := jsonKind(args); kind != "object" {
+		call.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"arguments are not a JSON object"}})
+		p, err := g.issuer.Begin(call)
+		if err != nil {
+			return errorResult(fmt.Sprintf("Refused: the arguments of %s cannot be recorded: %v; nothing was forwarded", tool, err))
+		}
+		return deny(p, fmt.Sprintf("Refused: the arguments of %s must be a JSON object, got %s; nothing was forwarded", tool, kind))
+	}
 	// 3. Scope.
 	if !leaf.HasScope(tool) || up == nil {
 		why := fmt.Sprintf("tool %s is outside the grant's scopes", tool)
@@ -184,7 +224,7 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	}
 	p, err := g.issuer.Begin(call)
 	if err != nil {
-		return errorResult("Upstream error: " + err.Error())
+		return errorResult(fmt.Sprintf("Refused: the call cannot be recorded: %v; nothing was forwarded", err))
 	}
 	meta := map[string]any{MetaReceipt: p.ReceiptID, MetaAgent: leaf.Agent, MetaPrincipal: principal}
 	// 4. Facts.
@@ -207,7 +247,10 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	if dec.Decision != receipt.Allow {
 		return deny(p, "")
 	}
-	// 6. Pre-commit.
+	// 6. Pre-commit, once the receipt is known to fit the log.
+	if why := g.checkReceiptFits(p, tool); why != "" {
+		return errorResult(why)
+	}
 	if g.cfg.IsPrecommit(tool) {
 		if err := g.issuer.Authorize(ctx, p); err != nil {
 			reason := "Not executed: the log did not commit the authorization: " + err.Error()
@@ -284,6 +327,28 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	}
 	res.Meta.AdditionalFields[MetaReceipt] = p.ReceiptID
 	return res
+}
+
+// jsonKind names the kind of a valid JSON value: object, array, string, number,
+// boolean or null.
+func jsonKind(v json.RawMessage) string {
+	b := bytes.TrimLeft(v, " \t\r\n")
+	if len(b) == 0 {
+		return "nothing"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 func maps(dst, src map[string]any) {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sync/semaphore"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/receipt"
 )
 
@@ -28,18 +31,40 @@ type HTTPConfig struct {
 	IdleMinutes int // a session without a request for this long is closed; default 30
 	// Idle, when set, overrides IdleMinutes (finer than a minute: tests).
 	Idle time.Duration
+	// MaxConns caps the connections served at once (ServeHTTP); default 1024.
+	MaxConns int
+	// BodyReadTimeout is the time a client has to send one request body; default 30 s.
+	BodyReadTimeout time.Duration
+	// RequireProof refuses grants that name no agentKey: every request must then
+	// carry a proof of possession (X-Svc-Proof, see HeaderProof). Grants that name
+	// one need the proof either way.
+	RequireProof bool
+	// MaxBodyBytes caps the request bodies held in memory at once, all clients
+	// together; each body reserves the 4 MiB cap while it is read. Default 256 MiB.
+	MaxBodyBytes int64
 }
 
-// maxMCPBody caps one MCP request body.
-const maxMCPBody = 4 << 20
+// maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
+// held in memory at once (64 bodies at the cap, many more small ones). A request that
+// cannot reserve room within the body read timeout gets 503 with Retry-After.
+const (
+	maxMCPBody   = 4 << 20
+	maxBodyBytes = 256 << 20
+)
 
 type ctxKey struct{}
 
 // httpFront serves MCP Streamable HTTP on /mcp: one mcp-go server for every session,
 // with a tool filter and handlers that find the session's grant in the context.
 type httpFront struct {
-	g   *Gateway
-	mcp *server.StreamableHTTPServer
+	g    *Gateway
+	mcp  *server.StreamableHTTPServer
+	idle time.Duration // session idle time
+
+	bodyTimeout  time.Duration // HTTPConfig.BodyReadTimeout
+	requireProof bool
+	seen         seenProofs          // proofs of possession accepted, against replays
+	bodyBytes    *semaphore.Weighted // request bodies held in memory, all clients together
 
 	mu       sync.Mutex
 	sessions map[string]*Session // by MCP session id
@@ -85,7 +110,14 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.Idle <= 0 {
 		cfg.Idle = time.Duration(cfg.IdleMinutes) * time.Minute
 	}
-	f := &httpFront{g: g, sessions: map[string]*Session{}}
+	if cfg.MaxBodyBytes < maxMCPBody {
+		cfg.MaxBodyBytes = maxBodyBytes
+	}
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = 30 * time.Second
+	}
+	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof,
+		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), sessions: map[string]*Session{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		s, _ := ctx.Value(ctxKey{}).(*Session)
@@ -142,68 +174,143 @@ func (f *httpFront) session(ctx context.Context) *Session {
 	return s
 }
 
-// ServeHTTP checks the grant where one must be presented: on initialize, and on every
-// request that belongs to no session (clients of the 2026-07-28 revision send no
-// initialize and no session). A rejected grant gets HTTP 403 with a JSON-RPC error.
+// ServeHTTP checks the grant on every request, before the body is read: the grant
+// is the credential over HTTP, and a request that names a session must present the
+// grant that session was opened under (a session id alone is not a credential), still
+// inside its validity window. Then the body is read, capped at maxMCPBody (413 beyond)
+// and under a read deadline, and handed to mcp-go. A rejected grant gets HTTP 403 with
+// a JSON-RPC error; an unknown or closed session 404.
 func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.Method == http.MethodPost && r.Header.Get("Mcp-Session-Id") == "" {
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxMCPBody+1))
-		if err != nil || len(body) > maxMCPBody {
-			http.Error(w, "request body too large or unreadable", http.StatusRequestEntityTooLarge)
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		s, err := f.grantSession(r)
-		if err != nil {
-			writeGrantRejection(w, err)
-			return
-		}
-		r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
-	} else if id := r.Header.Get("Mcp-Session-Id"); id != "" {
+	switch r.Method {
+	case http.MethodPost, http.MethodGet, http.MethodDelete:
+	default:
+		w.Header().Set("Allow", "POST, GET, DELETE")
+		http.Error(w, "/mcp takes POST, GET or DELETE", http.StatusMethodNotAllowed)
+		return
+	}
+	v, key, err := f.presentedGrant(r)
+	if err != nil {
+		writeGrantRejection(w, err)
+		return
+	}
+	var s *Session
+	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
 		f.mu.Lock()
-		_, ok := f.sessions[id]
+		s = f.sessions[id]
 		f.mu.Unlock()
-		if !ok && r.Method != http.MethodDelete {
+		if s == nil {
 			http.Error(w, "session not found or closed; initialize again with a grant", http.StatusNotFound)
 			return
 		}
+		if s.grantKey != key {
+			writeGrantRejection(w, errors.New("grant rejected: this session was opened under another grant; present the session's own grant"))
+			return
+		}
+		if err := f.g.inWindow(s.chain); err != nil {
+			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
+			return
+		}
+	} else {
+		if s, err = f.g.sessionFor("", v); err != nil {
+			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
+			return
+		}
+		s.grantKey = key
+	}
+	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
+	rc := http.NewResponseController(w)
+	if r.Method == http.MethodGet {
+		// The session's event stream lives at most one idle period; the client opens
+		// it again (SSE reconnects), presenting its grant again.
+		_ = rc.SetWriteDeadline(time.Now().Add(f.idle))
+	} else {
+		_ = rc.SetWriteDeadline(time.Now().Add(callWriteTimeout))
+	}
+	// What can be refused without the body is refused before it is read.
+	if v.agentKey != nil && r.Header.Get(HeaderProof) == "" {
+		writeGrantRejection(w, errNoProof)
+		return
+	}
+	if v.agentKey == nil && f.requireProof {
+		writeGrantRejection(w, f.checkProof(r, v, nil))
+		return
+	}
+	var body []byte
+	if r.Method == http.MethodPost {
+		// Bodies in memory are bounded across all clients: a request reserves the
+		// cap before reading, keeps what its body takes until it is answered.
+		actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
+		err := f.bodyBytes.Acquire(actx, maxMCPBody)
+		cancel()
+		if err != nil {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
+			return
+		}
+		_ = rc.SetReadDeadline(time.Now().Add(f.bodyTimeout))
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+		f.bodyBytes.Release(int64(maxMCPBody - len(body)))
+		defer f.bodyBytes.Release(int64(len(body)))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxMCPBody), http.StatusRequestEntityTooLarge)
+			} else {
+				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+			}
+			return
+		}
+		_ = rc.SetReadDeadline(time.Time{})
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	if err := f.checkProof(r, v, body); err != nil {
+		writeGrantRejection(w, err)
+		return
 	}
 	f.mcp.ServeHTTP(w, r)
 }
 
-func (f *httpFront) grantSession(r *http.Request) (*Session, error) {
+// Per-request time bounds of /mcp (the server itself sets none for reads and writes,
+// since a session's GET event stream is long-lived): a client has 30 s to
+// send a request body (HTTPConfig.BodyReadTimeout); a POST or DELETE is answered within callWriteTimeout (a tool
+// call, its fact lookups and the log's retried appends included); a GET stream is
+// closed after the session's idle time.
+const (
+	callWriteTimeout = 5 * time.Minute
+)
+
+// presentedGrant decodes and verifies the grant of a request (signatures, trusted
+// root, chain rules; not the window, which changes with time), with the SHA-256 of the
+// decoded grant: a session remembers it and every later request must match it.
+func (f *httpFront) presentedGrant(r *http.Request) (*verifiedGrant, [32]byte, error) {
 	raw := r.Header.Get("X-Svc-Grant")
 	if raw == "" {
 		raw, _ = strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	}
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return nil, fmt.Errorf("grant rejected: no grant presented (Authorization: Bearer <base64url grant> or X-Svc-Grant)")
+		return nil, [32]byte{}, fmt.Errorf("grant rejected: no grant presented (Authorization: Bearer <base64url grant> or X-Svc-Grant)")
 	}
 	if len(raw) > maxGrantHeader {
-		return nil, fmt.Errorf("grant rejected: %d bytes, more than the %d a grant header may have", len(raw), maxGrantHeader)
+		return nil, [32]byte{}, fmt.Errorf("grant rejected: %d bytes, more than the %d a grant header may have", len(raw), maxGrantHeader)
 	}
 	data, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(raw, "="))
 	if err != nil {
-		return nil, fmt.Errorf("grant rejected: not base64url: %v", err)
+		return nil, [32]byte{}, fmt.Errorf("grant rejected: not base64url: %w", err)
 	}
 	key := sha256.Sum256(data) // one entry however the header pads or spells it
 	v := f.grants.get(key)
 	if v == nil {
 		env, err := receipt.ParseEnvelope(data)
 		if err != nil {
-			return nil, fmt.Errorf("grant rejected: %v", err)
+			return nil, key, fmt.Errorf("grant rejected: %w", err)
 		}
 		if v, err = f.g.verifyGrant(env); err != nil {
-			return nil, fmt.Errorf("grant rejected: %v", err)
+			return nil, key, fmt.Errorf("grant rejected: %w", err)
 		}
 		f.grants.put(key, v)
 	}
-	s, err := f.g.sessionFor("", v)
-	if err != nil {
-		return nil, fmt.Errorf("grant rejected: %v", err)
-	}
-	return s, nil
+	return v, key, nil
 }
 
 func writeGrantRejection(w http.ResponseWriter, err error) {
@@ -222,9 +329,12 @@ func (g *Gateway) ServeHTTP(ctx context.Context, cfg HTTPConfig, ready func(addr
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w", cfg.Host, cfg.Port, err)
 	}
-	hs := &http.Server{Handler: g.Handler(cfg), ReadHeaderTimeout: 10 * time.Second}
+	// Reads and writes are bounded per request by the /mcp front (bodyReadTimeout,
+	// callWriteTimeout, the idle time for event streams), not by the server.
+	lim := httplimits.Limits{Read: -1, Write: -1, MaxConns: cfg.MaxConns}
+	hs := lim.Server(g.Handler(cfg))
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

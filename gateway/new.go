@@ -169,7 +169,7 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 		}
 	}
 	g.closers = append(g.closers, func() error {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), exporters.DefaultDrain)
 		defer cancel()
 		return sink.Close(cctx)
 	})
@@ -208,7 +208,16 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 		timeout = time.Duration(c.Log.TimeoutMs) * time.Millisecond
 	}
 	if c.Log.URL != "" {
-		return client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
+		whole, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
+		if err != nil || c.Log.HashOnly {
+			return whole, err
+		}
+		byHash, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: true, Timeout: timeout})
+		if err != nil {
+			return nil, err
+		}
+		g.leafFits = httpAppendFits
+		return &capLog{whole: whole, byHash: byHash, fits: httpAppendFits, log: g.log}, nil
 	}
 	nc, err := nats.Connect(c.Log.NATS, nats.Name("svc-gateway"), nats.Token(token), nats.MaxReconnects(-1))
 	if err != nil {
@@ -224,7 +233,12 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 	if tenant == "" {
 		tenant = client.DefaultTenant
 	}
-	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, nil
+	whole := &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}
+	if c.Log.HashOnly {
+		return whole, nil
+	}
+	g.leafFits = natsAppendFits
+	return &capLog{whole: whole, byHash: &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: true}, fits: natsAppendFits, log: g.log}, nil
 }
 
 // KeyID is the gateway key's id.

@@ -508,6 +508,7 @@ func TestGatewayHTTPIdleSessionCloses(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Authorization", "Bearer "+grantHeader(grant)) // a session id alone is not a credential
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

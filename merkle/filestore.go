@@ -30,6 +30,10 @@ type fileLevel struct {
 	flushed uint64 // hashes written to f; the rest are in buf
 	buf     []byte // hashes [flushed, n), HashSize bytes each
 	dirty   bool   // written to f since its last fsync
+	// edge holds the last hashes written to f (up to fileFlushRecords of them,
+	// indices [flushed-len(edge)/HashSize, flushed)): with buf, the edge tile of
+	// the level, from which the proofs of recent leaves read without a syscall.
+	edge []byte
 }
 
 // LevelFileName returns the name of the file in which a FileStore keeps
@@ -131,6 +135,13 @@ func OpenFileStore(dir string) (HashStore, error) {
 			return nil, err
 		}
 	}
+	for _, lv := range s.levels {
+		if lv != nil {
+			if err := lv.loadEdge(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	ok = true
 	return s, nil
 }
@@ -156,6 +167,10 @@ func (s *fileStore) Get(level uint8, index uint64) (Hash, error) {
 	var h Hash
 	if index >= lv.flushed {
 		copy(h[:], lv.buf[(index-lv.flushed)*HashSize:])
+		return h, nil
+	}
+	if e := uint64(len(lv.edge) / HashSize); index >= lv.flushed-e {
+		copy(h[:], lv.edge[(index-(lv.flushed-e))*HashSize:])
 		return h, nil
 	}
 	if _, err := lv.f.ReadAt(h[:], int64(index)*HashSize); err != nil {
@@ -202,9 +217,24 @@ func (lv *fileLevel) flush() error {
 		return err
 	}
 	lv.flushed = lv.n
+	lv.edge = append(lv.edge, lv.buf...)
+	if keep := fileFlushRecords * HashSize; len(lv.edge) > keep {
+		lv.edge = append(lv.edge[:0], lv.edge[len(lv.edge)-keep:]...)
+	}
 	lv.buf = lv.buf[:0]
 	lv.dirty = true
 	return nil
+}
+
+// loadEdge reads the level's last hashes on file into edge.
+func (lv *fileLevel) loadEdge() error {
+	e := min(lv.flushed, fileFlushRecords)
+	lv.edge = make([]byte, e*HashSize, fileFlushRecords*HashSize*2)
+	if e == 0 {
+		return nil
+	}
+	_, err := lv.f.ReadAt(lv.edge, int64(lv.flushed-e)*HashSize)
+	return err
 }
 
 func (s *fileStore) Len(level uint8) uint64 {

@@ -193,10 +193,29 @@ func (is *Issuer) Authorize(ctx context.Context, p *Pending) error {
 	return nil
 }
 
+// Leaf is the log leaf (the canonical receipt envelope) Finish would append for this
+// outcome, without logging or writing anything: a gateway sizes a receipt against the
+// log's cap before it forwards the call.
+func (is *Issuer) Leaf(p *Pending, exec Execution) ([]byte, error) {
+	env, err := is.receiptEnvelope(p, exec)
+	if err != nil {
+		return nil, err
+	}
+	return env.Canonical(), nil
+}
+
 // Finish records the outcome: it signs the receipt, appends its leaf to the log and
 // writes receipts/<id>.json. If the log does not take the leaf, nothing is written and
 // the error wraps the log's error. ResultDigest is filled in when a result is present.
 func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bundle, error) {
+	env, err := is.receiptEnvelope(p, exec)
+	if err != nil {
+		return nil, err
+	}
+	return is.logAndWrite(ctx, p.ReceiptID+".json", env)
+}
+
+func (is *Issuer) receiptEnvelope(p *Pending, exec Execution) (*Envelope, error) {
 	if exec.Result != nil && exec.ResultDigest == "" {
 		d, err := ResultDigest(exec.Result)
 		if err != nil {
@@ -211,11 +230,7 @@ func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bund
 		Model: c.Model, Tool: c.Tool, Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed,
 		Authorization: p.authorization, Policy: c.Policy, Execution: exec,
 	}
-	env, err := is.signStatement(c.Tool.Name, p, PredicateReceipt, pred)
-	if err != nil {
-		return nil, err
-	}
-	return is.logAndWrite(ctx, p.ReceiptID+".json", env)
+	return is.signStatement(c.Tool.Name, p, PredicateReceipt, pred)
 }
 
 // logAndWrite appends env's leaf and writes its bundle file as name: before returning,

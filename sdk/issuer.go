@@ -121,6 +121,20 @@ type OpenOptions struct {
 	NewID      func() string
 }
 
+// OpenFile loads the config file at path (LoadConfig) and opens an Issuer from it
+// (Open). Errors name the file.
+func OpenFile(ctx context.Context, path string, o OpenOptions) (*Issuer, error) {
+	c, err := LoadConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	is, err := Open(ctx, c, o)
+	if err != nil {
+		return nil, fmt.Errorf("sdk config %s: %w", path, err)
+	}
+	return is, nil
+}
+
 // Open builds an Issuer from a config: it reads the key and the policy, opens the log
 // (a local file, an HTTP log or the pipeline over NATS) and starts the exporters
 // (durable consumers when the log is over NATS, else in-memory queues). Every
@@ -295,6 +309,9 @@ func (is *Issuer) Record(ctx context.Context, ev ToolEvent, out Outcome, dec *Po
 		if err := validateDecision(dec); err != nil {
 			return nil, err
 		}
+		if err := consistent(dec, out); err != nil {
+			return nil, err
+		}
 		pol = &receipt.Policy{Decision: dec.Decision, Reasons: nonNil(dec.Reasons), Errors: nonNil(dec.Errors), PolicyDigest: dec.PolicyDigest, Provenance: receipt.Claimed}
 	}
 	call := receipt.Call{
@@ -340,4 +357,21 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// consistent applies SPEC.md's consistency rules, which the verifier checks ("policy
+// decision consistent with execution", "no policy errors on an allow"): an allow never
+// pairs with denied, a deny always does, and an allow carries no evaluation errors. A
+// receipt breaking them would be signed and logged and then fail verification, so the
+// input is refused instead.
+func consistent(d *PolicyDecision, out Outcome) error {
+	switch {
+	case d.Decision == policy.Deny && out.Status != receipt.StatusDenied:
+		return inputErr("outcome.status %s with policy.decision deny: a denied call was not run, so record it as {status: denied, reason} (a receipt pairing a deny with %s fails verification)", out.Status, out.Status)
+	case d.Decision == policy.Allow && out.Status == receipt.StatusDenied:
+		return inputErr("outcome.status denied with policy.decision allow: a call the policy allowed was not denied by it; record what happened (executed, failed or error), or the deny that stopped it")
+	case d.Decision == policy.Allow && len(d.Errors) > 0:
+		return inputErr("policy.decision allow with errors %q: an evaluation error is a deny", d.Errors)
+	}
+	return nil
 }

@@ -45,11 +45,7 @@ func openLocal(t *testing.T, extra map[string]any) (*sdk.Issuer, *signer.Key, st
 	}
 	path := writeConfig(t, dir, cfg)
 	// Load from another working directory: relative paths follow the config file.
-	c, err := sdk.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{})
+	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,14 +228,10 @@ func TestLogRefusalWritesNothing(t *testing.T) {
 		"identity": map[string]any{"keyFile": "keys/agent.key"}, "agentId": "a", "framework": "f", "receiptsDir": "receipts",
 		"log": map[string]any{"url": ts.URL + "/t/acme/append", "tokenEnv": "SDK_TEST_TOKEN"},
 	})
-	c, err := sdk.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	getenv := func(k string) (string, bool) {
 		return map[string]string{"SDK_TEST_TOKEN": "wrong"}[k], k == "SDK_TEST_TOKEN"
 	}
-	is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{Getenv: getenv})
+	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
 	}

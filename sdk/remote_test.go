@@ -61,11 +61,7 @@ func TestHTTPLog(t *testing.T) {
 			"identity": map[string]any{"keyFile": "keys/agent.key"}, "agentId": "a", "framework": "f", "receiptsDir": "receipts",
 			"log": map[string]any{"url": ts.URL + "/t/acme/append", "tokenEnv": "LOG_TOKEN", "hashOnly": hashOnly, "timeoutMs": 5000},
 		})
-		c, err := sdk.LoadConfig(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{Getenv: func(k string) (string, bool) { return "tok", k == "LOG_TOKEN" }})
+		is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{Getenv: func(k string) (string, bool) { return "tok", k == "LOG_TOKEN" }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,11 +117,7 @@ func TestNATSLogWithDurableExports(t *testing.T) {
 		"log":  map[string]any{"nats": ns.ClientURL(), "tenant": "acme"},
 		"otel": map[string]any{"url": col.URL},
 	})
-	c, err := sdk.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{})
+	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,10 +8,13 @@
 //	POST /decide   ToolEvent -> PolicyDecision, or null when no policy is configured;
 //	               records nothing
 //	POST /record   { event: ToolEvent, outcome, policy? } -> 200 with the receipt
-//	               bundle exactly as written to receipts/<id>.json
+//	               bundle exactly as written to receipts/<id>.json; without a
+//	               policy, and with one configured, the sidecar evaluates it and
+//	               records its own decision
 //
 // Errors are { error } naming what was wrong: 400 for a malformed event, outcome or
-// policy; 413 for a body over MaxBody (1 MiB); 415 for a POST whose Content-Type is
+// policy, or an outcome inconsistent with the decision (SPEC's rules: an allow never
+// pairs with denied, a deny always does; the verifier would reject the receipt); 413 for a body over MaxBody (1 MiB); 415 for a POST whose Content-Type is
 // not application/json; 502 naming the log and its refusal when the log would not take
 // the leaf (no bundle is written); 404 for any other path; 405 for a known path with
 // the wrong method; 403 for a request from a browser page of another origin or, when
@@ -127,6 +130,15 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
+	}
+	if req.Policy == nil && s.is.Policy() != nil {
+		// A policy is configured and the caller sent no decision: the sidecar
+		// decides itself and records its own decision (then checked against the
+		// outcome like any other).
+		if req.Policy, err = s.is.Decide(req.Event); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
 	}
 	rc, err := s.is.Record(r.Context(), req.Event, req.Outcome, req.Policy)
 	var ie *sdk.InputError

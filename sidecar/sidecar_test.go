@@ -56,11 +56,7 @@ func newEnv(t *testing.T, edit func(map[string]any)) *env {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := sdk.LoadConfig(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	is, err := sdk.Open(context.Background(), c, sdk.OpenOptions{})
+	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,6 +302,7 @@ func TestLogRefusal502(t *testing.T) {
 	defer logSrv.Close()
 	e := newEnv(t, func(c map[string]any) {
 		delete(c, "logFile")
+		delete(c, "policyFile") // no decision to make: the log's refusal is the point
 		c["log"] = map[string]any{"url": logSrv.URL + "/t/acme/append"}
 	})
 	code, body := e.do(t, http.MethodGet, "/health", "", "")
@@ -335,5 +332,54 @@ func TestLoopbackHost(t *testing.T) {
 		if got := sidecar.LoopbackHost(h); got != want {
 			t.Errorf("LoopbackHost(%q) = %v", h, got)
 		}
+	}
+}
+
+// Issue 17, row 11: /record refuses an outcome its own verifier would reject (SPEC's
+// consistency rules), and without a decision, with a policy configured, records the
+// sidecar's own.
+func TestRecordConsistency(t *testing.T) {
+	e := newEnv(t, nil)
+	digest := e.is.Policy().Digest()
+	for name, c := range map[string]struct{ outcome, decision, want string }{
+		"executed under a deny": {`{"status":"executed","result":"ok"}`, "deny", "with policy.decision deny"},
+		"failed under a deny":   {`{"status":"failed","result":"no"}`, "deny", "with policy.decision deny"},
+		"denied under an allow": {`{"status":"denied","reason":"no"}`, "allow", "denied with policy.decision allow"},
+	} {
+		body := `{"event":{"tool":"refund","args":{"amount":40}},"outcome":` + c.outcome +
+			`,"policy":{"decision":"` + c.decision + `","reasons":["r"],"errors":[],"policyDigest":"` + digest + `"}}`
+		code, resp := e.post(t, "/record", body)
+		if code != 400 || !strings.Contains(errorOf(t, resp), c.want) {
+			t.Fatalf("%s: %d %s", name, code, resp)
+		}
+	}
+	if ents, _ := os.ReadDir(filepath.Join(e.dir, "receipts")); len(ents) != 0 {
+		t.Fatalf("%d files written for refused records", len(ents))
+	}
+	// No decision sent: the sidecar evaluates its policy and records its decision.
+	code, resp := e.post(t, "/record", `{"event":{"tool":"refund","args":{"amount":40}},"outcome":{"status":"executed","result":"ok"}}`)
+	if code != 200 {
+		t.Fatalf("allowed call without a decision: %d %s", code, resp)
+	}
+	b, err := receipt.ParseBundle(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := receipt.DecodeStatement(b.Envelope)
+	p, _ := st.DecodePredicate()
+	if p.Policy == nil || p.Policy.Decision != "allow" || p.Policy.PolicyDigest != digest || p.Policy.Reasons[0] != "small-refunds" {
+		t.Fatalf("recorded policy %+v, want the sidecar's allow", p.Policy)
+	}
+	rep := conformance.Verify(b, conformance.Options{IssuerKeys: []signer.PublicKey{e.key.Public()}})
+	if !rep.Verified {
+		t.Fatalf("does not verify: %+v", rep.Checks)
+	}
+	code, resp = e.post(t, "/record", `{"event":{"tool":"refund","args":{"amount":500}},"outcome":{"status":"executed","result":"ok"}}`)
+	if code != 400 || !strings.Contains(errorOf(t, resp), "with policy.decision deny") {
+		t.Fatalf("executed call the configured policy denies, without a decision: %d %s", code, resp)
+	}
+	code, resp = e.post(t, "/record", `{"event":{"tool":"refund","args":{"amount":500}},"outcome":{"status":"denied","reason":"over the limit"}}`)
+	if code != 200 || !strings.Contains(string(resp), "payload") {
+		t.Fatalf("denied call without a decision: %d %s", code, resp)
 	}
 }

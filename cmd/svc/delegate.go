@@ -7,10 +7,8 @@ import (
 	"io"
 	"math"
 	"strconv"
-	"strings"
 
 	"svc.dev/svc/receipt"
-	"svc.dev/svc/signer"
 )
 
 func init() {
@@ -58,20 +56,9 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if *parentPath == "" {
 		return usagef("--parent is required: the grant file to delegate from")
 	}
-	a := strings.TrimSpace(*agent)
-	if a == "" {
-		return usagef("--agent is required: the sub-agent's id")
-	}
-	sc, err := grantParseScopes(*scopes)
+	a, sc, ttl, err := grantCheckFlags(*agent, "the sub-agent's id", *scopes, *ttlHours, *out)
 	if err != nil {
 		return err
-	}
-	ttl, err := grantParseTTL(*ttlHours)
-	if err != nil {
-		return err
-	}
-	if *out == "" {
-		return usagef("--out is required: the file to write the grant to")
 	}
 
 	data, err := receipt.ReadFileCapped(*parentPath, receipt.MaxEnvelopeSize)
@@ -82,17 +69,9 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--parent %s is not a grant envelope: %w", *parentPath, err)
 	}
-	key, err := signer.LoadPrivateKey(*keyPath)
+	key, agentKey, err := grantLoadKeys(*keyPath, *agentKeyPath)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	var agentKey *signer.PublicKey
-	if *agentKeyPath != "" {
-		k, err := signer.LoadPublicKey(*agentKeyPath)
-		if err != nil {
-			return fmt.Errorf("--agent-key: %w", err)
-		}
-		agentKey = &k
+		return err
 	}
 	env, chain, err := receipt.Delegate(parentEnv, key, receipt.DelegationRequest{Agent: a, Scopes: sc, TTL: ttl, AgentKey: agentKey, Now: grantNow()})
 	if err != nil {

@@ -20,8 +20,19 @@ pre-committed tools, forwards or refuses the call, and issues a signed receipt w
 hash goes to the log. Refusals are tool errors, never protocol errors.
 
 Over stdio (the default) it serves the grant in the config's grantFile; stdout carries
-only MCP and every diagnostic goes to stderr. With --http, each connection presents its
-own grant on initialize (Authorization: Bearer <base64url grant> or X-Svc-Grant).
+only MCP and every diagnostic goes to stderr. With --http, every request presents its
+grant (Authorization: Bearer <base64url grant> or X-Svc-Grant); a request naming a
+session must present that session's grant, and an expired grant is refused (403) even
+mid-session. When the grant names an agentKey, every request must also carry a proof
+of possession signed with that key:
+
+  X-Svc-Proof: t=<unix seconds>, sig=<base64url Ed25519 signature>
+
+over "svc-proof-v1\n<METHOD>\n<path>\n<Mcp-Session-Id or empty>\n<t>\n<hex SHA-256 of
+the body>"; t within 5 minutes of the gateway's clock, each signature accepted once.
+--require-proof refuses grants without agentKey, so a grant copied out of a receipt is
+useless without the agent's key. HTTP limits: headers within 10 s, a body (at most
+4 MiB, 413 beyond) within 30 s, an answer within 5 min, 1024 connections at once.
 
 The config file is JSON (SPEC.md, "Gateway config"); relative paths resolve against it.
 
@@ -35,12 +46,13 @@ Example:
   examples/gateway/setup.sh && svc gateway --config examples/gateway/gateway.json`
 
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes]", gatewayHelp, stderr)
+	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes --require-proof]", gatewayHelp, stderr)
 	config := fs.String("config", "", "the gateway config `file` (JSON)")
 	httpMode := fs.Bool("http", false, "serve MCP Streamable HTTP on /mcp instead of stdio")
 	host := fs.String("host", "127.0.0.1", "HTTP mode: `address` to listen on (plain HTTP: loopback, a private network, or TLS in front)")
 	port := fs.Int("port", 8090, "HTTP mode: `port` (0: any free port)")
 	idle := fs.Int("idle-minutes", 30, "HTTP mode: close a session after this many `minutes` without a request")
+	requireProof := fs.Bool("require-proof", false, "HTTP mode: refuse grants without agentKey; every request then carries X-Svc-Proof")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -61,7 +73,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer g.Close()
 	if *httpMode {
-		return g.ServeHTTP(ctx, gateway.HTTPConfig{Host: *host, Port: *port, IdleMinutes: *idle}, func(addr string) {
+		return g.ServeHTTP(ctx, gateway.HTTPConfig{Host: *host, Port: *port, IdleMinutes: *idle, RequireProof: *requireProof}, func(addr string) {
 			logger.Info("gateway listening", "addr", addr, "keyid", g.KeyID())
 		})
 	}

@@ -54,33 +54,13 @@ func runGrant(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if p == "" {
 		return usagef("--principal is required: the principal's id")
 	}
-	a := strings.TrimSpace(*agent)
-	if a == "" {
-		return usagef("--agent is required: the agent's id")
-	}
-	sc, err := grantParseScopes(*scopes)
+	a, sc, ttl, err := grantCheckFlags(*agent, "the agent's id", *scopes, *ttlHours, *out)
 	if err != nil {
 		return err
 	}
-	ttl, err := grantParseTTL(*ttlHours)
+	key, agentKey, err := grantLoadKeys(*keyPath, *agentKeyPath)
 	if err != nil {
 		return err
-	}
-	if *out == "" {
-		return usagef("--out is required: the file to write the grant to")
-	}
-
-	key, err := signer.LoadPrivateKey(*keyPath)
-	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	var agentKey *signer.PublicKey
-	if *agentKeyPath != "" {
-		k, err := signer.LoadPublicKey(*agentKeyPath)
-		if err != nil {
-			return fmt.Errorf("--agent-key: %w", err)
-		}
-		agentKey = &k
 	}
 
 	now := grantNow()
@@ -98,6 +78,43 @@ func runGrant(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	grantPrintSummary(stdout, "signed grant", *out, g, key.KeyID(), 1)
 	return nil
+}
+
+// grantCheckFlags checks the flags grant and delegate share: the agent's id (what
+// names it in the usage error), the scopes, the ttl and the output file.
+func grantCheckFlags(agent, agentWhat, scopes string, ttlHours float64, out string) (string, []string, time.Duration, error) {
+	a := strings.TrimSpace(agent)
+	if a == "" {
+		return "", nil, 0, usagef("--agent is required: %s", agentWhat)
+	}
+	sc, err := grantParseScopes(scopes)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	ttl, err := grantParseTTL(ttlHours)
+	if err != nil {
+		return "", nil, 0, err
+	}
+	if out == "" {
+		return "", nil, 0, usagef("--out is required: the file to write the grant to")
+	}
+	return a, sc, ttl, nil
+}
+
+// grantLoadKeys loads the signing key and, when named, the agent's public key.
+func grantLoadKeys(keyPath, agentKeyPath string) (*signer.Key, *signer.PublicKey, error) {
+	key, err := signer.LoadPrivateKey(keyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--key: %w", err)
+	}
+	if agentKeyPath == "" {
+		return key, nil, nil
+	}
+	k, err := signer.LoadPublicKey(agentKeyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--agent-key: %w", err)
+	}
+	return key, &k, nil
 }
 
 // grantNow is the signing time: the clock truncated to the milliseconds grants are

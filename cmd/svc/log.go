@@ -13,9 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"svc.dev/svc/httplimits"
 	"time"
-
-	"golang.org/x/net/netutil"
 
 	"svc.dev/svc/internal/logservice"
 
@@ -178,10 +177,6 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 	return out, nil
 }
 
-// maxLogConns caps the log server's open connections; further clients wait in the
-// listen queue.
-const maxLogConns = 4096
-
 // serveLog runs the log service until ctx ends. ready, when set, is called with the
 // listening addresses once the service answers.
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
@@ -215,11 +210,13 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
 	}
-	ln = netutil.LimitListener(ln, maxLogConns)
-	hs := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 60 * time.Second, WriteTimeout: 60 * time.Second,
-		IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelWarn)}
+	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
+	// within 2 min, idle connections closed after 2 min, 1024 connections at once.
+	lim := httplimits.Default()
+	hs := lim.Server(handler)
+	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
 	cpAddr := ""
 	var cps *http.Server
 	if o.checkpointsPort >= 0 {
@@ -232,8 +229,8 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 			return fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
 		}
 		cpAddr = cln.Addr().String()
-		cps = &http.Server{Handler: readOnly(http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
-		go func() { errc <- cps.Serve(cln) }()
+		cps = lim.Server(readOnly(http.FileServer(http.Dir(dir)))) // read-only files: the same bounds
+		go func() { errc <- cps.Serve(lim.Listener(cln)) }()
 	}
 	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", headSigner.KeyID(), "tenants", names, "data", o.data)
 	if ready != nil {

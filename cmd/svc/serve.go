@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"svc.dev/svc/exporters"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/sidecar"
 )
@@ -33,6 +35,13 @@ claimed by the agent's own process (issuer.kind sdk). Routes:
 framework, optional Cedar policy, receipts directory, exactly one of logFile or log,
 and optional otel and splunk exporters. POST bodies must be application/json.
 
+On SIGTERM or Ctrl-C the sidecar stops taking requests, then waits up to --export-drain
+(default 30s) for receipts still queued for the otel and splunk exporters; what is left
+after that is dropped with a line each on stderr (with a log over NATS, exports are
+durable in the broker and resume after a restart). Limits: headers within 10 s, a body
+(at most 1 MiB) within 30 s, an answer within 2 min, idle connections closed after
+2 min, at most 1024 connections at once.
+
 The sidecar has no authentication: it binds to loopback. --host with any other address
 is refused unless --allow-remote is given, which prints a warning; anyone who can reach
 the port can then record receipts in the agent's name.
@@ -47,6 +56,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	port := fs.Int("port", 8790, "`port` to listen on (0: any free port)")
 	host := fs.String("host", "127.0.0.1", "`address` to listen on; loopback unless --allow-remote")
 	allowRemote := fs.Bool("allow-remote", false, "allow a non-loopback --host (the sidecar has no authentication)")
+	drain := fs.Duration("export-drain", exporters.DefaultDrain, "on stop, how long to wait for receipts still queued for export before dropping them (a `duration`)")
 	rest, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -67,16 +77,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if !loopback {
 		fmt.Fprintf(stderr, "svc serve: WARNING: listening on %s, not loopback: the sidecar has no authentication; anyone who can reach this port can record receipts signed with this agent's key\n", *host)
 	}
-	cfg, err := sdk.LoadConfig(*config)
+	is, err := sdk.OpenFile(ctx, *config, sdk.OpenOptions{Stderr: stderr})
 	if err != nil {
 		return err
 	}
-	is, err := sdk.Open(ctx, cfg, sdk.OpenOptions{Stderr: stderr})
-	if err != nil {
-		return fmt.Errorf("sdk config %s: %w", *config, err)
-	}
 	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		cctx, cancel := context.WithTimeout(context.Background(), *drain)
 		defer cancel()
 		_ = is.Close(cctx)
 	}()
@@ -85,12 +91,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv := &http.Server{
-		Handler:           sidecar.New(is, sidecar.Options{Remote: !loopback, Logger: logger}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-	}
+	lim := httplimits.Default() // headers 10 s, body 30 s, answer 2 min, idle 2 min, 1024 connections
+	srv := lim.Server(sidecar.New(is, sidecar.Options{Remote: !loopback, Logger: logger}))
+	ln = lim.Listener(ln)
 	h := is.Health()
 	fmt.Fprintf(stdout, "sidecar listening on http://%s\n", ln.Addr())
 	fmt.Fprintf(stdout, "  agent %s, issuer keyid %s, %s log %s\n", h.AgentID, h.KeyID, h.Log.Kind, h.Log.Where)

@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"svc.dev/svc/exporters"
 )
 
 func TestServeHelp(t *testing.T) {
@@ -154,4 +160,76 @@ func TestServeAllowRemoteWarns(t *testing.T) {
 		t.Errorf("no warning: %q", srv.stderr.String())
 	}
 	srv.stop(t, 10*time.Second)
+}
+
+// Issue 17, row 12: a stop waits for the receipts still queued for export (up to
+// --export-drain, default 30 s): a collector that is down for the first six seconds
+// still gets the receipt recorded just before the stop, and nothing is dropped. The
+// span of an SDK receipt has no svc.consumed.count (the receipt has no consumed).
+func TestServeStopDrainsExports(t *testing.T) {
+	start := time.Now()
+	var mu sync.Mutex
+	var attrs []map[string]bool
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if time.Since(start) < 6*time.Second {
+			http.Error(w, "collector starting", http.StatusServiceUnavailable)
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		td, err := exporters.DecodeOTLP(body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		for _, rs := range td.ResourceSpans {
+			for _, ss := range rs.ScopeSpans {
+				for _, sp := range ss.Spans {
+					m := map[string]bool{}
+					for _, kv := range sp.Attributes {
+						m[kv.Key] = true
+					}
+					attrs = append(attrs, m)
+				}
+			}
+		}
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	}))
+	defer collector.Close()
+	dir := t.TempDir()
+	cfgPath, _ := writeSidecarConfig(t, dir)
+	var cfg map[string]any
+	data, _ := os.ReadFile(cfgPath)
+	json.Unmarshal(data, &cfg)
+	cfg["otel"] = map[string]any{"url": collector.URL}
+	data, _ = json.Marshal(cfg)
+	os.WriteFile(cfgPath, data, 0o644)
+	srv, base := startBackground(t, `sidecar listening on (http://[^\s]+)\n`, 10*time.Second, "serve", "--config", cfgPath, "--port", "0")
+	stderr := &srv.stderr
+	resp, err := http.Post(base+"/record", "application/json", strings.NewReader(`{"event":{"tool":"refund","args":{"amount":5}},"outcome":{"status":"executed","result":"ok"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("/record: %d", resp.StatusCode)
+	}
+	srv.cancel() // SIGTERM
+	select {
+	case <-srv.done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+	if strings.Contains(stderr.String(), "dropped") {
+		t.Fatalf("an export was dropped at stop:\n%s", stderr.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(attrs) != 1 {
+		t.Fatalf("%d spans reached the collector, want 1\n%s", len(attrs), stderr.String())
+	}
+	if attrs[0]["svc.consumed.count"] {
+		t.Fatal("the SDK receipt's span carries svc.consumed.count though the receipt has no consumed")
+	}
 }

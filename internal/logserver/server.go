@@ -107,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 		{"GET", "/checkpoints", s.checkpoints},
 		{"GET", "/checkpoint", s.checkpointNote},
 		{"POST", "/append", s.append},
+		{"POST", "/add", s.add}, // Tessera's write route (add.go)
 		{"GET", "/leaves", s.tenantOnly(s.leaves)},
 		{"GET", "/usage", s.tenantOnly(s.usage)},
 		{"GET", "/audit", s.tenantOnly(s.audit)},
@@ -114,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 		s.mux.HandleFunc(r.method+" "+r.path, s.withTenant(r.h))
 		s.mux.HandleFunc(r.method+" /t/{tenant}"+r.path, s.withTenant(r.h))
 	}
+	s.tileRoutes() // C2SP tlog-tiles (tiles.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})
@@ -363,14 +365,9 @@ func ParseAppendBody(body []byte) (pipeline.Leaf, error) {
 			return pipeline.NewLeaf(bytes.Clone(leaf)), nil
 		}
 	}
-	var req appendRequest
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		return pipeline.Leaf{}, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
-	}
-	if dec.More() {
-		return pipeline.Leaf{}, errors.New("trailing data after the JSON body")
+	req, err := decodeAppendBody(body)
+	if err != nil {
+		return pipeline.Leaf{}, err
 	}
 	switch {
 	case req.Leaf != nil && req.LeafHash != nil:
@@ -388,6 +385,67 @@ func ParseAppendBody(body []byte) (pipeline.Leaf, error) {
 		return pipeline.Leaf{Hash: h}, nil
 	}
 	return pipeline.Leaf{}, errors.New("body names neither leaf nor leafHash")
+}
+
+// decodeAppendBody reads the append body strictly: one JSON object whose keys are
+// exactly "leaf" or "leafHash" (case-sensitive, each at most once; encoding/json would
+// take "LEAF" for leaf and let a repeated key win), string values of valid UTF-8
+// (encoding/json would turn invalid bytes or a lone surrogate escape into U+FFFD, and
+// the log would then hold a leaf the client never sent), nothing after it.
+func decodeAppendBody(body []byte) (appendRequest, error) {
+	var req appendRequest
+	shape := `want {"leaf": "<canonical receipt envelope>"} or {"leafHash": "<64 hex>"}`
+	dec := json.NewDecoder(bytes.NewReader(body))
+	tok, err := dec.Token()
+	if err != nil {
+		return req, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return req, fmt.Errorf("body is not a JSON object; %s", shape)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return req, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
+		}
+		key, _ := tok.(string)
+		var dst **string
+		switch {
+		case key == "leaf":
+			dst = &req.Leaf
+		case key == "leafHash":
+			dst = &req.LeafHash
+		case strings.EqualFold(key, "leaf") || strings.EqualFold(key, "leafHash"):
+			return req, fmt.Errorf("unknown field %q: keys are case-sensitive; %s", key, shape)
+		default:
+			return req, fmt.Errorf("unknown field %q; %s", key, shape)
+		}
+		if *dst != nil {
+			return req, fmt.Errorf("field %q appears more than once; give it once", key)
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return req, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
+		}
+		var v string
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return req, fmt.Errorf("%s: want a JSON string", key)
+		}
+		if !utf8.Valid(raw) {
+			return req, fmt.Errorf("%s is not valid UTF-8: send the canonical envelope's exact UTF-8 text", key)
+		}
+		if strings.ContainsRune(v, utf8.RuneError) && !bytes.Contains(raw, []byte("\uFFFD")) && !bytes.Contains(raw, []byte("\ufffd")) && !bytes.Contains(raw, []byte(string(utf8.RuneError))) {
+			return req, fmt.Errorf("%s is not valid UTF-8: it escapes a lone surrogate (\\uD800-\\uDFFF without its pair)", key)
+		}
+		*dst = &v
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return req, fmt.Errorf("body is not {\"leaf\": ...} or {\"leafHash\": ...}: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, errors.New("trailing data after the JSON body")
+	}
+	return req, nil
 }
 
 func hasControl(b []byte) bool {

@@ -38,6 +38,8 @@ type Tenant struct {
 	CheckpointNote func() ([]byte, error)
 	// Audit returns the newest entries first; nil: empty.
 	Audit func(limit int) ([]AuditEntry, error)
+	// Entries serves the C2SP entry bundles (/tile/entries/...); nil: 404.
+	Entries EntryBundles
 }
 
 // Checkpoint is the API form of a published checkpoint.

@@ -94,6 +94,7 @@ type Service struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	errs     chan error
+	closers  []func() error // run by Close after the components stopped
 }
 
 // Start starts everything and returns once every sequencer takes requests and
@@ -273,6 +274,10 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 	if err := cp.Load(); err != nil {
 		return nil, err
 	}
+	entries, err := s.startEntries(runCtx, js, spec.ID, dir)
+	if err != nil {
+		return nil, err
+	}
 	s.cps[spec.ID] = cp
 	s.goRun("checkpoints "+spec.ID, func() error { return cp.Run(runCtx) })
 	plan := spec.Plan
@@ -281,6 +286,7 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	return &logserver.Tenant{
 		ID: spec.ID, LogID: spec.LogID, TokenHashes: spec.TokenHashes, Tree: seq.Tree(), Signer: s.cfg.Signer, Keys: s.cfg.Keys,
+		Entries: entries,
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			var out []logserver.Checkpoint
 			for _, c := range cp.Since(since) {
@@ -451,6 +457,9 @@ func (s *Service) Close() error {
 	defer s.mu.Unlock()
 	for _, seq := range s.seqs {
 		errs = append(errs, seq.Close())
+	}
+	for _, c := range s.closers {
+		errs = append(errs, c())
 	}
 	if s.client != nil {
 		s.client.Close()

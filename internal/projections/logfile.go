@@ -2,8 +2,10 @@ package projections
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,7 +17,8 @@ import (
 // LogFile keeps a SPEC.md log file in step with a tenant's committed leaves, so the
 // file a file-mode log server names with --file stays a faithful log file that
 // `svc verify --log` and `svc audit --log` read. Lines are written in batches, one
-// fsync each.
+// fsync each, and every committed leaf is in the file within a second, whether or not
+// more appends follow (a timer writes what a quiet moment leaves pending).
 type LogFile struct {
 	Path      string // the log file
 	StatePath string // where the stream position is kept
@@ -30,6 +33,18 @@ type LogFile struct {
 
 	w *merkle.LineWriter
 }
+
+// The file's write timing: a batch that finds the stream quiet is written when the
+// last write is flushAfter old; otherwise the timer, looking every flushTick, writes
+// it once it is. A leaf is in the file at most flushAfter+flushTick (750 ms) after
+// the stream committed it.
+const (
+	flushAfter = 500 * time.Millisecond
+	flushTick  = 250 * time.Millisecond
+	// stopCatchUp bounds the time a stopping projection takes to write the batches
+	// the stream committed before the stop.
+	stopCatchUp = 2 * time.Second
+)
 
 type logFileState struct {
 	Lines     uint64 `json:"lines"`
@@ -57,9 +72,14 @@ func (p *LogFile) Run(ctx context.Context) error {
 	if st.Lines <= w.Count() && st.StreamSeq > 0 {
 		start = st.StreamSeq + 1
 	}
-	var pending []merkle.Entry
-	var lastSeq uint64
-	lastSave, lastFlush := time.Now(), time.Now()
+	var (
+		mu        sync.Mutex // pending, the writer and the positions: Follow's goroutine and the timer
+		pending   []merkle.Entry
+		lastSeq   uint64
+		flushErr  error // a failed timer flush, returned by the next batch
+		lastSave  = time.Now()
+		lastFlush = time.Now()
+	)
 	flush := func() error {
 		if len(pending) == 0 {
 			return nil
@@ -68,13 +88,41 @@ func (p *LogFile) Run(ctx context.Context) error {
 			return fmt.Errorf("log file %s: %w", p.Path, err)
 		}
 		pending = pending[:0]
+		lastFlush = time.Now()
 		if time.Since(lastSave) > time.Second {
 			lastSave = time.Now()
 			return saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: lastSeq})
 		}
 		return nil
 	}
-	err = Follow(ctx, p.JS, pipeline.LeavesSubject(p.Tenant), start, func(ev Event) error {
+	// The timer: lines still pending FlushAfter after the last write are written even
+	// when no later batch comes, so a reader of a running server's file (svc verify
+	// --log, svc audit --log) finds every acknowledged leaf within a second.
+	tickCtx, stopTick := context.WithCancel(ctx)
+	tickDone := make(chan struct{})
+	go func() {
+		defer close(tickDone)
+		t := time.NewTicker(flushTick)
+		defer t.Stop()
+		for {
+			select {
+			case <-tickCtx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			if len(pending) > 0 && flushErr == nil && time.Since(lastFlush) >= flushAfter {
+				flushErr = flush()
+			}
+			mu.Unlock()
+		}
+	}()
+	apply := func(ev Event) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if flushErr != nil {
+			return flushErr
+		}
 		have := w.Count() + uint64(len(pending))
 		b := ev.Batch
 		if b.First > have {
@@ -92,17 +140,43 @@ func (p *LogFile) Run(ctx context.Context) error {
 			defer p.OnBatch(ev.Seq)
 		}
 		// The file is a projection: the stream holds every leaf, so the file is
-		// written (and fsynced) in groups rather than once a batch.
-		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= 500*time.Millisecond) {
-			lastFlush = time.Now()
+		// written (and fsynced) in groups rather than once a batch; the timer
+		// writes what a quiet moment leaves pending.
+		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= flushAfter) {
 			return flush()
 		}
 		return nil
-	}, func() {
+	}
+	caughtUp := func() {
+		mu.Lock()
+		defer mu.Unlock()
 		if err := flush(); err == nil && p.CaughtUp != nil {
 			p.CaughtUp()
 		}
-	})
+	}
+	subject := pipeline.LeavesSubject(p.Tenant)
+	err = Follow(ctx, p.JS, subject, start, apply, caughtUp)
+	if err == nil && ctx.Err() != nil {
+		// Stopping: take what the stream committed before the stop, within a
+		// deadline, so the file a stopped server leaves holds every leaf it
+		// acknowledged (the stream is the record either way; a restart catches up).
+		mu.Lock()
+		from := start
+		if lastSeq > 0 {
+			from = lastSeq + 1
+		}
+		mu.Unlock()
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopCatchUp)
+		derr := Follow(dctx, p.JS, subject, from, apply, cancel)
+		if dctx.Err() == nil || !errors.Is(dctx.Err(), context.Canceled) {
+			if derr != nil || dctx.Err() != nil {
+				p.Logger.Warn("log file projection: stopped before catching up", "file", p.Path, "err", errors.Join(derr, dctx.Err()))
+			}
+		}
+		cancel()
+	}
+	stopTick()
+	<-tickDone
 	if ferr := flush(); err == nil {
 		err = ferr
 	}

@@ -17,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"svc.dev/svc/httplimits"
 	"time"
 
 	"svc.dev/svc/receipt"
@@ -343,18 +344,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				slog.String("addr", ln.Addr().String()))
 		}
 	}
-	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	// Headers within 5 s, a body within 30 s, an answer within 30 s (one signature),
+	// idle connections closed after 2 min, headers at most 64 KiB, 1024 connections.
+	lim := httplimits.Limits{ReadHeader: 5 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second,
+		Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+	hs := lim.Server(s)
+	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
+	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		return err

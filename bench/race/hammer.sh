@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Races svc log against Tessera's POSIX conformance server with Tessera's own load
+# tool, the hammer, run with identical flags against both, alternating: svc, Tessera,
+# svc, Tessera ... (RUNS pairs). Both binaries are built outside the repository, e.g.
+#
+#   go mod download -json github.com/transparency-dev/tessera@v1.0.4   # prints Dir
+#   cp -r <Dir> /tmp/tessera && chmod -R u+w /tmp/tessera && cd /tmp/tessera &&
+#   go build -o /tmp/tessera/bin/ ./cmd/conformance/posix ./internal/hammer
+#   HAMMER=/tmp/tessera/bin/hammer TESSERA_POSIX=/tmp/tessera/bin/posix bench/race/hammer.sh
+#
+# The hammer shows its figures only in its terminal UI, so it runs in a detached tmux
+# pane that is read with capture-pane: the tree size at WARMUP and at the end gives
+# the sustained writes/s; "Time-in-queue" (the /add latency) and
+# "Observed-time-to-integrate" (until a checkpoint covers the leaf) are its moving
+# averages at the end. CPU (utime+stime) and RSS of each server come from /proc.
+#
+# Environment: RUNS (2), SECONDS_PER_RUN (40), WARMUP (10), WRITERS (256),
+# WRITE_OPS (40000), CHECKPOINT_EVERY (1 s for svc; Tessera's conformance server
+# publishes every second), WORK (scratch directory; KEEP=1 keeps it).
+set -euo pipefail
+: "${HAMMER:?set HAMMER to Tessera's hammer binary}"
+: "${TESSERA_POSIX:?set TESSERA_POSIX to Tessera's cmd/conformance/posix binary}"
+command -v tmux >/dev/null || { echo "tmux not found (apt-get install -y tmux)" >&2; exit 1; }
+RUNS=${RUNS:-2}
+SECS=${SECONDS_PER_RUN:-40}
+WARMUP=${WARMUP:-10}
+WRITERS=${WRITERS:-256}
+WRITE_OPS=${WRITE_OPS:-40000}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+WORK=${WORK:-$(mktemp -d /tmp/svc-hammer.XXXXXX)}
+mkdir -p "$WORK"
+SESSION=svc-hammer-$$
+pids=()
+cleanup() {
+  tmux kill-session -t "$SESSION" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+(cd "$ROOT" && go build -o "$WORK/svc" ./cmd/svc && go build -o "$WORK/notekey" ./bench/race/notekey)
+HZ=$(getconf CLK_TCK)
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+rsskb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# start_svc DIR: a fresh svc log; sets PID, URL, VKEY.
+start_svc() {
+  local d=$1 port; port=$(free_port); mkdir -p "$d"
+  "$WORK/svc" keygen --dir "$d" --name log >/dev/null
+  "$WORK/svc" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port "$port" \
+    --checkpoint-every "${CHECKPOINT_EVERY:-1}" --log-id example.com/svc-race 2>"$d/server.log" &
+  PID=$!; pids+=("$PID"); URL="http://127.0.0.1:$port"
+  for _ in $(seq 300); do curl -sf "$URL/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  # The hammer starts from a checkpoint; svc publishes one once the log holds a leaf.
+  curl -sf -XPOST --data-binary "race seed $(date +%s%N)" "$URL/add" >/dev/null
+  for _ in $(seq 100); do curl -sf "$URL/checkpoint" >/dev/null 2>&1 && break; sleep 0.1; done
+  VKEY=$(cat "$d/data/checkpoints/default/checkpoint.vkey")
+}
+
+# start_tessera DIR: a fresh Tessera POSIX log; sets PID, URL, VKEY.
+start_tessera() {
+  local d=$1 port keys; port=$(free_port); mkdir -p "$d"
+  keys=$("$WORK/notekey" example.com/tessera-race)
+  LOG_PRIVATE_KEY=$(echo "$keys" | sed -n 1p) "$TESSERA_POSIX" --storage_dir="$d/log" \
+    --listen="127.0.0.1:$port" 2>"$d/server.log" &
+  PID=$!; pids+=("$PID"); URL="http://127.0.0.1:$port"; VKEY=$(echo "$keys" | sed -n 2p)
+  for _ in $(seq 300); do curl -sf "$URL/checkpoint" >/dev/null 2>&1 && break; sleep 0.1; done
+}
+
+pane_size() { tmux capture-pane -p -t "$SESSION" | sed -nE 's/.*TreeSize: ([0-9]+).*/\1/p' | head -1; }
+pane_avg() { tmux capture-pane -p -t "$SESSION" | grep -o "$1: [^ ]*" | head -1 | sed "s/$1: //"; }
+
+# race NAME: one hammer run against the log started last.
+race() {
+  local name=$1
+  tmux kill-session -t "$SESSION" 2>/dev/null || true
+  tmux new-session -d -s "$SESSION" -x 200 -y 50 "$HAMMER --log_public_key=$VKEY --log_url=$URL \
+    --num_writers=$WRITERS --max_write_ops=$WRITE_OPS --dup_chance=0 --show_ui=true 2>$WORK/hammer-$name.err; sleep 600"
+  sleep "$WARMUP"
+  local s0 c0 t0 s1 c1 t1
+  s0=$(pane_size); c0=$(ticks "$PID"); t0=$(date +%s.%N)
+  sleep $((SECS - WARMUP))
+  s1=$(pane_size); c1=$(ticks "$PID"); t1=$(date +%s.%N)
+  local q i r; q=$(pane_avg Time-in-queue); i=$(pane_avg Observed-time-to-integrate); r=$(rsskb "$PID")
+  tmux kill-session -t "$SESSION"
+  awk -v n="$name" -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$HZ" -v q="$q" -v i="$i" -v r="$r" 'BEGIN {
+    w = (s1 - s0) / (t1 - t0); cpu = (w > 0) ? (c / hz) / (s1 - s0) * 1e6 : 0
+    printf "%-9s %9.0f %26s %26s %12.1f %8.0f\n", n, w, q, i, cpu, r / 1024 }'
+}
+
+printf "%-9s %9s %26s %26s %12s %8s\n" log writes/s "queue min/avg/max" "integrate min/avg/max" "cpu_us/entry" rss_MiB
+for r in $(seq "$RUNS"); do
+  start_svc "$WORK/svc-$r"; race svc; kill "$PID"; wait "$PID" 2>/dev/null || true
+  start_tessera "$WORK/tessera-$r"; race tessera; kill "$PID"; wait "$PID" 2>/dev/null || true
+done
+echo "hammer flags: --num_writers=$WRITERS --max_write_ops=$WRITE_OPS --dup_chance=0 (readers at the hammer's defaults); $SECS s a run, the first $WARMUP s not counted"

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Races the log from outside the process with wrk (Debian's package): RUNS runs of
+# DURATION at each connection count in CONNS, a unique leaf per request, and prints
+# appends/s, p50, p99 and the server's CPU per 1,000 appends (utime+stime of the
+# server process from /proc, over the run).
+#
+#   go tool task bench:race                      # svc log, POST /append (answers with proofs)
+#   ROUTE=add go tool task bench:race            # svc log, POST /add (index line + proof)
+#   TESSERA_POSIX=/tmp/tessera/posix go tool task bench:race
+#       also runs Tessera's POSIX conformance server (built outside the repository)
+#       and alternates it with ours, run by run, wrk on its POST /add.
+#
+# Environment: CONNS (default "64 256"), RUNS (3), DURATION (15s), ROUTE (append|add),
+# TESSERA_POSIX (path to Tessera's cmd/conformance/posix binary), WORK (a scratch
+# directory; default a fresh one under /tmp, removed at the end unless KEEP=1).
+set -euo pipefail
+
+CONNS=${CONNS:-"64 256"}
+RUNS=${RUNS:-3}
+DURATION=${DURATION:-15s}
+ROUTE=${ROUTE:-append}
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+LUA="$ROOT/bench/race/add.lua"
+WORK=${WORK:-$(mktemp -d /tmp/svc-race.XXXXXX)}
+mkdir -p "$WORK"
+command -v wrk >/dev/null || { echo "wrk not found: apt-get install -y wrk (Debian's package)" >&2; exit 1; }
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+echo "building svc into $WORK" >&2
+(cd "$ROOT" && go build -o "$WORK/svc" ./cmd/svc && go build -o "$WORK/notekey" ./bench/race/notekey)
+
+# wait_addr FILE PATTERN: the first address the server logs, within 30 s.
+wait_line() {
+  for _ in $(seq 300); do
+    if grep -q "$2" "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "server did not start; its log:" >&2; cat "$1" >&2; exit 1
+}
+
+"$WORK/svc" keygen --dir "$WORK" --name log >/dev/null
+"$WORK/svc" log --file "$WORK/log.jsonl" --key "$WORK/log.key" --data "$WORK/data" --port 0 \
+  --checkpoint-every 1 --log-id example.com/svc-race 2>"$WORK/svc.log" &
+SVC_PID=$!; pids+=("$SVC_PID")
+wait_line "$WORK/svc.log" "log server listening"
+SVC_ADDR=$(grep -m1 "log server listening" "$WORK/svc.log" | sed -E 's/.* addr=([^ ]+).*/\1/')
+SVC_URL="http://$SVC_ADDR/$ROUTE"
+
+TESS_URL=""
+if [ -n "${TESSERA_POSIX:-}" ]; then
+  keys=$("$WORK/notekey" example.com/tessera-race)
+  TPORT=$((20000 + RANDOM % 20000))
+  LOG_PRIVATE_KEY=$(echo "$keys" | sed -n 1p) "$TESSERA_POSIX" --storage_dir="$WORK/tessera" \
+    --listen="127.0.0.1:$TPORT" 2>"$WORK/tessera.log" &
+  TESS_PID=$!; pids+=("$TESS_PID")
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$TPORT/checkpoint" >/dev/null && break; sleep 0.1; done
+  TESS_URL="http://127.0.0.1:$TPORT/add"
+fi
+
+ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
+
+# run NAME PID URL CONNS BODY: one wrk run; prints a table row.
+run() {
+  local name=$1 pid=$2 url=$3 c=$4 body=$5
+  local t0 t1 out
+  t0=$(ticks "$pid")
+  out=$(WRK_BODY=$body wrk -t1 -c"$c" -d"$DURATION" --timeout 10s -s "$LUA" "$url" 2>&1 | grep '^RESULT' || true)
+  t1=$(ticks "$pid")
+  if [ -z "$out" ]; then echo "wrk gave no result against $url" >&2; exit 1; fi
+  eval "$(echo "$out" | sed -E 's/^RESULT //')"   # requests duration_us errors p50_us p99_us
+  local ok=$((requests - errors))
+  awk -v n="$name" -v c="$c" -v ok="$ok" -v e="$errors" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
+      -v cpu="$((t1 - t0))" -v hz="$HZ" 'BEGIN {
+    cpk = ok > 0 ? (cpu / hz * 1000) / ok * 1000 : 0
+    printf "%-22s %5d %10.0f %9.1f %9.1f %14.1f %7d\n", n, c, ok / (d / 1e6), p50 / 1000, p99 / 1000, cpk, e }'
+}
+
+rss() { awk '/VmRSS|VmHWM/ {printf "%s %s %s  ", $1, $2, $3}' "/proc/$1/status"; echo; }
+
+printf "%-22s %5s %10s %9s %9s %14s %7s\n" log conns appends/s p50_ms p99_ms cpu_ms/1000 errors
+for c in $CONNS; do
+  for r in $(seq "$RUNS"); do
+    run "svc /$ROUTE" "$SVC_PID" "$SVC_URL" "$c" "$ROUTE"
+    if [ -n "$TESS_URL" ]; then run "tessera-posix /add" "$TESS_PID" "$TESS_URL" "$c" add; fi
+  done
+done
+echo "svc log RSS: $(rss "$SVC_PID")"
+if [ -n "$TESS_URL" ]; then echo "tessera RSS: $(rss "$TESS_PID")"; fi

@@ -1,0 +1,108 @@
+package logserver
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode/utf8"
+
+	"svc.dev/svc/pipeline"
+)
+
+// MaxAddBody caps the body of POST /add: the entry itself, at most what a C2SP entry
+// bundle's uint16 length can carry.
+const MaxAddBody = 0xffff
+
+// add is POST /add (and /t/<tenant>/add): the write route of Tessera's personalities,
+// so that Tessera's hammer and other clients of /add drive this log unchanged. The
+// body is the entry itself (1..65,535 bytes of UTF-8: a log file line holds it as a
+// JSON string); authentication, the per-token rate limit and the errors are those of
+// /append. A 200 answers, as text/plain, the decimal leaf index on the first line (all
+// Tessera's clients read) and the same proof /append answers ({inclusion, treeHead})
+// as JSON on the second, so the answer still carries an inclusion proof under a
+// signed head. A leaf already in the log gets its existing index.
+func (s *Server) add(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	token := bearer(r)
+	if len(t.TokenHashes) > 0 && !t.authorized(token) {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAddBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("entry over %d bytes", MaxAddBody))
+			return
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return
+	}
+	switch {
+	case len(body) == 0:
+		writeError(w, http.StatusBadRequest, "empty entry: POST /add takes the entry itself as the body")
+		return
+	case !utf8.Valid(body):
+		writeError(w, http.StatusBadRequest, "entry is not valid UTF-8 (the log file holds each entry as a JSON string)")
+		return
+	}
+	if token != "" {
+		h := HashToken(token)
+		if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
+			return
+		}
+	}
+	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, pipeline.NewLeaf(body))
+	if err != nil {
+		ref := pipeline.AsRefusal(err)
+		status := refusalStatus(ref)
+		if ref.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))
+		}
+		if status >= 500 {
+			s.log.Warn("add failed", "tenant", t.ID, "status", status, "err", ref.Message)
+		}
+		writeError(w, status, ref.Message)
+		return
+	}
+	index, err := proofLeafIndex(proof)
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	out := make([]byte, 0, 24+len(proof))
+	out = strconv.AppendUint(out, index, 10)
+	out = append(out, '\n')
+	out = append(out, proof...)
+	out = append(out, '\n')
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(out)
+}
+
+// proofLeafIndex reads inclusion.leafIndex from the sequencer's answer, which begins
+// {"inclusion":{"leafIndex":N, when the sequencer wrote it; anything else is decoded.
+func proofLeafIndex(proof []byte) (uint64, error) {
+	if rest, ok := bytes.CutPrefix(proof, []byte(`{"inclusion":{"leafIndex":`)); ok {
+		if end := bytes.IndexByte(rest, ','); end > 0 {
+			if n, err := strconv.ParseUint(string(rest[:end]), 10, 64); err == nil {
+				return n, nil
+			}
+		}
+	}
+	var p struct {
+		Inclusion *struct {
+			LeafIndex *uint64 `json:"leafIndex"`
+		} `json:"inclusion"`
+	}
+	if err := json.Unmarshal(proof, &p); err != nil || p.Inclusion == nil || p.Inclusion.LeafIndex == nil {
+		return 0, fmt.Errorf("the sequencer's answer names no leaf index: %w", errors.Join(err, errors.New("no inclusion.leafIndex")))
+	}
+	return *p.Inclusion.LeafIndex, nil
+}

@@ -1,0 +1,92 @@
+package logserver
+
+import (
+	"errors"
+	"io/fs"
+	"net/http"
+	"strconv"
+
+	"svc.dev/svc/merkle"
+)
+
+// The C2SP tlog-tiles read path (https://c2sp.org/tlog-tiles), per tenant beside the
+// SPEC routes: /tile/<L>/<N>[.p/<W>] and /tile/entries/<N>[.p/<W>] at the root for the
+// default tenant and under /t/<tenant>/ for the others, with GET /checkpoint (the
+// signed note) as the C2SP checkpoint. A tenant is one C2SP log whose origin is its
+// checkpoint's origin line.
+//
+// Hash tiles are read from the sequencer's tree store (one ReadAt of a level file),
+// never recomputed; entry bundles come from an EntryBundles projection. A full tile or
+// bundle never changes and is served with a year-long immutable cache lifetime; a
+// partial one is served for TileCachePartial seconds.
+//
+// Access follows the tenant routes: a tenant with tokens serves its tiles to bearers
+// of its tokens only (level-0 tiles are its leaf hashes and bundles its leaves, which
+// /leaves also guards); a tenant without tokens is an open log, readable by anyone.
+
+// EntryBundles serves a tenant's C2SP entry bundles.
+type EntryBundles interface {
+	// Bundle returns the body of bundle index with width entries (1..256). An error
+	// wrapping fs.ErrNotExist means the log holds no such bundle (not yet, or not in
+	// C2SP form) and says why; any other error is a failure of the store.
+	Bundle(index uint64, width int) ([]byte, error)
+}
+
+// Cache lifetimes of tiles, in seconds.
+const (
+	TileCacheFull    = 365 * 24 * 3600
+	TileCachePartial = 10
+)
+
+// tileRoutes registers the tile routes; called from New.
+func (s *Server) tileRoutes() {
+	h := s.withTenant(s.tile)
+	s.mux.HandleFunc("GET /tile/{path...}", h)
+	s.mux.HandleFunc("GET /t/{tenant}/tile/{path...}", h)
+}
+
+func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
+	if len(t.TokenHashes) > 0 && !t.authorized(bearer(r)) {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return
+	}
+	p, err := ParseTilePath(r.PathValue("path"))
+	if err != nil {
+		writeError(w, http.StatusNotFound, err.Error())
+		return
+	}
+	var body []byte
+	if p.Entries {
+		if t.Entries == nil {
+			writeError(w, http.StatusNotFound, "this log serves no entry bundles")
+			return
+		}
+		body, err = t.Entries.Bundle(p.Index, p.Width)
+		if errors.Is(err, fs.ErrNotExist) {
+			writeError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
+			return
+		}
+	} else {
+		body, err = t.Tree.TileHashes(p.Level, p.Index, p.Width)
+		if errors.Is(err, merkle.ErrIndexOutOfRange) {
+			writeError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
+			return
+		}
+	}
+	if err != nil {
+		s.unavailable(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	scope := "public" // shared caches may keep an open log's tiles
+	if len(t.TokenHashes) > 0 {
+		scope = "private"
+	}
+	if p.Partial() {
+		w.Header().Set("Cache-Control", scope+", max-age="+strconv.Itoa(TileCachePartial))
+	} else {
+		w.Header().Set("Cache-Control", scope+", max-age="+strconv.Itoa(TileCacheFull)+", immutable")
+	}
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	_, _ = w.Write(body)
+}
