@@ -459,7 +459,7 @@ func hasControl(b []byte) bool {
 
 func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	token := bearer(r)
-	if (len(t.TokenHashes) > 0 || t.Authorize != nil) && !t.authorized(token) {
+	if t.tokenRequired() && !t.authorized(token) {
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}

@@ -91,6 +91,10 @@ func (t *Tenant) authorized(token string) bool {
 	return ok == 1
 }
 
+// tokenRequired reports whether the tenant's appends and private reads need a token:
+// it has tokens configured, or its tokens are decided by Authorize (database mode).
+func (t *Tenant) tokenRequired() bool { return len(t.TokenHashes) > 0 || t.Authorize != nil }
+
 func (t *Tenant) check() error {
 	switch {
 	case !client.ValidTenant(t.ID):

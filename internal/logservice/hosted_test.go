@@ -199,8 +199,33 @@ func TestTwoFrontEnds(t *testing.T) {
 			t.Fatalf("checkpoint head at %s: %v", u, err)
 		}
 	}
-	// Another tenant's token: 401 on both.
+	// Another tenant's token: 401 on both, on every append route and on the tiles.
 	for _, u := range []string{urlA, urlB} {
+		for _, tok := range []string{"", tokG} {
+			req, _ := http.NewRequest("POST", u+"/t/acme/add", strings.NewReader("tessera-style leaf"))
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 401 {
+				t.Fatalf("POST /t/acme/add at %s with token %q: %d, want 401", u, tok, resp.StatusCode)
+			}
+			req, _ = http.NewRequest("GET", u+"/t/acme/tile/0/000.p/22", nil)
+			if tok != "" {
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			if resp, err = http.DefaultClient.Do(req); err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 401 {
+				t.Fatalf("GET a tile of acme at %s with token %q: %d, want 401", u, tok, resp.StatusCode)
+			}
+		}
 		if s, _ := appendTo(t, u, "acme", tokG, "x"); s != 401 {
 			t.Fatalf("globex's token on acme at %s: %d, want 401", u, s)
 		}
