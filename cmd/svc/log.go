@@ -26,7 +26,7 @@ import (
 )
 
 func init() {
-	register("log", "run the log server (file mode)", runLog)
+	register("log", "run the log server (file mode, or database-backed with --db-env)", runLog)
 }
 
 const logHelp = `Runs the transparency log server. Appends go through the event-sourced pipeline: the
@@ -43,9 +43,19 @@ Checkpoints (signed heads) are written to --checkpoint-dir every --checkpoint-ev
 seconds when a log grew, and re-signed every --checkpoint-heartbeat seconds when it did
 not; --checkpoints-port serves that directory read-only from a second address.
 
+With --db-env the server is database-backed (the hosted log): tenants, tokens and plans
+are administrative events on the broker (svc log-admin, the admin API), PostgreSQL holds
+their projections, usage, the audit trail and checkpoints, heads are signed by a separate
+svc signer (--signer-url), and the admin API and page are served under /admin with the
+token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
+one database serve the same tenants; each tenant's sequencer runs in one of them.
+
 Example:
   SVC_LOG_TOKEN=$(openssl rand -hex 32) svc log --file data/log.jsonl --key keys/log.key \
-    --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081`
+    --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081
+  SVC_DATABASE_URL=postgres://svc@db/svc SVC_ADMIN_TOKEN=... SVC_SIGNER_TOKEN=... svc log \
+    --db-env SVC_DATABASE_URL --admin-token-env SVC_ADMIN_TOKEN --signer-url http://127.0.0.1:8090 \
+    --signer-token-env SVC_SIGNER_TOKEN --public-url https://log.example.com --port 8080`
 
 // logOptions are the flags of svc log that svc up also sets.
 type logOptions struct {
@@ -60,6 +70,9 @@ type logOptions struct {
 	trustProxy                          bool
 	witnesses                           listFlag
 	tokenHashes                         [][32]byte // svc up: the hash of its generated token
+	// The database-backed server (--db-env).
+	dbEnv, adminTokenEnv      string
+	publicURL, checkpointsURL string
 }
 
 func (o *logOptions) register(fs *flag.FlagSet) {
@@ -87,12 +100,25 @@ func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.tenants, "tenants", "", "JSON `file` mapping tenant ids to {file, tokenEnv, logId}")
 	fs.StringVar(&o.logID, "log-id", "", "the default tenant's log `id`, named in its heads")
 	fs.StringVar(&o.data, "data", "data", "`directory` for the JetStream store, tree stores and projection state")
+	fs.StringVar(&o.dbEnv, "db-env", "", "database mode: environment `variable` holding the PostgreSQL URL (tenants, tokens and plans from svc log-admin or the admin API)")
+	fs.StringVar(&o.adminTokenEnv, "admin-token-env", "", "database mode: environment `variable` holding the admin token (/admin and /admin/*)")
+	fs.StringVar(&o.publicURL, "public-url", "", "database mode: the log's public base `URL` (shown with new tokens)")
+	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "database mode: the public `URL` of the checkpoints host (shown by /admin/info)")
 	o.register(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if o.dbEnv != "" {
+		switch {
+		case o.file != "" || o.key != "" || o.tenants != "" || o.tokenEnv != "":
+			return usagef("--db-env runs the database-backed server: tenants and tokens come from the database, and heads are signed by --signer-url; drop --file, --key, --tenants and --token-env")
+		case o.signerURL == "" || o.adminTokenEnv == "":
+			return usagef("--db-env needs --signer-url (with --signer-token-env) and --admin-token-env")
+		}
+		return serveLog(ctx, o, stdout, stderr, nil)
+	}
 	if o.file == "" || (o.key == "") == (o.signerURL == "") {
-		return usagef("--file and exactly one of --key and --signer-url are required")
+		return usagef("--file and exactly one of --key and --signer-url are required (or --db-env for the database-backed server)")
 	}
 	return serveLog(ctx, o, stdout, stderr, nil)
 }
@@ -159,42 +185,23 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return err
 	}
-	var noteKey *signer.Key
-	if ks, ok := headSigner.(receipt.KeySigner); ok {
-		noteKey = ks.Key // C2SP notes are signed in-process only
-	} else if len(o.witnesses) > 0 {
-		return usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
-	}
-	th := o.tokenHashes
-	if o.tokenEnv != "" {
-		if th, err = tokenHashes(o.tokenEnv); err != nil {
-			return err
-		}
-	}
-	tenants := []logservice.TenantSpec{{ID: logserver.DefaultTenant, LogID: o.logID, File: o.file, TokenHashes: th}}
-	if o.tenants != "" {
-		more, err := loadTenants(o.tenants)
-		if err != nil {
-			return err
-		}
-		for _, t := range more {
-			if t.ID == logserver.DefaultTenant {
-				return fmt.Errorf("--tenants: %q is the tenant of --file; name the others differently", t.ID)
-			}
-		}
-		tenants = append(tenants, more...)
-	}
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
-	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
-		Signer: headSigner, Keys: keys,
-		Tenants: tenants, CheckpointDir: o.checkpointDir,
-		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
-		NoteKey: noteKey, Witnesses: o.witnesses,
-	})
+	var (
+		svc     *logservice.Service
+		handler http.Handler
+		names   []string
+	)
+	if o.dbEnv != "" {
+		svc, handler, err = startHosted(ctx, o, headSigner, keys, logger)
+		names = []string{"(from the database: svc log-admin tenant list)"}
+	} else {
+		svc, names, err = startFileMode(ctx, o, headSigner, keys, logger)
+		if svc != nil {
+			handler = svc.Handler()
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -206,7 +213,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
 	// within 2 min, idle connections closed after 2 min, 1024 connections at once.
 	lim := httplimits.Default()
-	hs := lim.Server(svc.Handler())
+	hs := lim.Server(handler)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
@@ -224,10 +231,6 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		cpAddr = cln.Addr().String()
 		cps = lim.Server(readOnly(http.FileServer(http.Dir(dir)))) // read-only files: the same bounds
 		go func() { errc <- cps.Serve(lim.Listener(cln)) }()
-	}
-	names := make([]string, len(tenants))
-	for i, t := range tenants {
-		names[i] = t.ID
 	}
 	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", headSigner.KeyID(), "tenants", names, "data", o.data)
 	if ready != nil {
@@ -300,4 +303,50 @@ func commandLineActor() string {
 	}
 	host, _ := os.Hostname()
 	return user + "@" + host
+}
+
+// startFileMode starts the log service of --file (and --tenants).
+func startFileMode(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger) (*logservice.Service, []string, error) {
+	var err error
+	var noteKey *signer.Key
+	if ks, ok := headSigner.(receipt.KeySigner); ok {
+		noteKey = ks.Key // C2SP notes are signed in-process only
+	} else if len(o.witnesses) > 0 {
+		return nil, nil, usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
+	}
+	th := o.tokenHashes
+	if o.tokenEnv != "" {
+		if th, err = tokenHashes(o.tokenEnv); err != nil {
+			return nil, nil, err
+		}
+	}
+	tenants := []logservice.TenantSpec{{ID: logserver.DefaultTenant, LogID: o.logID, File: o.file, TokenHashes: th}}
+	if o.tenants != "" {
+		more, err := loadTenants(o.tenants)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, t := range more {
+			if t.ID == logserver.DefaultTenant {
+				return nil, nil, fmt.Errorf("--tenants: %q is the tenant of --file; name the others differently", t.ID)
+			}
+		}
+		tenants = append(tenants, more...)
+	}
+	svc, err := logservice.Start(ctx, logservice.Config{
+		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
+		Signer: headSigner, Keys: keys,
+		Tenants: tenants, CheckpointDir: o.checkpointDir,
+		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
+		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
+		NoteKey: noteKey, Witnesses: o.witnesses,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(tenants))
+	for i, t := range tenants {
+		names[i] = t.ID
+	}
+	return svc, names, nil
 }

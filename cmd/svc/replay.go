@@ -36,10 +36,14 @@ Projections:
   logfile    writes the tenant's SPEC log file afresh to --out (which must not exist)
   metering   recounts appends per tenant and month (<data>/projections/metering.json)
   tree       rebuilds the tenant's tree store (<data>/tenants/<tenant>/tree)
+  db         rebuilds the database of the hosted log (svc log --db-env) into the empty
+             database of --db-env: tenants, tokens and the audit trail from SVC_ADMIN,
+             monthly usage and log sizes from SVC_LEAVES (migrations applied first)
 
 Checkpoints are signatures made at the time; they are not replayed.
 
 Example:
+  svc replay db --nats-url nats://127.0.0.1:4222 --db-env SVC_NEW_DATABASE_URL
   svc replay logfile --data ./data --tenant default --out rebuilt.jsonl`
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -49,7 +53,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			fs.Usage()
 			return nil
 		}
-		return usagef("name the projection: logfile, metering or tree")
+		return usagef("name the projection: logfile, metering, tree or db")
 	}
 	what := args[0]
 	fs := newFlagSet("replay "+what, "[flags]", replayHelp, stderr)
@@ -57,6 +61,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	natsURL := fs.String("nats-url", "", "NATS `URL` of the cluster; default: the embedded server in --data")
 	tenant := fs.String("tenant", "default", "the `tenant` (logfile, tree)")
 	out := fs.String("out", "", "logfile: the `file` to write")
+	dbEnv := fs.String("db-env", "", "db: environment `variable` holding the URL of the empty PostgreSQL database to fill")
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -86,6 +91,8 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch what {
+	case "db":
+		return replayDB(ctx, js, *dbEnv, stdout, stderr)
 	case "metering":
 		path := filepath.Join(*data, "projections", "metering.json")
 		if err := os.Remove(path); err != nil && !errors.Is(err, iofs.ErrNotExist) {
@@ -145,7 +152,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return err
 	}
-	return usagef("unknown projection %q: want logfile, metering or tree", what)
+	return usagef("unknown projection %q: want logfile, metering, tree or db", what)
 }
 
 // replayUntil runs a projection until its position reaches target, with progress.
@@ -204,4 +211,31 @@ func progress(w io.Writer, name string, at func() (done, total uint64)) (stop fu
 		}
 	}()
 	return func() { close(quit); <-finished }
+}
+
+// replayDB rebuilds the hosted log's database into an empty one.
+func replayDB(ctx context.Context, js jetstream.JetStream, dbEnv string, stdout, stderr io.Writer) error {
+	if dbEnv == "" {
+		return usagef("db: --db-env is required")
+	}
+	st, err := openStore(ctx, dbEnv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	for _, name := range []string{"admin", "leaves"} {
+		if pos, err := st.Position(ctx, name); err != nil {
+			return err
+		} else if pos != 0 {
+			return fmt.Errorf("the database of %s already holds projections (%s at stream sequence %d); replay rebuilds into an empty database: create one and point --db-env at it", dbEnv, name, pos)
+		}
+	}
+	start := time.Now()
+	if err := st.Rebuild(ctx, js, func(name string) {
+		fmt.Fprintf(stderr, "  replay db: %s caught up (%s)\n", name, time.Since(start).Round(time.Millisecond))
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rebuilt the database of %s in %s\n", dbEnv, time.Since(start).Round(time.Millisecond))
+	return nil
 }

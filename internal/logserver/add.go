@@ -28,7 +28,7 @@ const MaxAddBody = 0xffff
 // signed head. A leaf already in the log gets its existing index.
 func (s *Server) add(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	token := bearer(r)
-	if len(t.TokenHashes) > 0 && !t.authorized(token) {
+	if t.tokenRequired() && !t.authorized(token) {
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}

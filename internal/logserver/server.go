@@ -49,11 +49,20 @@ type Config struct {
 	TrustProxy bool
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Dynamic allows a server that starts with no tenants and gets them from
+	// AddTenant (the database-backed server, whose tenants come from SVC_ADMIN).
+	Dynamic bool
+	// Lookup, when set, is asked about a tenant id the server does not serve (yet):
+	// it returns once the tenant is served, or false when there is none. The
+	// database-backed server waits there for its view to apply a creation another
+	// process just made.
+	Lookup func(ctx context.Context, id string) bool
 }
 
 // Server serves the log's HTTP routes.
 type Server struct {
 	cfg     Config
+	tmu     sync.RWMutex
 	tenants map[string]*Tenant
 	mux     *http.ServeMux
 	log     *slog.Logger
@@ -83,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.tenants[t.ID] = t
 	}
-	if len(s.tenants) == 0 {
+	if len(s.tenants) == 0 && !cfg.Dynamic {
 		return nil, errors.New("logserver: no tenants")
 	}
 	s.mux.HandleFunc("GET /health", s.health)
@@ -122,7 +131,10 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 		if id == "" {
 			id = DefaultTenant
 		}
-		t, ok := s.tenants[id]
+		t, ok := s.tenant(id)
+		if !ok && s.cfg.Lookup != nil && s.cfg.Lookup(r.Context(), id) {
+			t, ok = s.tenant(id)
+		}
 		if !ok {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
 			return
@@ -168,12 +180,37 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) 
 	writeError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
 }
 
+// AddTenant serves t from now on, replacing a tenant of the same id (a front end
+// that took over a tenant's sequencer swaps its read-only tree for the sequencer's).
+func (s *Server) AddTenant(t *Tenant) error {
+	if err := t.check(); err != nil {
+		return fmt.Errorf("logserver: %w", err)
+	}
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	s.tenants[t.ID] = t
+	return nil
+}
+
+func (s *Server) tenant(id string) (*Tenant, bool) {
+	s.tmu.RLock()
+	defer s.tmu.RUnlock()
+	t, ok := s.tenants[id]
+	return t, ok
+}
+
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
-	t, ok := s.tenants[DefaultTenant]
+	t, ok := s.tenant(DefaultTenant)
 	if !ok {
+		s.tmu.RLock()
 		for _, t = range s.tenants {
 			break
 		}
+		s.tmu.RUnlock()
+	}
+	if t == nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
+		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
@@ -422,7 +459,7 @@ func hasControl(b []byte) bool {
 
 func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	token := bearer(r)
-	if len(t.TokenHashes) > 0 && !t.authorized(token) {
+	if t.tokenRequired() && !t.authorized(token) {
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}

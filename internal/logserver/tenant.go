@@ -20,8 +20,12 @@ type Tenant struct {
 	// TokenHashes are SHA-256 hashes of the tenant's bearer tokens. Empty: appends
 	// need no token, and the tenant routes (leaves, usage, audit) cannot be used.
 	TokenHashes [][32]byte
-	Tree        *merkle.Tree           // read path; owned by the tenant's sequencer
-	Signer      receipt.EnvelopeSigner // signs heads on request
+	// Authorize, when set, decides instead of TokenHashes whether a bearer token is
+	// one of the tenant's (the database-backed server asks its folded view, so a
+	// revocation anywhere takes effect here); appends then always need a token.
+	Authorize func(token string) bool
+	Tree      *merkle.Tree           // read path; owned by the tenant's sequencer
+	Signer    receipt.EnvelopeSigner // signs heads on request
 	// Keys returns the key document (file mode: the in-process key; database mode: the
 	// signer's /keys). Errors answer 503.
 	Keys func(ctx context.Context) (*signer.KeyDocument, error)
@@ -76,6 +80,9 @@ func (t *Tenant) authorized(token string) bool {
 	if token == "" {
 		return false
 	}
+	if t.Authorize != nil {
+		return t.Authorize(token)
+	}
 	h := HashToken(token)
 	ok := 0
 	for _, th := range t.TokenHashes {
@@ -83,6 +90,10 @@ func (t *Tenant) authorized(token string) bool {
 	}
 	return ok == 1
 }
+
+// tokenRequired reports whether the tenant's appends and private reads need a token:
+// it has tokens configured, or its tokens are decided by Authorize (database mode).
+func (t *Tenant) tokenRequired() bool { return len(t.TokenHashes) > 0 || t.Authorize != nil }
 
 func (t *Tenant) check() error {
 	switch {

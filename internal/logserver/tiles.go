@@ -46,7 +46,7 @@ func (s *Server) tileRoutes() {
 }
 
 func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	if len(t.TokenHashes) > 0 && !t.authorized(bearer(r)) {
+	if t.tokenRequired() && !t.authorized(bearer(r)) {
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
@@ -79,7 +79,7 @@ func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	scope := "public" // shared caches may keep an open log's tiles
-	if len(t.TokenHashes) > 0 {
+	if t.tokenRequired() {
 		scope = "private"
 	}
 	if p.Partial() {

@@ -71,6 +71,9 @@ type Config struct {
 	// before answering 503; default 10 s.
 	AppendTimeout time.Duration
 	Logger        *slog.Logger
+	// Hosted, when set, runs the database-backed server: Tenants must be empty, since
+	// tenants come from SVC_ADMIN.
+	Hosted *Hosted
 	// NoSync turns off fsync in the embedded server (tests that measure something else).
 	NoSync bool
 }
@@ -81,8 +84,10 @@ type Service struct {
 	srv      *server.Server // the embedded server, or nil
 	nc       *nats.Conn
 	client   *pipeline.Client
+	mu       sync.Mutex // guards seqs and cps (hosted tenants start while running)
 	seqs     map[string]*sequencer.Sequencer
 	cps      map[string]*projections.Checkpointer
+	hosted   *hostedState
 	metering *projections.Metering
 	audit    *projections.Audit
 	http     *logserver.Server
@@ -95,8 +100,8 @@ type Service struct {
 // Start starts everything and returns once every sequencer takes requests and
 // every log file holds what the stream holds.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
-	if cfg.DataDir == "" || cfg.Signer == nil || cfg.Keys == nil || len(cfg.Tenants) == 0 {
-		return nil, errors.New("logserver: data directory, signer, key document and at least one tenant are required")
+	if cfg.DataDir == "" || cfg.Signer == nil || cfg.Keys == nil || (len(cfg.Tenants) == 0) == (cfg.Hosted == nil) {
+		return nil, errors.New("logserver: data directory, signer, key document and either tenants or the hosted mode are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -123,6 +128,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if cfg.Hosted != nil {
+		if err := s.startHosted(ctx, runCtx, js); err != nil {
+			return nil, err
+		}
+		ok = true
+		return s, nil
+	}
 	s.metering = &projections.Metering{StatePath: filepath.Join(cfg.DataDir, "projections", "metering.json"), JS: js}
 	if err := os.MkdirAll(filepath.Dir(s.metering.StatePath), 0o755); err != nil {
 		return nil, err
@@ -408,11 +420,19 @@ func (s *Service) Handler() *logserver.Server { return s.http }
 // the process should shut down.
 func (s *Service) Err() <-chan error { return s.errs }
 
-// Checkpointer returns a tenant's checkpointer.
-func (s *Service) Checkpointer(tenant string) *projections.Checkpointer { return s.cps[tenant] }
+// Checkpointer returns a tenant's checkpointer (nil when another process holds it).
+func (s *Service) Checkpointer(tenant string) *projections.Checkpointer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cps[tenant]
+}
 
-// Sequencer returns a tenant's sequencer.
-func (s *Service) Sequencer(tenant string) *sequencer.Sequencer { return s.seqs[tenant] }
+// Sequencer returns a tenant's sequencer (nil when another process holds it).
+func (s *Service) Sequencer(tenant string) *sequencer.Sequencer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seqs[tenant]
+}
 
 // AuditEntries returns a tenant's audit trail, newest first.
 func (s *Service) AuditEntries(tenant string, limit int) ([]logserver.AuditEntry, error) {
@@ -433,6 +453,8 @@ func (s *Service) Close() error {
 	}
 	s.wg.Wait()
 	var errs []error
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for _, seq := range s.seqs {
 		errs = append(errs, seq.Close())
 	}

@@ -40,9 +40,21 @@ type Checkpointer struct {
 	Witnesses  []string // witness base URLs (POST <url>/add-checkpoint)
 	HTTPClient *http.Client
 	witnessed  map[string]uint64 // the size each witness last cosigned
+	// DB, when set (the database store), is asked before signing whether a
+	// checkpoint of this size exists with another root (then nothing is signed) and
+	// records each checkpoint before its files are written.
+	DB CheckpointDB
 
 	mu   sync.RWMutex
 	list []client.CheckpointFile // ascending treeSize, one per size (the latest signature)
+}
+
+// CheckpointDB is the database store of checkpoints (internal/store). CheckpointAt
+// returns the checkpoint of a size, or nil; PutCheckpoint records one, replacing a
+// checkpoint of the same size only when the root is the same, and fails otherwise.
+type CheckpointDB interface {
+	CheckpointAt(ctx context.Context, tenant string, size uint64) (*client.CheckpointFile, error)
+	PutCheckpoint(ctx context.Context, cp client.CheckpointFile) error
 }
 
 // Load reads the checkpoints already published.
@@ -137,11 +149,27 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	default:
 		return fmt.Errorf("the tree (%d leaves) is smaller than the last checkpoint (%d)", size, last.TreeSize)
 	}
+	if c.DB != nil {
+		// The database store may hold a checkpoint this process has no file of
+		// (another front end, a restored directory): never sign a second root for it.
+		prev, err := c.DB.CheckpointAt(ctx, c.Tenant, size)
+		if err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+		if prev != nil && prev.RootHash != root.String() {
+			return fmt.Errorf("root at size %d is %s, but the stored checkpoint says %s: refusing to sign", size, root, prev.RootHash)
+		}
+	}
 	env, err := receipt.SignTreeHeadWith(ctx, c.Signer, size, root.String(), now, c.LogID)
 	if err != nil {
 		return err
 	}
 	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
+	if c.DB != nil {
+		if err := c.DB.PutCheckpoint(ctx, cp); err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+	}
 	data, err := json.MarshalIndent(cp, "", "  ")
 	if err != nil {
 		return err

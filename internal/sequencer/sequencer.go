@@ -39,6 +39,32 @@ type Admitter interface {
 	Admit(ctx context.Context, tenant string, n int) error
 }
 
+// PartialAdmitter is an Admitter that can admit part of a batch: AdmitUpTo returns
+// how many of the n leaves (the first k, 0 ≤ k ≤ n) may go in, and when k < n the
+// refusal for the others. A monthly quota uses it so that the last allowed append of
+// the month goes in even when it shares a batch with the first refused one.
+type PartialAdmitter interface {
+	Admitter
+	AdmitUpTo(ctx context.Context, tenant string, n int) (int, error)
+}
+
+// admit asks a, partially when it can; it returns how many leaves are admitted and,
+// when fewer than n, why not.
+func admit(ctx context.Context, a Admitter, tenant string, n int) (int, error) {
+	if pa, ok := a.(PartialAdmitter); ok {
+		k, err := pa.AdmitUpTo(ctx, tenant, n)
+		k = max(0, min(k, n))
+		if k < n && err == nil {
+			err = pipeline.Unavailable(errors.New("admitter refused without a reason"))
+		}
+		return k, err
+	}
+	if err := a.Admit(ctx, tenant, n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
 // Config configures a Sequencer.
 type Config struct {
 	Tenant string                 // required; a valid pipeline tenant id
@@ -288,14 +314,17 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
 		reqs = append(reqs, r)
 	}
 	if len(fresh) > 0 && s.cfg.Admit != nil {
-		if err := s.cfg.Admit.Admit(ctx, s.cfg.Tenant, len(fresh)); err != nil {
+		if k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh)); k < len(fresh) {
+			// The first k fresh leaves go in; the rest, and every request of this batch
+			// that repeats one of them, are refused.
 			ref := pipeline.AsRefusal(err)
+			limit := size + uint64(k)
 			for i := range reqs {
-				if reqs[i].fresh {
+				if reqs[i].reply == nil && reqs[i].index >= limit {
 					reqs[i].reply = &pipeline.Reply{Refusal: ref}
 				}
 			}
-			fresh = nil
+			fresh = fresh[:k]
 		}
 	}
 	if len(fresh) > 0 {

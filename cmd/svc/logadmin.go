@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/admin"
+	"svc.dev/svc/internal/logimport"
+	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/tenancy"
+	"svc.dev/svc/pipeline"
+)
+
+func init() {
+	register("log-admin", "administer the database-backed log: tenants, tokens, plans, audit, import", runLogAdmin)
+}
+
+const logAdminHelp = `Administers the database-backed log (svc log --db-env). Changes are administrative
+events on the broker (SVC_ADMIN), the source of truth every log server process folds, so
+they take effect on every process at once; reads come from the same events and from
+PostgreSQL. The audit trail records them with actor <user>@<host>.
+
+Commands:
+  tenant add <id> [--log-id <id>]        create a tenant (free plan); the broker keeps ids unique
+  tenant list                            tenants with plan, usage this month against quota, live tokens
+  tenant disable <id>                    refuse the tenant's appends from now on
+  tenant plan <id> <free|team|enterprise>
+  token add <tenant> --label <label>     print a new token once (only its hash is kept)
+  token list [<tenant>]                  tokens by label and 12-hex hash prefix
+  token revoke <tenant> <hash prefix>
+  audit [--tenant <id>] [--limit N]      newest first
+  import --file <log file> [--tenant default]
+                                         stream a SPEC log file into a tenant, with progress,
+                                         and check that the imported root equals the file's
+
+It reaches the broker of the running log servers at --nats-url (run svc log with
+--nats-url, or --nats-listen for its embedded broker).
+
+Example:
+  SVC_DATABASE_URL=postgres://svc@db/svc svc log-admin --db-env SVC_DATABASE_URL \
+    --nats-url nats://127.0.0.1:4222 tenant add acme --log-id log.example.com/acme
+  svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 token add acme --label ci`
+
+type logAdminOptions struct {
+	dbEnv, natsURL       string
+	logID, label, tenant string
+	file, month          string
+	limit                int
+}
+
+func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("log-admin", "--db-env <ENV> --nats-url <URL> <command> [args] [flags]", logAdminHelp, stderr)
+	var o logAdminOptions
+	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL (required)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
+	fs.StringVar(&o.logID, "log-id", "", "tenant add: the tenant's log `id`, named in its heads")
+	fs.StringVar(&o.label, "label", "", "token add: the token's `label`")
+	fs.StringVar(&o.tenant, "tenant", "", "audit: only this `tenant`; import: the tenant to import into (default \"default\")")
+	fs.IntVar(&o.limit, "limit", 50, "audit: at most `N` entries")
+	fs.StringVar(&o.file, "file", "", "import: the SPEC log `file`")
+	fs.StringVar(&o.month, "month", "", "tenant list: the `month` (YYYY-MM) whose usage to show; default this month")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usagef("name a command: tenant, token, audit or import (svc log-admin --help)")
+	}
+	if o.dbEnv == "" || o.natsURL == "" {
+		return usagef("--db-env and --nats-url are required")
+	}
+	st, err := openStore(ctx, o.dbEnv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	nc, err := nats.Connect(o.natsURL, nats.Name("svc-log-admin"))
+	if err != nil {
+		return fmt.Errorf("connect to NATS at %s: %w (is the log server running with --nats-url or --nats-listen?)", o.natsURL, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{}); err != nil {
+		return err
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	view := tenancy.NewView(js, nil, nil)
+	if err := view.Start(vctx, nil); err != nil {
+		return err
+	}
+	a := &logAdmin{o: o, st: st, nc: nc, js: js, view: view, adm: &tenancy.Admin{JS: js, View: view}, actor: commandLineActor(), out: stdout, errOut: stderr}
+	return a.run(ctx, pos)
+}
+
+type logAdmin struct {
+	o           logAdminOptions
+	st          *store.Store
+	nc          *nats.Conn
+	js          jetstream.JetStream
+	view        *tenancy.View
+	adm         *tenancy.Admin
+	actor       string
+	out, errOut io.Writer
+}
+
+func (a *logAdmin) run(ctx context.Context, pos []string) error {
+	want := func(n int, usage string) error {
+		if len(pos) != n {
+			return usagef("usage: svc log-admin %s", usage)
+		}
+		return nil
+	}
+	cmd := strings.Join(pos[:min(2, len(pos))], " ")
+	switch {
+	case cmd == "tenant add":
+		if err := want(3, "tenant add <id> [--log-id <id>]"); err != nil {
+			return err
+		}
+		t, err := a.adm.AddTenant(ctx, a.actor, pos[2], a.o.logID)
+		if err != nil {
+			return hint(err)
+		}
+		fmt.Fprintf(a.out, "tenant %s added (plan %s)\nnext: svc log-admin ... token add %s --label <label>\n", t.ID, t.Plan, t.ID)
+		return nil
+	case cmd == "tenant list":
+		return a.tenantList(ctx)
+	case cmd == "tenant disable":
+		if err := want(3, "tenant disable <id>"); err != nil {
+			return err
+		}
+		if _, err := a.adm.DisableTenant(ctx, a.actor, pos[2]); err != nil {
+			return hint(err)
+		}
+		fmt.Fprintf(a.out, "tenant %s disabled: its appends are refused from now on\n", pos[2])
+		return nil
+	case cmd == "tenant plan":
+		if err := want(4, "tenant plan <id> <free|team|enterprise>"); err != nil {
+			return err
+		}
+		t, err := a.adm.SetPlan(ctx, a.actor, pos[2], pos[3])
+		if err != nil {
+			return hint(err)
+		}
+		fmt.Fprintf(a.out, "tenant %s is on plan %s\n", t.ID, t.Plan)
+		return nil
+	case cmd == "token add":
+		if err := want(3, "token add <tenant> --label <label>"); err != nil {
+			return err
+		}
+		token, tok, err := a.adm.AddToken(ctx, a.actor, pos[2], a.o.label)
+		if err != nil {
+			return hint(err)
+		}
+		fmt.Fprintf(a.out, "%s\n", token)
+		fmt.Fprintf(a.errOut, "token %s of %s (label %q); %s\n", tok.TokenHash, pos[2], tok.Label, admin.Welcome("", pos[2]))
+		return nil
+	case cmd == "token list":
+		return a.tokenList(pos[2:])
+	case cmd == "token revoke":
+		if err := want(4, "token revoke <tenant> <hash prefix>"); err != nil {
+			return err
+		}
+		if _, err := a.adm.RevokeToken(ctx, a.actor, pos[2], pos[3]); err != nil {
+			return hint(err)
+		}
+		fmt.Fprintf(a.out, "revoked token %s of %s\n", pos[3], pos[2])
+		return nil
+	case pos[0] == "audit":
+		return a.audit(ctx)
+	case pos[0] == "import":
+		return a.importFile(ctx)
+	}
+	return usagef("unknown command %q (svc log-admin --help)", strings.Join(pos, " "))
+}
+
+// hint adds what to do next to an administrative error.
+func hint(err error) error {
+	switch {
+	case errors.Is(err, tenancy.ErrNoTenant):
+		return fmt.Errorf("%w (svc log-admin ... tenant list shows the tenants)", err)
+	case errors.Is(err, tenancy.ErrNoToken):
+		return fmt.Errorf("%w (svc log-admin ... token list <tenant> shows the hash prefixes)", err)
+	}
+	return err
+}
+
+func (a *logAdmin) tenantList(ctx context.Context) error {
+	month := a.o.month
+	if month == "" {
+		month = time.Now().UTC().Format("2006-01")
+	}
+	usage, err := a.st.UsageByTenant(ctx, month)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 2, 8, 2, ' ', 0)
+	fmt.Fprintf(tw, "TENANT\tLOG ID\tPLAN\tSTATE\tAPPENDS %s\tQUOTA\tLEAVES\tLIVE TOKENS\n", month)
+	for _, t := range a.view.Tenants() {
+		state := "enabled"
+		if t.Disabled {
+			state = "disabled"
+		}
+		quota := "none"
+		if n, ok := tenancy.Allowance(t.Plan); ok {
+			quota = fmt.Sprint(n)
+		}
+		u := usage[t.ID]
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.ID, orDash(t.LogID), t.Plan, state, u.Appends, quota, u.TotalLeaves, t.LiveTokens())
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (a *logAdmin) tokenList(args []string) error {
+	tenants := a.view.Tenants()
+	if len(args) == 1 {
+		t, ok := a.view.Tenant(args[0])
+		if !ok {
+			return hint(fmt.Errorf("%w: %q", tenancy.ErrNoTenant, args[0]))
+		}
+		tenants = []tenancy.Tenant{t}
+	} else if len(args) > 1 {
+		return usagef("usage: svc log-admin token list [<tenant>]")
+	}
+	tw := tabwriter.NewWriter(a.out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tTOKEN HASH\tLABEL\tCREATED\tREVOKED")
+	for _, t := range tenants {
+		for _, k := range t.Tokens {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", t.ID, k.TokenHash, k.Label, k.CreatedAt, orDash(k.RevokedAt))
+		}
+	}
+	return tw.Flush()
+}
+
+func (a *logAdmin) audit(ctx context.Context) error {
+	// The audit trail is a projection; bring it up to the stream first.
+	fctx, cancel := context.WithCancel(ctx)
+	err := a.st.FollowAdmin(fctx, a.js, cancel)
+	cancel()
+	if err != nil {
+		return err
+	}
+	entries, err := a.st.Audit(ctx, a.o.tenant, max(1, min(a.o.limit, 10000)))
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(a.out, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tTENANT\tACTION\tACTOR\tDETAIL")
+	for _, e := range entries {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.At, e.TenantID, e.Action, e.Actor, e.Detail)
+	}
+	return tw.Flush()
+}
+
+func (a *logAdmin) importFile(ctx context.Context) error {
+	if a.o.file == "" {
+		return usagef("import: --file is required")
+	}
+	tenant := a.o.tenant
+	if tenant == "" {
+		tenant = "default"
+	}
+	t, ok := a.view.Tenant(tenant)
+	if !ok {
+		return hint(fmt.Errorf("%w: %q", tenancy.ErrNoTenant, tenant))
+	}
+	hashes, err := logimport.Check(a.o.file)
+	if err != nil {
+		return err
+	}
+	if allow, limited := tenancy.Allowance(t.Plan); limited && uint64(len(hashes)) > allow {
+		return fmt.Errorf("the file holds %d leaves, more than plan %s allows in a month (%d); imported leaves count as appends: move %s to a larger plan first (svc log-admin ... tenant plan %s enterprise)", len(hashes), t.Plan, allow, tenant, tenant)
+	}
+	fi, _ := os.Stat(a.o.file)
+	start := time.Now()
+	total := uint64(len(hashes))
+	res, err := logimport.Import(ctx, a.nc, tenant, a.o.file, func(leaves, bytes uint64) {
+		pct := float64(leaves) / float64(total)
+		bar := strings.Repeat("#", int(pct*30)) + strings.Repeat(".", 30-int(pct*30))
+		fmt.Fprintf(a.errOut, "\r  import %s [%s] %5.1f%%  %d/%d leaves  %.0f leaves/s", tenant, bar, 100*pct, leaves, total, float64(leaves)/time.Since(start).Seconds())
+	})
+	fmt.Fprintln(a.errOut)
+	if err != nil {
+		return err
+	}
+	size := int64(0)
+	if fi != nil {
+		size = fi.Size()
+	}
+	took := time.Since(start)
+	fmt.Fprintf(a.out, "imported %d leaves (%d bytes) into %s in %s (%.0f leaves/s); root %s equals the file's\n",
+		res.Leaves, size, tenant, took.Round(time.Millisecond), float64(res.Leaves)/took.Seconds(), res.RootHash)
+	return nil
+}

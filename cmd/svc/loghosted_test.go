@@ -1,0 +1,198 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/pgtest"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+func httpDo(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestHostedLogEndToEnd runs svc log --db-env against a real PostgreSQL, a broker and
+// svc signer's server, and administers it with svc log-admin and the admin API.
+func TestHostedLogEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	key, _ := signer.GenerateKey()
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(srv)
+	t.Cleanup(ss.Close)
+	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
+	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456")
+	base, _ := startLogCmd(t, "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--data", filepath.Join(dir, "data"),
+		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--public-url", "https://log.example")
+	admin := func(args ...string) string {
+		return mustRun(t, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL()}, args...)...)
+	}
+	admin("tenant", "add", "acme", "--log-id", "log.example/acme")
+	token := strings.TrimSpace(admin("token", "add", "acme", "--label", "ci"))
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(token) {
+		t.Fatalf("token add printed %q", token)
+	}
+	if s, body := httpDo(t, "POST", base+"/t/acme/append", token, `{"leaf":"hello"}`); s != 200 {
+		t.Fatalf("append with the new token: %d %s", s, body)
+	}
+	if s, _ := httpDo(t, "POST", base+"/t/acme/append", "", `{"leaf":"x"}`); s != 401 {
+		t.Fatalf("append without a token: %d", s)
+	}
+	if s, body := httpDo(t, "GET", base+"/t/acme/usage", token, ""); s != 200 || !strings.Contains(body, `"appends":1`) || !strings.Contains(body, `"plan":"free"`) || !strings.Contains(body, `"quota":10000`) {
+		t.Fatalf("usage: %d %s", s, body)
+	}
+	// The admin API of the same process sees the tenant the command line added.
+	if s, body := httpDo(t, "GET", base+"/admin/tenants", "admin-token-456", ""); s != 200 || !strings.Contains(body, `"id":"acme"`) || !strings.Contains(body, `"id":"default"`) {
+		t.Fatalf("admin tenants: %d %s", s, body)
+	}
+	if s, _ := httpDo(t, "GET", base+"/admin/tenants", "wrong", ""); s != 401 {
+		t.Fatalf("admin with a wrong token: %d", s)
+	}
+	out := admin("tenant", "list")
+	if !regexp.MustCompile(`acme\s+log.example/acme\s+free\s+enabled`).MatchString(out) {
+		t.Fatalf("tenant list:\n%s", out)
+	}
+	var prefix string
+	{
+		out := admin("token", "list", "acme")
+		m := regexp.MustCompile(`acme\s+([0-9a-f]{12})\s+ci`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("token list:\n%s", out)
+		}
+		prefix = m[1]
+		if strings.Contains(out, token) {
+			t.Fatal("token list shows the token")
+		}
+	}
+	// Import a log file into the default tenant.
+	var file strings.Builder
+	tree, _ := merkle.NewTree(merkle.NewMemoryStore())
+	for i := range 500 {
+		leaf := fmt.Sprintf("imported %d", i)
+		h := merkle.LeafHash([]byte(leaf))
+		tree.Append(h)
+		if i%5 == 0 {
+			fmt.Fprintf(&file, "{\"pruned\":\"%s\"}\n", h)
+		} else {
+			q, _ := json.Marshal(leaf)
+			file.Write(q)
+			file.WriteByte('\n')
+		}
+	}
+	root, _ := tree.RootAt(500)
+	path := filepath.Join(dir, "old.jsonl")
+	os.WriteFile(path, []byte(file.String()), 0o644)
+	out = admin("import", "--file", path)
+	if !strings.Contains(out, "imported 500 leaves") || !strings.Contains(out, root.String()) {
+		t.Fatalf("import:\n%s", out)
+	}
+	if s, body := httpDo(t, "GET", base+"/root?size=500", "", ""); s != 200 || !strings.Contains(body, root.String()) {
+		t.Fatalf("root of the default tenant after import: %d %s", s, body)
+	}
+	// A tenant export from the hosted log adds up (head, leaves, usage, audit).
+	t.Setenv("TEST_ACME_TOKEN", token)
+	exportDir := filepath.Join(dir, "export")
+	out = mustRun(t, "log-export", "--log-url", base, "--tenant", "acme", "--token-env", "TEST_ACME_TOKEN", "--out", exportDir)
+	if usage, err := os.ReadFile(filepath.Join(exportDir, "usage.json")); err != nil || !strings.Contains(string(usage), `"plan":"free"`) {
+		t.Fatalf("export usage.json: %s %v (output %s)", usage, err, out)
+	}
+	admin("token", "revoke", "acme", prefix)
+	// Another process (this command line) revoked it: refused within a second.
+	testkit.Eventually(t, time.Second, func() error {
+		if s, _ := httpDo(t, "POST", base+"/t/acme/append", token, fmt.Sprintf(`{"leaf":"after revoke %d"}`, time.Now().UnixNano())); s != 401 {
+			return fmt.Errorf("append with a revoked token: %d", s)
+		}
+		return nil
+	})
+	token2 := strings.TrimSpace(admin("token", "add", "acme", "--label", "second"))
+	admin("tenant", "disable", "acme")
+	testkit.Eventually(t, time.Second, func() error {
+		if s, body := httpDo(t, "POST", base+"/t/acme/append", token2, fmt.Sprintf(`{"leaf":"disabled %d"}`, time.Now().UnixNano())); s != 403 {
+			return fmt.Errorf("append to a disabled tenant: %d %s", s, body)
+		}
+		return nil
+	})
+	admin("tenant", "plan", "acme", "team")
+	out = admin("audit", "--tenant", "acme")
+	for _, want := range []string{"tenant.add", "token.add", "token.revoke", "tenant.disable", "plan.set", commandLineActor()} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("audit lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, token) || strings.Contains(out, token2) {
+		t.Fatal("the audit trail shows a token")
+	}
+	// svc replay db rebuilds the same rows into an empty database.
+	t.Setenv("TEST_NEW_DATABASE_URL", pgtest.New(t))
+	out = mustRun(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL")
+	if !strings.Contains(out, "rebuilt the database") {
+		t.Fatalf("replay db: %s", out)
+	}
+	rows := func(env, q string) string {
+		conn, err := pgx.Connect(context.Background(), os.Getenv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(context.Background())
+		var s string
+		if err := conn.QueryRow(context.Background(), q).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for _, q := range []string{
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY id), '') FROM tenants t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY hash), '') FROM tokens t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY stream_seq), '') FROM audit t",
+		"SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY tenant_id, month), '') FROM usage t",
+	} {
+		testkit.Eventually(t, 5*time.Second, func() error {
+			if live, rebuilt := rows("TEST_DATABASE_URL", q), rows("TEST_NEW_DATABASE_URL", q); live != rebuilt || live == "" {
+				return fmt.Errorf("%s:\nlive:\n%s\nrebuilt:\n%s", q, live, rebuilt)
+			}
+			return nil
+		})
+	}
+	if code, _, errOut := runSvc(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL"); code == 0 || !strings.Contains(errOut, "empty database") {
+		t.Fatalf("replay into a filled database: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "tenant", "add", "acme"); code == 0 || !strings.Contains(errOut, "tenant exists") {
+		t.Fatalf("adding acme twice: exit %d: %s", code, errOut)
+	}
+}

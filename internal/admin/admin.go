@@ -1,0 +1,427 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/tenancy"
+)
+
+// MaxBody caps an admin request body.
+const MaxBody = 16 << 10
+
+// Config configures the admin routes.
+type Config struct {
+	// Token is the admin token; required. Only its SHA-256 is kept.
+	Token string
+	// Admin publishes administrative events; View is this process's fold of them.
+	// Both required.
+	Admin *tenancy.Admin
+	View  *tenancy.View
+	// Store holds usage and the audit trail; required.
+	Store *store.Store
+	// Usage, when set, gives the exact count of a tenant's appends this month (the
+	// sequencer's quota); the store's projection answers otherwise.
+	Usage func(tenant string) (month string, appends uint64, ok bool)
+	// LatestCheckpoint, when set, tells the page a tenant's latest checkpoint.
+	PublicURL      string // the log's public base URL, for the welcome text and info
+	CheckpointsURL string // the checkpoints host, for info
+	KeyID          string // the log key's id, for info
+	TrustProxy     bool   // per-address throttling uses the first X-Forwarded-For address
+	Logger         *slog.Logger
+	Now            func() time.Time // default time.Now
+}
+
+// Handler serves /admin and /admin/*.
+type Handler struct {
+	cfg   Config
+	token [32]byte
+	mux   *http.ServeMux
+	thr   throttle
+	log   *slog.Logger
+}
+
+// New checks cfg and builds the routes.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case cfg.Token == "":
+		return nil, errors.New("admin: no admin token")
+	case cfg.Admin == nil || cfg.View == nil || cfg.Store == nil:
+		return nil, errors.New("admin: the admin publisher, view and store are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	h := &Handler{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(), log: cfg.Logger}
+	routes := map[string]func(http.ResponseWriter, *http.Request, string){
+		"GET /admin":                                      h.page,
+		"POST /admin/page":                                h.pageAction,
+		"GET /admin/tenants":                              h.listTenants,
+		"POST /admin/tenants":                             h.addTenant,
+		"POST /admin/tenants/{id}/disable":                h.disable,
+		"POST /admin/tenants/{id}/plan":                   h.plan,
+		"GET /admin/tenants/{id}/tokens":                  h.listTokens,
+		"POST /admin/tenants/{id}/tokens":                 h.addToken,
+		"POST /admin/tenants/{id}/tokens/{prefix}/revoke": h.revoke,
+		"GET /admin/usage":                                h.usage,
+		"GET /admin/usage.csv":                            h.usageCSV,
+		"GET /admin/audit":                                h.audit,
+		"GET /admin/info":                                 h.info,
+	}
+	for pattern, f := range routes {
+		h.mux.Handle(pattern, h.gate(f))
+	}
+	h.mux.Handle("/admin/", h.gate(func(w http.ResponseWriter, r *http.Request, _ string) {
+		writeError(w, http.StatusNotFound, "no such admin route: "+r.Method+" "+r.URL.Path)
+	}))
+	return h, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// gate checks the admin token before anything else, throttling an address after
+// MaxFailures wrong attempts.
+func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr := clientAddr(r, h.cfg.TrustProxy)
+		now := h.cfg.Now()
+		if left, blocked := h.thr.blocked(addr, now); blocked {
+			w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))
+			writeError(w, http.StatusTooManyRequests, "too many wrong admin credentials from this address; retry in a minute")
+			return
+		}
+		token, actor := credentials(r, addr)
+		if !tokenMatches(token, h.token) {
+			if token != "" {
+				h.thr.fail(addr, now)
+				h.log.Warn("wrong admin credentials", "addr", addr, "path", r.URL.Path)
+			}
+			w.Header().Set("WWW-Authenticate", basicRealmHdr)
+			writeError(w, http.StatusUnauthorized, "unauthorized")
+			return
+		}
+		f(w, r, actor)
+	})
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// statusOf maps an administrative error to its status.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, tenancy.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, tenancy.ErrTenantExists):
+		return http.StatusConflict
+	case errors.Is(err, tenancy.ErrNoTenant), errors.Is(err, tenancy.ErrNoToken):
+		return http.StatusNotFound
+	}
+	return http.StatusServiceUnavailable
+}
+
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := statusOf(err)
+	if status >= 500 {
+		h.log.Warn("admin request failed", "path", r.URL.Path, "err", err)
+	}
+	writeError(w, status, err.Error())
+}
+
+// decode reads a JSON body of at most MaxBody bytes into v, refusing unknown fields.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return false
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		return false
+	}
+	return true
+}
+
+// tenantJSON is the Tenant of the admin API.
+type tenantJSON struct {
+	ID         string  `json:"id"`
+	LogID      string  `json:"logId"`
+	Plan       string  `json:"plan"`
+	Disabled   bool    `json:"disabled"`
+	CreatedAt  string  `json:"createdAt"`
+	LiveTokens int     `json:"liveTokens"`
+	Quota      *uint64 `json:"quota"`
+}
+
+func toJSON(t tenancy.Tenant) tenantJSON {
+	return tenantJSON{ID: t.ID, LogID: t.LogID, Plan: t.Plan, Disabled: t.Disabled, CreatedAt: t.CreatedAt, LiveTokens: t.LiveTokens(), Quota: quota(t.Plan)}
+}
+
+func quota(plan string) *uint64 {
+	if n, ok := tenancy.Allowance(plan); ok {
+		return &n
+	}
+	return nil
+}
+
+func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, _ string) {
+	out := []tenantJSON{}
+	for _, t := range h.cfg.View.Tenants() {
+		out = append(out, toJSON(t))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+}
+
+func (h *Handler) addTenant(w http.ResponseWriter, r *http.Request, actor string) {
+	var req struct {
+		ID    string `json:"id"`
+		LogID string `json:"logId"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	t, err := h.cfg.Admin.AddTenant(r.Context(), actor, req.ID, req.LogID)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"tenant": toJSON(t)})
+}
+
+func (h *Handler) disable(w http.ResponseWriter, r *http.Request, actor string) {
+	t, err := h.cfg.Admin.DisableTenant(r.Context(), actor, r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+}
+
+func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
+	var req struct {
+		Plan string `json:"plan"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	t, err := h.cfg.Admin.SetPlan(r.Context(), actor, r.PathValue("id"), req.Plan)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+}
+
+func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
+	t, ok := h.cfg.View.Tenant(r.PathValue("id"))
+	if !ok {
+		h.fail(w, r, fmt.Errorf("%w: %q", tenancy.ErrNoTenant, r.PathValue("id")))
+		return
+	}
+	toks := t.Tokens
+	if toks == nil {
+		toks = []tenancy.Token{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+}
+
+// Welcome is the text shown once with a new token: how to use it.
+func Welcome(publicURL, tenant string) string {
+	base := strings.TrimRight(publicURL, "/")
+	if base == "" {
+		base = "<log url>"
+	}
+	path := "/t/" + tenant
+	if tenant == "default" {
+		path = ""
+	}
+	return "This token is shown once; only its hash is kept. Append with: curl -H 'Authorization: Bearer <token>' -d '{\"leaf\":\"...\"}' " +
+		base + path + "/append ; in a gateway config: \"log\": {\"url\": \"" + base + path + "/append\", \"tokenEnv\": \"SVC_LOG_TOKEN\"}"
+}
+
+func (h *Handler) addToken(w http.ResponseWriter, r *http.Request, actor string) {
+	var req struct {
+		Label string `json:"label"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	id := r.PathValue("id")
+	token, tok, err := h.cfg.Admin.AddToken(r.Context(), actor, id, req.Label)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id)})
+}
+
+func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {
+	n, err := h.cfg.Admin.RevokeToken(r.Context(), actor, r.PathValue("id"), r.PathValue("prefix"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": n})
+}
+
+// usageLine is one tenant's usage of a month.
+type usageLine struct {
+	Tenant      string  `json:"tenant"`
+	LogID       string  `json:"logId"`
+	Plan        string  `json:"plan"`
+	Appends     uint64  `json:"appends"`
+	Quota       *uint64 `json:"quota"`
+	TotalLeaves uint64  `json:"totalLeaves"`
+	LiveTokens  int     `json:"liveTokens"`
+	Disabled    bool    `json:"disabled"`
+}
+
+func (h *Handler) month(w http.ResponseWriter, r *http.Request) (string, bool) {
+	m := r.URL.Query().Get("month")
+	if m == "" {
+		return h.cfg.Now().UTC().Format("2006-01"), true
+	}
+	if _, err := time.Parse("2006-01", m); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", m))
+		return "", false
+	}
+	return m, true
+}
+
+func (h *Handler) usageLines(ctx context.Context, month string) ([]usageLine, error) {
+	byTenant, err := h.cfg.Store.UsageByTenant(ctx, month)
+	if err != nil {
+		return nil, err
+	}
+	out := []usageLine{}
+	for _, t := range h.cfg.View.Tenants() {
+		u := byTenant[t.ID]
+		appends := u.Appends
+		if h.cfg.Usage != nil {
+			if m, n, ok := h.cfg.Usage(t.ID); ok && m == month {
+				appends = max(appends, n)
+			}
+		}
+		out = append(out, usageLine{Tenant: t.ID, LogID: t.LogID, Plan: t.Plan, Appends: appends, Quota: quota(t.Plan),
+			TotalLeaves: u.TotalLeaves, LiveTokens: t.LiveTokens(), Disabled: t.Disabled})
+	}
+	return out, nil
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
+	month, ok := h.month(w, r)
+	if !ok {
+		return
+	}
+	lines, err := h.usageLines(r.Context(), month)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
+}
+
+// CSVHeader is the header line of /admin/usage.csv.
+var CSVHeader = []string{"month", "tenant", "log_id", "plan", "appends", "quota", "total_leaves", "live_tokens", "disabled"}
+
+func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request, _ string) {
+	month, ok := h.month(w, r)
+	if !ok {
+		return
+	}
+	lines, err := h.usageLines(r.Context(), month)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", `attachment; filename="svc-usage-`+month+`.csv"`)
+	w.Header().Set("Cache-Control", "no-store")
+	cw := csv.NewWriter(w)
+	_ = cw.Write(CSVHeader)
+	for _, l := range lines {
+		q := ""
+		if l.Quota != nil {
+			q = strconv.FormatUint(*l.Quota, 10)
+		}
+		_ = cw.Write([]string{month, l.Tenant, l.LogID, l.Plan, strconv.FormatUint(l.Appends, 10), q,
+			strconv.FormatUint(l.TotalLeaves, 10), strconv.Itoa(l.LiveTokens), strconv.FormatBool(l.Disabled)})
+	}
+	cw.Flush()
+}
+
+func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive integer", v))
+			return
+		}
+		limit = min(n, 1000)
+	}
+	entries, err := h.cfg.Store.Audit(r.Context(), r.URL.Query().Get("tenant"), limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := make([]auditEntry, len(entries))
+	for i, e := range entries {
+		out[i] = auditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
+}
+
+// auditEntry is SPEC.md's audit entry { id, at, actor, action, tenantId, detail }.
+type auditEntry struct {
+	ID       string `json:"id"`
+	At       string `json:"at"`
+	Actor    string `json:"actor"`
+	Action   string `json:"action"`
+	TenantID string `json:"tenantId"`
+	Detail   string `json:"detail"`
+}
+
+func (h *Handler) info(w http.ResponseWriter, r *http.Request, _ string) {
+	dbOK := h.cfg.Store.Pool.Ping(r.Context()) == nil
+	writeJSON(w, http.StatusOK, map[string]any{
+		"publicUrl": h.cfg.PublicURL, "checkpointsUrl": h.cfg.CheckpointsURL, "keyid": h.cfg.KeyID,
+		"tenants": len(h.cfg.View.Tenants()), "adminSeq": h.cfg.View.Seq(), "database": dbOK,
+	})
+}

@@ -1,0 +1,383 @@
+package logservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/sequencer"
+	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/tenancy"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+)
+
+// Hosted configures the database-backed server: tenants, tokens and plans come from
+// SVC_ADMIN (internal/tenancy), usage, audit and checkpoints live in PostgreSQL
+// (internal/store), and any number of processes on one broker and one database serve
+// the same tenants.
+type Hosted struct {
+	Store *store.Store // required
+	// Now is the quota's clock; default time.Now (tests inject one).
+	Now func() time.Time
+	// LeaseTTL is how long a process holds a tenant's sequencer without renewing;
+	// default 10 s. Another process takes the tenant over within about LeaseTTL of
+	// the holder's death.
+	LeaseTTL time.Duration
+}
+
+// LeaseBucket is the KV bucket of sequencer leases: key = tenant, value = holder.
+const LeaseBucket = "svc_sequencer_leases"
+
+// hostedState is what the hosted mode adds to a Service.
+type hostedState struct {
+	cfg   Hosted
+	view  *tenancy.View
+	quota *tenancy.Quota
+	admin *tenancy.Admin
+	kv    jetstream.KeyValue
+	js    jetstream.JetStream
+	id    string // this process, in leases
+
+	mu      sync.Mutex
+	started map[string]bool
+}
+
+func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
+	h := s.cfg.Hosted
+	if h.Store == nil {
+		return errors.New("logservice: hosted mode needs a store")
+	}
+	if h.LeaseTTL <= 0 {
+		h.LeaseTTL = 10 * time.Second
+	}
+	host, _ := os.Hostname()
+	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+	s.hosted = st
+	var err error
+	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Description: "which process runs each tenant's sequencer"}); err != nil {
+		return fmt.Errorf("lease bucket: %w", err)
+	}
+	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
+	st.view = tenancy.NewView(js, s.cfg.Logger, func(t tenancy.Tenant) { s.hostedTenant(runCtx, runCtx, t) })
+	st.quota.View = st.view
+	st.admin = &tenancy.Admin{JS: js, View: st.view}
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: s.cfg.AppendTimeout}); err != nil {
+		return err
+	}
+	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
+		Lookup: st.lookup}); err != nil {
+		return err
+	}
+	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
+	return st.view.Start(runCtx, s.errs)
+}
+
+// runProjections keeps the database's projections following the streams. A database
+// that stops answering is retried with backoff and never stops the process: appends do
+// not need PostgreSQL, and the projections resume from their saved positions.
+func (s *Service) runProjections(ctx context.Context, js jetstream.JetStream) error {
+	wait := time.Second
+	for {
+		err := s.hosted.cfg.Store.Run(ctx, js)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.cfg.Logger.Warn("database projections stopped; retrying", "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 30*time.Second)
+	}
+}
+
+// lookup waits (at most five seconds) for the view to apply the newest administrative
+// event of tenant id, when the broker holds one: a tenant another process just
+// created is served once its creation is answered there.
+func (st *hostedState) lookup(ctx context.Context, id string) bool {
+	if !client.ValidTenant(id) {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if !st.catchUp(ctx, id) {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.started[id]
+}
+
+// catchUp waits until the view applied the newest administrative event of tenant
+// id; false when there is none or the wait fails.
+func (st *hostedState) catchUp(ctx context.Context, id string) bool {
+	return st.view.CatchUp(ctx, st.js, id) == nil
+}
+
+// hostedTenant serves a tenant the view reports, once: as the holder of its
+// sequencer when this process wins the lease, else from a read-only tree that follows
+// the log of record, taking the sequencer over when the holder stops renewing.
+func (s *Service) hostedTenant(ctx, runCtx context.Context, t tenancy.Tenant) {
+	st := s.hosted
+	st.mu.Lock()
+	if st.started[t.ID] {
+		st.mu.Unlock()
+		return
+	}
+	st.started[t.ID] = true
+	st.mu.Unlock()
+	if err := s.serveHosted(ctx, runCtx, t); err != nil {
+		s.report(fmt.Errorf("tenant %s: %w", t.ID, err))
+	}
+}
+
+func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) error {
+	st := s.hosted
+	if _, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
+		return s.holdTenant(ctx, runCtx, t)
+	} else if !errors.Is(err, jetstream.ErrKeyExists) {
+		return fmt.Errorf("sequencer lease: %w", err)
+	}
+	// Another process holds the sequencer: follow the log read-only.
+	tree, err := merkle.NewTree(merkle.NewMemoryStore())
+	if err != nil {
+		return err
+	}
+	rctx, stopReplica := context.WithCancel(runCtx)
+	caught := make(chan struct{})
+	var once sync.Once
+	replicaDone := make(chan struct{})
+	go func() {
+		defer close(replicaDone)
+		err := projections.Follow(rctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
+			size := tree.Size()
+			end := ev.Batch.First + uint64(len(ev.Batch.Leaves))
+			if end <= size {
+				return nil
+			}
+			if ev.Batch.First > size {
+				return fmt.Errorf("read-only tree of %s: batch at %d but the tree holds %d", t.ID, ev.Batch.First, size)
+			}
+			hashes := make([]merkle.Hash, 0, end-size)
+			for _, l := range ev.Batch.Leaves[size-ev.Batch.First:] {
+				hashes = append(hashes, l.Hash)
+			}
+			_, err := tree.AppendBatch(hashes)
+			return err
+		}, func() { once.Do(func() { close(caught) }) })
+		if err != nil {
+			s.report(fmt.Errorf("read-only tree of %s: %w", t.ID, err))
+		}
+	}()
+	select {
+	case <-caught:
+	case <-replicaDone:
+		stopReplica()
+		return errors.New("read-only tree stopped before it caught up")
+	case <-ctx.Done():
+		stopReplica()
+		return ctx.Err()
+	}
+	if err := s.http.AddTenant(s.hostedFront(t.ID, tree)); err != nil {
+		stopReplica()
+		return err
+	}
+	s.cfg.Logger.Info("serving tenant from a read-only tree; another process runs its sequencer", "tenant", t.ID, "size", tree.Size())
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		tick := time.NewTicker(st.cfg.LeaseTTL / 2)
+		defer tick.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				stopReplica()
+				return
+			case <-tick.C:
+			}
+			if _, err := st.kv.Create(runCtx, t.ID, []byte(st.id)); err != nil {
+				continue
+			}
+			stopReplica()
+			<-replicaDone
+			s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
+			if err := s.holdTenant(runCtx, runCtx, t); err != nil {
+				s.report(fmt.Errorf("tenant %s: taking over: %w", t.ID, err))
+			}
+			return
+		}
+	}()
+	return nil
+}
+
+// holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease.
+func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) error {
+	st := s.hosted
+	dir := filepath.Join(s.cfg.DataDir, "tenants", t.ID)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.seqs[t.ID] = seq
+	s.mu.Unlock()
+	failed := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := seq.Run(runCtx); err != nil {
+			failed <- err
+			s.report(fmt.Errorf("sequencer %s: %w", t.ID, err))
+		}
+	}()
+	select {
+	case <-seq.Ready():
+	case err := <-failed:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.goRun("lease "+t.ID, func() error { return st.renew(runCtx, t.ID) })
+	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
+		return err
+	}
+	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger, DB: st.cfg.Store}
+	if err := cp.Load(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.cps[t.ID] = cp
+	s.mu.Unlock()
+	s.goRun("checkpoints "+t.ID, func() error { return cp.Run(runCtx) })
+	return nil
+}
+
+// renew keeps the lease on tenant's sequencer; losing it stops the process (the
+// broker's fence would refuse this sequencer's next commit anyway).
+func (st *hostedState) renew(ctx context.Context, tenant string) error {
+	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	renewed := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			_ = st.kv.Delete(dctx, tenant) // hand the tenant over at once on a clean stop
+			cancel()
+			return nil
+		case <-tick.C:
+		}
+		e, err := st.kv.Get(ctx, tenant)
+		if err == nil && string(e.Value()) == st.id {
+			if _, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
+				renewed = time.Now()
+				continue
+			}
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			return fmt.Errorf("lost the sequencer lease of %s: held by another process", tenant)
+		}
+		// A broker hiccup: keep trying while the lease is surely still ours.
+		if time.Since(renewed) < st.cfg.LeaseTTL*2/3 {
+			continue
+		}
+		return fmt.Errorf("lost the sequencer lease of %s: not renewed for %s: %w", tenant, time.Since(renewed).Round(time.Millisecond), err)
+	}
+}
+
+// hostedFront is the HTTP front's view of a hosted tenant: tokens from the folded
+// view, checkpoints, usage and audit from PostgreSQL (usage's appends from the
+// sequencer's exact count when this process holds it).
+func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
+	st := s.hosted
+	db := st.cfg.Store
+	t, _ := st.view.Tenant(id)
+	return &logserver.Tenant{
+		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
+		Authorize: func(token string) bool {
+			if st.view.Authorized(id, token) {
+				return true
+			}
+			// A token another process created a moment ago: catch the view up with
+			// the tenant's newest event, then decide.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return token != "" && st.catchUp(ctx, id) && st.view.Authorized(id, token)
+		},
+		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
+			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
+			if err != nil {
+				return nil, err
+			}
+			out := []logserver.Checkpoint{}
+			for _, c := range cps {
+				out = append(out, logserver.Checkpoint{TreeSize: c.TreeSize, RootHash: c.RootHash, SignedAt: c.SignedAt, TreeHead: c.Envelope})
+			}
+			return out, nil
+		},
+		Audit: func(limit int) ([]logserver.AuditEntry, error) {
+			evs, err := db.Audit(context.Background(), id, limit)
+			if err != nil {
+				return nil, err
+			}
+			out := []logserver.AuditEntry{}
+			for _, e := range evs {
+				out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+			}
+			return out, nil
+		},
+		Usage: func(month string) (*logserver.Usage, error) {
+			appends, _, err := db.Usage(context.Background(), id, month)
+			if err != nil {
+				return nil, err
+			}
+			if m, n := st.quota.Used(id); m == month {
+				appends = max(appends, n)
+			}
+			cur, _ := st.view.Tenant(id)
+			return &logserver.Usage{Month: month, Appends: appends, TotalLeaves: tree.Size(), LiveTokens: cur.LiveTokens(), Plan: cur.Plan, Quota: PlanQuota(cur.Plan)}, nil
+		},
+	}
+}
+
+// View is the hosted service's folded view of tenants (nil in file mode).
+func (s *Service) View() *tenancy.View {
+	if s.hosted == nil {
+		return nil
+	}
+	return s.hosted.view
+}
+
+// Admin publishes administrative events (nil in file mode).
+func (s *Service) Admin() *tenancy.Admin {
+	if s.hosted == nil {
+		return nil
+	}
+	return s.hosted.admin
+}
+
+// Quota is the hosted service's admitter (nil in file mode).
+func (s *Service) Quota() *tenancy.Quota {
+	if s.hosted == nil {
+		return nil
+	}
+	return s.hosted.quota
+}

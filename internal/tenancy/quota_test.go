@@ -1,0 +1,150 @@
+package tenancy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"svc.dev/svc/internal/sequencer"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
+)
+
+func hashLeaf(i int) pipeline.Leaf {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(i))
+	return pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}
+}
+
+// TestQuotaEdge: on the free plan the 10,000th append of the month passes and the
+// 10,001st gets ErrQuota with a Retry-After reaching the start of next month, computed
+// from the injected clock; the count is exact when the last allowed and the first
+// refused appends share a batch, and survives a restart of the admitter.
+func TestQuotaEdge(t *testing.T) {
+	connect := broker(t)
+	admin, view := process(t, connect)
+	nc, js := connect()
+	ctx := context.Background()
+	if _, err := admin.AddTenant(ctx, "test", "acme", ""); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 23, 58, 59, 500e6, time.UTC) // 60.5 s before December
+	quota := &Quota{View: view, JS: js, Now: func() time.Time { return now }}
+	key, err := signer.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq, err := sequencer.New(sequencer.Config{Tenant: "acme", Conn: nc, Dir: t.TempDir(), Signer: receipt.KeySigner{Key: key}, Admit: quota})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- seq.Run(sctx) }()
+	t.Cleanup(func() { cancel(); <-done; seq.Close() })
+	<-seq.Ready()
+	cl, err := pipeline.NewClient(nc, pipeline.ClientConfig{Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	// 9,998 appends from 32 concurrent producers (so batches form).
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1))
+				if i > 9998 {
+					return
+				}
+				if _, err := cl.Do(ctx, "acme", hashLeaf(i)); err != nil {
+					t.Errorf("append %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	// Three at once: the 9,999th and 10,000th pass, one is refused.
+	var passed, refused atomic.Int32
+	var refusal atomic.Pointer[pipeline.Refusal]
+	for i := 9999; i <= 10001; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := cl.Do(ctx, "acme", hashLeaf(i))
+			var ref *pipeline.Refusal
+			switch {
+			case err == nil:
+				passed.Add(1)
+			case errors.As(err, &ref) && errors.Is(err, pipeline.ErrQuota):
+				refused.Add(1)
+				refusal.Store(ref)
+			default:
+				t.Errorf("append %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if passed.Load() != 2 || refused.Load() != 1 {
+		t.Fatalf("of the appends 9,999 to 10,001, %d passed and %d were refused; want 2 and 1", passed.Load(), refused.Load())
+	}
+	if seq.Tree().Size() != 10000 {
+		t.Fatalf("log holds %d leaves, want 10000", seq.Tree().Size())
+	}
+	ref := refusal.Load()
+	if ref.RetryAfter != 61 { // 60.5 s to 2026-12-01T00:00:00Z, rounded up
+		t.Fatalf("Retry-After %d, want 61", ref.RetryAfter)
+	}
+	if want := "monthly quota reached: "; len(ref.Message) < len(want) || ref.Message[:len(want)] != want {
+		t.Fatalf("message %q does not start with %q", ref.Message, want)
+	}
+	// An admitter that starts afresh (a restarted process) counts the month from the
+	// log of record and refuses too.
+	fresh := &Quota{View: view, JS: js, Now: func() time.Time { return now }}
+	if n, err := fresh.AdmitUpTo(ctx, "acme", 1); n != 0 || !errors.Is(err, pipeline.ErrQuota) {
+		t.Fatalf("restarted admitter: admitted %d, %v", n, err)
+	}
+	if _, m := fresh.Used("acme"); m != 10000 {
+		t.Fatalf("restarted admitter counted %d appends this month, want 10000", m)
+	}
+	// December (by the injected clock) starts a new count on the same free plan.
+	december := &Quota{View: view, JS: js, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC) }}
+	if n, err := december.AdmitUpTo(ctx, "acme", 5); n != 5 || err != nil {
+		t.Fatalf("first appends of December: admitted %d, %v", n, err)
+	}
+	if m, used := december.Used("acme"); m != "2026-12" || used != 5 {
+		t.Fatalf("December's count: %s %d", m, used)
+	}
+	// The team plan has room.
+	if _, err := admin.SetPlan(ctx, "test", "acme", PlanTeam); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Do(ctx, "acme", hashLeaf(20000)); err != nil {
+		t.Fatalf("on the team plan: %v", err)
+	}
+	if _, err := admin.DisableTenant(ctx, "test", "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Do(ctx, "acme", hashLeaf(20001)); !errors.Is(err, pipeline.ErrDisabled) {
+		t.Fatalf("disabled tenant: got %v, want ErrDisabled", err)
+	}
+	// A leaf already in the log is still answered (not a new append).
+	if _, err := cl.Do(ctx, "acme", hashLeaf(20000)); err != nil {
+		t.Fatalf("retry of a committed leaf of a disabled tenant: %v", err)
+	}
+}

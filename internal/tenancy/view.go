@@ -1,0 +1,320 @@
+package tenancy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/pipeline"
+)
+
+// Tenant is a tenant as the view folds it.
+type Tenant struct {
+	ID        string  `json:"id"`
+	LogID     string  `json:"logId,omitempty"`
+	Plan      string  `json:"plan"`
+	Disabled  bool    `json:"disabled"`
+	CreatedAt string  `json:"createdAt"`
+	Tokens    []Token `json:"-"`
+}
+
+// LiveTokens counts the tokens not revoked.
+func (t *Tenant) LiveTokens() int {
+	n := 0
+	for _, k := range t.Tokens {
+		if k.RevokedAt == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// Token is a tenant's token as the view folds it: only its hash is known.
+type Token struct {
+	Label     string `json:"label"`
+	Hash      string `json:"-"`         // hex SHA-256 of the token
+	TokenHash string `json:"tokenHash"` // the 12-hex prefix responses show
+	CreatedAt string `json:"createdAt"`
+	RevokedAt string `json:"revokedAt,omitempty"`
+}
+
+// View is the fold of SVC_ADMIN: tenants, plans, disabled flags and tokens. Construct
+// with NewView, then Start; safe for concurrent use.
+type View struct {
+	js  jetstream.JetStream
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	tenants map[string]*Tenant
+	live    map[[32]byte]string // live token hash → tenant
+	seq     uint64              // stream sequence of the last applied event
+	changed chan struct{}       // closed and replaced on every apply
+	// OnTenant, set before Start, is called (outside the view's lock, from the
+	// following goroutine) with each tenant an event created or changed.
+	onTenant func(Tenant)
+}
+
+// NewView makes an empty view of the admin stream of js. onTenant, when not nil, is
+// called with every tenant an applied event created or changed (also for each tenant
+// of the initial catch-up).
+func NewView(js jetstream.JetStream, logger *slog.Logger, onTenant func(Tenant)) *View {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &View{js: js, log: logger, tenants: map[string]*Tenant{}, live: map[[32]byte]string{}, changed: make(chan struct{}), onTenant: onTenant}
+}
+
+// Start reads SVC_ADMIN up to its last message, then keeps following it in the
+// background until ctx ends. It returns once the catch-up is done; errors of the
+// background follower go to errc (when not nil).
+func (v *View) Start(ctx context.Context, errc chan<- error) error {
+	stream, err := v.js.Stream(ctx, pipeline.AdminStream)
+	if err != nil {
+		return fmt.Errorf("tenancy: stream %s: %w", pipeline.AdminStream, err)
+	}
+	info, err := stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	target := info.State.LastSeq
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{pipeline.AdminPrefix + ">"}})
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	caught := make(chan error, 1)
+	if target == 0 {
+		caught <- nil
+	}
+	go func() {
+		defer it.Stop()
+		stop := context.AfterFunc(ctx, it.Stop)
+		defer stop()
+		for {
+			m, err := it.Next()
+			if err != nil {
+				if ctx.Err() == nil {
+					err = fmt.Errorf("tenancy: following %s: %w", pipeline.AdminStream, err)
+					select {
+					case caught <- err:
+					default:
+					}
+					if errc != nil {
+						errc <- err
+					}
+				}
+				return
+			}
+			md, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			ev, err := DecodeEvent(m.Data())
+			if err != nil {
+				v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
+				v.advance(md.Sequence.Stream)
+			} else {
+				v.Apply(md.Sequence.Stream, ev)
+			}
+			if md.Sequence.Stream == target {
+				caught <- nil
+			}
+		}
+	}()
+	select {
+	case err := <-caught:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (v *View) advance(seq uint64) {
+	v.mu.Lock()
+	if seq > v.seq {
+		v.seq = seq
+	}
+	close(v.changed)
+	v.changed = make(chan struct{})
+	v.mu.Unlock()
+}
+
+// Apply folds one event at stream sequence seq; an event at or below the last
+// applied sequence is ignored (idempotent by stream position).
+func (v *View) Apply(seq uint64, e Event) {
+	v.mu.Lock()
+	if seq <= v.seq {
+		v.mu.Unlock()
+		return
+	}
+	t := v.tenants[e.TenantID]
+	changed := true
+	switch e.Action {
+	case ActionTenantAdd:
+		if t == nil {
+			plan := e.Plan
+			if plan == "" {
+				plan = PlanFree
+			}
+			t = &Tenant{ID: e.TenantID, LogID: e.LogID, Plan: plan, CreatedAt: e.At}
+			v.tenants[e.TenantID] = t
+		}
+	case ActionTenantDisable:
+		if t != nil {
+			t.Disabled = true
+		}
+	case ActionPlanSet:
+		if t != nil && e.Plan != "" {
+			t.Plan = e.Plan
+		}
+	case ActionTokenAdd:
+		if t != nil && e.TokenHash != "" {
+			t.Tokens = append(t.Tokens, Token{Label: e.Label, Hash: e.TokenHash, TokenHash: Prefix(e.TokenHash), CreatedAt: e.At})
+			if h, ok := parseHash(e.TokenHash); ok {
+				v.live[h] = t.ID
+			}
+		}
+	case ActionTokenRevoke:
+		if t != nil && e.TokenHash != "" {
+			for i := range t.Tokens {
+				if t.Tokens[i].Hash == e.TokenHash && t.Tokens[i].RevokedAt == "" {
+					t.Tokens[i].RevokedAt = e.At
+				}
+			}
+			if h, ok := parseHash(e.TokenHash); ok {
+				delete(v.live, h)
+			}
+		}
+	default:
+		changed = false
+	}
+	var snap Tenant
+	if t != nil {
+		snap = t.clone()
+	}
+	v.mu.Unlock()
+	// The hook runs before the position moves, so whoever waits for this event
+	// (Admin answering a creation) finds its effects in place (a tenant's log served).
+	if changed && t != nil && v.onTenant != nil {
+		v.onTenant(snap)
+	}
+	v.advance(seq)
+}
+
+func parseHash(s string) ([32]byte, bool) {
+	var h [32]byte
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != 32 {
+		return h, false
+	}
+	copy(h[:], b)
+	return h, true
+}
+
+func (t *Tenant) clone() Tenant {
+	c := *t
+	c.Tokens = slices.Clone(t.Tokens)
+	return c
+}
+
+// Seq is the stream sequence of the last applied event.
+func (v *View) Seq() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.seq
+}
+
+// WaitFor returns once the view applied the event at stream sequence seq.
+func (v *View) WaitFor(ctx context.Context, seq uint64) error {
+	for {
+		v.mu.RLock()
+		done, ch := v.seq >= seq, v.changed
+		v.mu.RUnlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("tenancy: waiting for admin event %d: %w", seq, ctx.Err())
+		}
+	}
+}
+
+// CatchUp returns once the view applied the newest event on tenant id's admin subject
+// (at once when there is none): what another process published about the tenant a
+// moment ago is then in the view.
+func (v *View) CatchUp(ctx context.Context, js jetstream.JetStream, id string) error {
+	stream, err := js.Stream(ctx, pipeline.AdminStream)
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tenancy: %w", err)
+	}
+	return v.WaitFor(ctx, last.Sequence)
+}
+
+// Tenant returns a copy of a tenant.
+func (v *View) Tenant(id string) (Tenant, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	t, ok := v.tenants[id]
+	if !ok {
+		return Tenant{}, false
+	}
+	return t.clone(), true
+}
+
+// Tenants returns copies of every tenant, sorted by id.
+func (v *View) Tenants() []Tenant {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := make([]Tenant, 0, len(v.tenants))
+	for _, t := range v.tenants {
+		out = append(out, t.clone())
+	}
+	slices.SortFunc(out, func(a, b Tenant) int { return cmpString(a.ID, b.ID) })
+	return out
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Authorized reports whether token is a live token of tenant. Only the token's
+// SHA-256 is looked up, so the time taken says nothing about how much of a token
+// matched.
+func (v *View) Authorized(tenant, token string) bool {
+	if token == "" {
+		return false
+	}
+	h := sha256.Sum256([]byte(token))
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	owner, ok := v.live[h]
+	return ok && owner == tenant
+}
+
+// ErrNoTenant: the tenant does not exist.
+var ErrNoTenant = errors.New("no such tenant")
