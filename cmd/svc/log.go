@@ -13,8 +13,9 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"svc.dev/svc/httplimits"
 	"time"
+
+	"svc.dev/svc/httplimits"
 
 	"svc.dev/svc/internal/logservice"
 

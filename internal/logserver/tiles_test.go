@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -51,17 +50,7 @@ func (r c2spTiles) SaveTiles([]tlog.Tile, [][]byte) {}
 
 func get(t testing.TB, url, token string) (int, http.Header, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return testkit.Do(t, "GET", url, token, "")
 }
 
 // checkpointTree reads the tenant's C2SP checkpoint (its size and root).

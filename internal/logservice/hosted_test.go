@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -55,17 +54,8 @@ func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Ser
 
 func appendTo(t *testing.T, base, tenant, token, leaf string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, client.TenantBase(base, tenant)+"/append", strings.NewReader(fmt.Sprintf(`{"leaf":%q}`, leaf)))
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, body
+	code, _, body := testkit.Do(t, http.MethodPost, client.TenantBase(base, tenant)+"/append", token, fmt.Sprintf(`{"leaf":%q}`, leaf))
+	return code, []byte(body)
 }
 
 // TestTwoFrontEnds: two database-backed processes on one broker and one database
@@ -235,17 +225,8 @@ func TestTwoFrontEnds(t *testing.T) {
 	}
 	// The tenant routes: own token 200, another tenant's or none 401, on both fronts.
 	get := func(url, token string) (int, string) {
-		req, _ := http.NewRequest("GET", url, nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, _, body := testkit.Do(t, "GET", url, token, "")
+		return code, body
 	}
 	for _, u := range []string{urlA, urlB} {
 		for _, route := range []string{"/t/acme/usage", "/t/acme/audit", "/t/acme/leaves?since=0&limit=5"} {

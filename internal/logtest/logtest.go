@@ -19,6 +19,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -143,22 +144,11 @@ func (l *Log) Append(t testing.TB, tenant, leaf string) []byte {
 // test.
 func AppendAt(t testing.TB, base, tenant, token, leaf string) []byte {
 	t.Helper()
-	body := fmt.Sprintf(`{"leaf":%q}`, leaf)
-	req, _ := http.NewRequest(http.MethodPost, client.TenantBase(base, tenant)+"/append", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	code, _, body := testkit.Do(t, http.MethodPost, client.TenantBase(base, tenant)+"/append", token, fmt.Sprintf(`{"leaf":%q}`, leaf))
+	if code != http.StatusOK {
+		t.Fatalf("append to %s: %d %s", tenant, code, body)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("append to %s: %d %s", tenant, resp.StatusCode, data)
-	}
-	return data
+	return []byte(body)
 }
 
 // Grow appends n distinct leaves to tenant, named after prefix.

@@ -106,3 +106,23 @@ func Predicate(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
 	}
 	return p
 }
+
+// Do sends one request with an optional bearer token and body and returns the status,
+// the headers and the body; a transport error fails the test.
+func Do(t testing.TB, method, url, token, body string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
