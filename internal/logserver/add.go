@@ -2,11 +2,9 @@ package logserver
 
 import (
 	"bytes"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"unicode/utf8"
@@ -27,19 +25,8 @@ const MaxAddBody = 0xffff
 // as JSON on the second, so the answer still carries an inclusion proof under a
 // signed head. A leaf already in the log gets its existing index.
 func (s *Server) add(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	token := bearer(r)
-	if t.tokenRequired() && !t.authorized(token) {
-		writeError(w, http.StatusUnauthorized, "unauthorized")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAddBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("entry over %d bytes", MaxAddBody))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+	token, body, ok := s.writeBody(w, r, t, MaxAddBody, "entry")
+	if !ok {
 		return
 	}
 	switch {
@@ -50,25 +37,11 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, "entry is not valid UTF-8 (the log file holds each entry as a JSON string)")
 		return
 	}
-	if token != "" {
-		h := HashToken(token)
-		if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
-			return
-		}
+	if !s.allow(w, token) {
+		return
 	}
-	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, pipeline.NewLeaf(body))
-	if err != nil {
-		ref := pipeline.AsRefusal(err)
-		status := refusalStatus(ref)
-		if ref.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))
-		}
-		if status >= 500 {
-			s.log.Warn("add failed", "tenant", t.ID, "status", status, "err", ref.Message)
-		}
-		writeError(w, status, ref.Message)
+	proof, ok := s.commit(w, r, t, pipeline.NewLeaf(body), "add")
+	if !ok {
 		return
 	}
 	index, err := proofLeafIndex(proof)

@@ -458,19 +458,8 @@ func hasControl(b []byte) bool {
 }
 
 func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	token := bearer(r)
-	if t.tokenRequired() && !t.authorized(token) {
-		writeError(w, http.StatusUnauthorized, "unauthorized")
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxAppendBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("append body over %d bytes", MaxAppendBody))
-			return
-		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+	token, body, ok := s.writeBody(w, r, t, MaxAppendBody, "append body")
+	if !ok {
 		return
 	}
 	leaf, err := ParseAppendBody(body)
@@ -478,32 +467,72 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// SPEC.md limits appends per token; a log that takes appends without a token has
-	// chosen to be open, and is not limited here.
-	if token != "" {
-		h := HashToken(token)
-		if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
-			w.Header().Set("Retry-After", "1")
-			writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
-			return
-		}
+	if !s.allow(w, token) {
+		return
 	}
-	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, leaf)
-	if err != nil {
-		ref := pipeline.AsRefusal(err)
-		status := refusalStatus(ref)
-		if ref.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))
-		}
-		if status >= 500 {
-			s.log.Warn("append failed", "tenant", t.ID, "status", status, "err", ref.Message)
-		}
-		writeError(w, status, ref.Message)
+	proof, ok := s.commit(w, r, t, leaf, "append")
+	if !ok {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(proof) // the sequencer's answer: {inclusion, treeHead}
+}
+
+// writeBody checks the tenant's token before anything is read, then reads the body,
+// at most limit bytes (413 beyond; what names it in the error). ok is false when an
+// answer was written.
+func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, limit int64, what string) (token string, body []byte, ok bool) {
+	token = bearer(r)
+	if t.tokenRequired() && !t.authorized(token) {
+		writeError(w, http.StatusUnauthorized, "unauthorized")
+		return "", nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
+			return "", nil, false
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return "", nil, false
+	}
+	return token, body, true
+}
+
+// allow applies SPEC.md's per-token append rate (429 with Retry-After: 1); a log that
+// takes appends without a token has chosen to be open, and is not limited here.
+func (s *Server) allow(w http.ResponseWriter, token string) bool {
+	if token == "" {
+		return true
+	}
+	h := HashToken(token)
+	if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
+		return false
+	}
+	return true
+}
+
+// commit hands leaf to the tenant's sequencer and returns its answer
+// ({inclusion, treeHead}); a refusal is answered with its status (refusalStatus).
+func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf pipeline.Leaf, what string) ([]byte, bool) {
+	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, leaf)
+	if err == nil {
+		return proof, true
+	}
+	ref := pipeline.AsRefusal(err)
+	status := refusalStatus(ref)
+	if ref.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))
+	}
+	if status >= 500 {
+		s.log.Warn(what+" failed", "tenant", t.ID, "status", status, "err", ref.Message)
+	}
+	writeError(w, status, ref.Message)
+	return nil, false
 }
 
 func (s *Server) limiter(key string) *rate.Limiter {
