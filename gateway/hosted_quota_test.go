@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
@@ -138,18 +142,33 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 		"policyFile":           "policy.cedar",
 		"precommit":            []string{"create-payment"},
 		"receiptsDir":          "receipts",
+		"grantFile":            "grant.json",
 		"log":                  map[string]any{"url": ls.URL + "/t/acme/append", "tokenEnv": "ACME_LOG_TOKEN", "timeoutMs": 2000},
 	}
 	data, _ := json.MarshalIndent(cfg, "", "  ")
 	f.config = filepath.Join(f.dir, "gateway.json")
 	os.WriteFile(f.config, data, 0o644)
-	g := newGateway(t, f)
-	grant := f.writeGrant(t, "g.json", []string{"lookup", "create-payment"}, time.Now().Add(-time.Minute), time.Hour, nil)
-	s, err := g.NewSession("", grant)
-	if err != nil {
+	f.writeGrant(t, "grant.json", []string{"lookup", "create-payment"}, time.Now().Add(-time.Minute), time.Hour, nil)
+	// The real svc gateway over stdio, as an agent runs it.
+	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	r := g.Call(ctx, s, "create-payment", json.RawMessage(`{"amount":100}`), nil)
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+	call := func(tool string, args map[string]any) *mcp.CallToolResult {
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = tool, args
+		r, err := c.CallTool(ctx, req)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return r
+	}
+	r := call("create-payment", map[string]any{"amount": 100})
 	if !r.IsError || !strings.HasPrefix(resText(r), "Not executed: the log did not commit the authorization") {
 		t.Fatalf("pre-committed call over quota: %s", resText(r))
 	}
@@ -157,7 +176,7 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 		t.Fatal("the upstream saw a pre-committed call the log did not commit")
 	}
 	before := countReceipts(t, f)
-	r = g.Call(ctx, s, "lookup", json.RawMessage(`{"q":"x"}`), nil)
+	r = call("lookup", map[string]any{"q": "x"})
 	if !r.IsError || !strings.Contains(resText(r), "already happened") || countReceipts(t, f) != before {
 		t.Fatalf("ordinary call over quota: %s (receipts %d → %d)", resText(r), before, countReceipts(t, f))
 	}
