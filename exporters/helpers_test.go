@@ -17,7 +17,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"svc.dev/svc/exporters"
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -293,15 +292,6 @@ func testEnv(k string) (string, bool) {
 // connection to it; both are closed when the test ends.
 func startBroker(t testing.TB) *nats.Conn {
 	t.Helper()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ns.Shutdown)
-	nc, err := natsembed.Connect(ns, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.Broker(t)()
 	return nc
 }

@@ -12,14 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/internal/testkit"
-	"svc.dev/svc/pipeline"
 )
 
 const adminToken = "admin-secret"
@@ -33,22 +29,9 @@ type fixture struct {
 
 func start(t *testing.T, trustProxy bool) *fixture {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := natsembed.Connect(srv, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	_, js := testkit.Broker(t)()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	st, err := store.Open(ctx, pgtest.New(t))
 	if err != nil {
 		t.Fatal(err)

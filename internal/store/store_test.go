@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/sequencer"
@@ -64,22 +63,9 @@ type env struct {
 
 func startBroker(t *testing.T) env {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := natsembed.Connect(srv, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, _ := jetstream.New(nc)
+	nc, js := testkit.Broker(t)()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	v := tenancy.NewView(js, nil, nil)
 	if err := v.Start(ctx, nil); err != nil {
 		t.Fatal(err)

@@ -12,38 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
-	"svc.dev/svc/pipeline"
 )
 
 // broker starts an embedded nats-server with the streams and returns a function
 // that opens a new connection (one per simulated process).
-func broker(t *testing.T) func() (*nats.Conn, jetstream.JetStream) {
-	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	connect := func() (*nats.Conn, jetstream.JetStream) {
-		nc, err := natsembed.Connect(srv, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nc, js
-	}
-	_, js := connect()
-	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	return connect
-}
+func broker(t *testing.T) func() (*nats.Conn, jetstream.JetStream) { return testkit.Broker(t) }
 
 // process is one simulated log server process: its own connection and view.
 func process(t *testing.T, connect func() (*nats.Conn, jetstream.JetStream)) (*Admin, *View) {

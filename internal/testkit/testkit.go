@@ -4,6 +4,7 @@ package testkit
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,6 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -125,4 +130,33 @@ func Do(t testing.TB, method, url, token, body string) (int, http.Header, string
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, resp.Header, string(b)
+}
+
+// Broker starts an embedded nats-server (no TCP listener, no fsync) with the
+// pipeline's streams for the test and returns a function that opens a new connection
+// to it (one per simulated process); everything is closed when the test ends.
+func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	connect := func() (*nats.Conn, jetstream.JetStream) {
+		nc, err := natsembed.Connect(srv, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, err := jetstream.New(nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nc, js
+	}
+	_, js := connect()
+	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return connect
 }
