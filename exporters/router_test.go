@@ -53,6 +53,18 @@ func TestRouterDeadLettersStatusAndReplay(t *testing.T) {
 			t.Errorf("dead letter %+v", l)
 		}
 	}
+	testkit.Eventually(t, 5*time.Second, func() error { // counted as each handler returns
+		stats := sink.HandlerStats()
+		if len(stats) != 2 {
+			return fmt.Errorf("handler stats for %d exporters, want 2", len(stats))
+		}
+		for name, hs := range stats {
+			if hs.Delivered != 19 || hs.Dead != 1 || hs.Busy <= 0 {
+				return fmt.Errorf("%s handler: %+v, want 19 delivered and 1 dead letter", name, hs)
+			}
+		}
+		return nil
+	})
 	if !strings.Contains(stderr.String(), "refused for good, kept in "+exporters.DeadStream) {
 		t.Errorf("no stderr line for the dead letter: %q", stderr.String())
 	}

@@ -144,6 +144,15 @@ func (s *StreamSink) Export(_ context.Context, b *receipt.Bundle) {
 	}
 }
 
+// HandlerStats are the router's counts by exporter (delivered, kept as dead letters,
+// failed attempts, time in the handler); empty without exporters.
+func (s *StreamSink) HandlerStats() map[string]HandlerStats {
+	if s.router == nil {
+		return map[string]HandlerStats{}
+	}
+	return s.router.Stats().Snapshot()
+}
+
 // Stats counts exports: Exported counts collector acceptances by this process's
 // consumers; Dropped counts receipts never published plus records a collector refused
 // for good.
