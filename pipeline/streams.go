@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -80,4 +81,17 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		}
 	}
 	return nil
+}
+
+// TenantLeaves opens SVC_LEAVES and reads the newest committed batch on tenant's
+// subject; last is nil when the tenant's log is empty.
+func TenantLeaves(ctx context.Context, js jetstream.JetStream, tenant string) (stream jetstream.Stream, last *jetstream.RawStreamMsg, err error) {
+	if stream, err = js.Stream(ctx, LeavesStream); err != nil {
+		return nil, nil, err
+	}
+	last, err = stream.GetLastMsgForSubject(ctx, LeavesSubject(tenant))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return stream, nil, nil
+	}
+	return stream, last, err
 }

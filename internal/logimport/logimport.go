@@ -109,18 +109,11 @@ func inLog(ctx context.Context, nc *nats.Conn, tenant string, file []merkle.Hash
 	if err != nil {
 		return 0, err
 	}
-	stream, err := js.Stream(ctx, pipeline.LeavesStream)
-	if err != nil {
+	stream, last, err := pipeline.TenantLeaves(ctx, js, tenant)
+	if err != nil || last == nil {
 		return 0, err
 	}
 	subject := pipeline.LeavesSubject(tenant)
-	last, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
 	first, _ := strconv.ParseUint(last.Header.Get(pipeline.HeaderFirst), 10, 64)
 	count, _ := strconv.ParseUint(last.Header.Get(pipeline.HeaderCount), 10, 64)
 	size := first + count

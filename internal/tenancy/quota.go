@@ -109,18 +109,11 @@ func (q *Quota) Used(tenant string) (month string, n uint64) {
 // month of now (UTC, by the time the broker stored each batch) to now.
 func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, now time.Time) (uint64, error) {
 	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	stream, err := js.Stream(ctx, pipeline.LeavesStream)
-	if err != nil {
+	stream, last, err := pipeline.TenantLeaves(ctx, js, tenant)
+	if err != nil || last == nil {
 		return 0, err
 	}
 	subject := pipeline.LeavesSubject(tenant)
-	last, err := stream.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
 	if last.Time.Before(start) {
 		return 0, nil
 	}
