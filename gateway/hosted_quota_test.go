@@ -2,8 +2,6 @@ package gateway_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -13,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,7 +22,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
-	"svc.dev/svc/merkle"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -75,30 +72,7 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := next.Add(1)
-				if i > 10000 {
-					return
-				}
-				var b [8]byte
-				binary.BigEndian.PutUint64(b[:], uint64(i))
-				if _, err := cl.Do(ctx, "acme", pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}); err != nil {
-					t.Errorf("append %d: %v", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
+	testkit.AppendHashes(t, cl, "acme", 1, 10000)
 	// The HTTP front answers the 10,001st with SPEC.md's 429.
 	req, _ := http.NewRequest("POST", ls.URL+"/t/acme/append", strings.NewReader(`{"leaf":"one too many"}`))
 	req.Header.Set("Authorization", "Bearer "+token)

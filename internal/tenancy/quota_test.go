@@ -2,8 +2,6 @@ package tenancy
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -11,17 +9,13 @@ import (
 	"time"
 
 	"svc.dev/svc/internal/sequencer"
-	"svc.dev/svc/merkle"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
-func hashLeaf(i int) pipeline.Leaf {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(i))
-	return pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}
-}
+func hashLeaf(i int) pipeline.Leaf { return testkit.HashLeaf(i) }
 
 // TestQuotaEdge: on the free plan the 10,000th append of the month passes and the
 // 10,001st gets ErrQuota with a Retry-After reaching the start of next month, computed
@@ -57,28 +51,8 @@ func TestQuotaEdge(t *testing.T) {
 	defer cl.Close()
 
 	// 9,998 appends from 32 concurrent producers (so batches form).
-	var next atomic.Int64
+	testkit.AppendHashes(t, cl, "acme", 1, 9998)
 	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1))
-				if i > 9998 {
-					return
-				}
-				if _, err := cl.Do(ctx, "acme", hashLeaf(i)); err != nil {
-					t.Errorf("append %d: %v", i, err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if t.Failed() {
-		t.FailNow()
-	}
 	// Three at once: the 9,999th and 10,000th pass, one is refused.
 	var passed, refused atomic.Int32
 	var refusal atomic.Pointer[pipeline.Refusal]

@@ -5,6 +5,8 @@ package testkit
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,12 +15,14 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
@@ -159,4 +163,40 @@ func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 		t.Fatal(err)
 	}
 	return connect
+}
+
+// AppendHashes appends the leaf hashes SHA-256(uint64 from..to, big-endian) to tenant
+// over cl from 32 concurrent producers (so batches form); a refusal fails the test.
+func AppendHashes(t testing.TB, cl *pipeline.Client, tenant string, from, to int) {
+	t.Helper()
+	var next atomic.Int64
+	next.Store(int64(from) - 1)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > int64(to) {
+					return
+				}
+				if _, err := cl.Do(context.Background(), tenant, HashLeaf(int(i))); err != nil {
+					t.Errorf("append %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+}
+
+// HashLeaf is the hash-only leaf SHA-256(i as 8 big-endian bytes).
+func HashLeaf(i int) pipeline.Leaf {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], uint64(i))
+	return pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}
 }
