@@ -1,0 +1,250 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/receipt"
+)
+
+// A call is one tools/call on its way through the gateway: what the receipt records
+// and what the steps after the decision need.
+type call struct {
+	s         *Session
+	tool      string
+	args      json.RawMessage
+	agentMeta map[string]any
+	up        Upstream                   // nil when no upstream offers the tool
+	record    receipt.Call               // what the receipt records, filled in step by step
+	meta      map[string]any             // the svc/ meta keys the upstream receives
+	facts     map[string]json.RawMessage // fact values observed for the policy
+}
+
+// Call runs one tool call through the gateway and returns what the agent gets.
+// Refusals are tool errors, never protocol errors. The steps are SPEC.md's
+// "Gateway MCP behaviour": recordable arguments, scope, facts, policy, pre-commit,
+// forward, receipt, result.
+func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
+	if len(args) == 0 || string(args) == "null" {
+		args = json.RawMessage(`{}`)
+	}
+	if res := g.refuseUnrecordable(s, tool, args); res != nil {
+		return res
+	}
+	c := g.newCall(s, tool, args, agentMeta)
+	p, res := g.decide(ctx, c)
+	if res != nil {
+		return res
+	}
+	if res := g.precommit(ctx, c, p); res != nil {
+		return res
+	}
+	out, callErr := c.up.Call(ctx, tool, args, c.forwardMeta())
+	return g.finish(ctx, c, p, out, callErr)
+}
+
+// refuseUnrecordable answers a call no receipt may be issued for: outside the grant's
+// window (checked on every call, not only when the session opened: such a receipt
+// would not verify; over HTTP the front refuses it with 403 before this), or
+// arguments that are not valid JSON. Nil when the call may go on.
+func (g *Gateway) refuseUnrecordable(s *Session, tool string, args json.RawMessage) *mcp.CallToolResult {
+	if err := g.inWindow(s.chain); err != nil {
+		return errorResult(fmt.Sprintf("Denied: the grant is no longer valid (%v); nothing was forwarded and no receipt was issued: a receipt outside the grant's window would not verify. Present a current grant.", err))
+	}
+	if _, err := receipt.CanonicalizeJSON(args); err != nil {
+		return errorResult(fmt.Sprintf("Refused: the arguments of %s are not valid JSON (%v); nothing was forwarded and no receipt was issued, since a receipt cannot record them. Send a JSON object of UTF-8 text.", tool, err))
+	}
+	return nil
+}
+
+// newCall starts the receipt's record of a call from the session's grant chain.
+func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *call {
+	leaf := s.chain.Leaf()
+	principal := s.chain.Root().Principal
+	c := &call{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.owner[tool]}
+	c.record = receipt.Call{
+		Principal:  receipt.Principal{ID: &principal, KeyID: s.principal.KeyID, Provenance: receipt.Attested},
+		Agent:      receipt.Agent{ID: leaf.Agent, Provenance: receipt.Attested},
+		Delegation: &receipt.Delegation{Envelope: s.grant, Provenance: receipt.Attested},
+		Session:    receipt.Session{ID: nilIfEmpty(s.ID), Provenance: receipt.Claimed},
+		Model:      receipt.Model{ID: metaString(agentMeta, MetaModel), Provenance: receipt.Claimed},
+		Tool:       receipt.Tool{Name: tool, Provenance: receipt.Observed},
+		Args:       args,
+		Facts:      map[string]receipt.Fact{},
+	}
+	if g.multi && c.up != nil {
+		c.record.Tool.Upstream = c.up.Name()
+	}
+	s.mu.Lock()
+	if len(s.consumed) > 0 {
+		c.record.Consumed = &receipt.Consumed{FactIDs: slices.Clone(s.consumed), Provenance: receipt.Observed}
+	}
+	s.mu.Unlock()
+	c.meta = map[string]any{MetaAgent: leaf.Agent, MetaPrincipal: principal}
+	return c
+}
+
+// decide runs steps 2 to 5 (arguments, scope, facts, policy) and returns the pending
+// receipt of an allowed call, or the answer to a refused one (whose denied receipt is
+// already logged).
+func (g *Gateway) decide(ctx context.Context, c *call) (*receipt.Pending, *mcp.CallToolResult) {
+	deny := func(p *receipt.Pending, why string) *mcp.CallToolResult {
+		return g.finishDenied(ctx, p, why, c.record.Policy.Reasons)
+	}
+	// 2. Arguments: a JSON object (SPEC: tools/call { name, arguments }). Anything
+	// else is refused with a denied receipt that records what was sent.
+	if kind := jsonKind(c.args); kind != "object" {
+		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"arguments are not a JSON object"}})
+		p, err := g.issuer.Begin(c.record)
+		if err != nil {
+			return nil, errorResult(fmt.Sprintf("Refused: the arguments of %s cannot be recorded: %v; nothing was forwarded", c.tool, err))
+		}
+		return nil, deny(p, fmt.Sprintf("Refused: the arguments of %s must be a JSON object, got %s; nothing was forwarded", c.tool, kind))
+	}
+	// 3. Scope.
+	leaf := c.s.chain.Leaf()
+	if !leaf.HasScope(c.tool) || c.up == nil {
+		why := fmt.Sprintf("tool %s is outside the grant's scopes", c.tool)
+		if leaf.HasScope(c.tool) {
+			why = fmt.Sprintf("no upstream offers tool %s", c.tool)
+		}
+		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"outside delegated scope"}})
+		p, err := g.issuer.Begin(c.record)
+		if err != nil {
+			return nil, errorResult(err.Error())
+		}
+		return nil, deny(p, why)
+	}
+	p, err := g.issuer.Begin(c.record)
+	if err != nil {
+		return nil, errorResult(fmt.Sprintf("Refused: the call cannot be recorded: %v; nothing was forwarded", err))
+	}
+	c.meta[MetaReceipt] = p.ReceiptID
+	// 4. Facts.
+	facts, factValues, why := g.lookupFacts(ctx, c.tool, c.args, c.meta)
+	c.record.Facts, c.facts = facts, factValues
+	if why != "" {
+		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"fact lookup failed"}})
+		if p, err = g.issuer.Resume(p, c.record); err != nil {
+			return nil, errorResult(err.Error())
+		}
+		return nil, deny(p, why)
+	}
+	// 5. Policy.
+	dec := g.policy.Decide(ctx, PolicyRequest{Agent: leaf.Agent, Tool: c.tool, Args: c.args, Facts: factValues,
+		Grant: GrantContext{Principal: leaf.Principal, Scopes: leaf.Scopes}, Digest: g.policyDigest})
+	c.record.Policy = g.policyRecord(dec)
+	if p, err = g.issuer.Resume(p, c.record); err != nil {
+		return nil, errorResult(err.Error())
+	}
+	if dec.Decision != receipt.Allow {
+		return nil, deny(p, "")
+	}
+	return p, nil
+}
+
+// precommit is step 6: once the receipt is known to fit the log, a pre-committed
+// tool's authorization is logged before anything reaches the upstream; when the log
+// does not take it, the call is withheld (and its receipt says so). Nil when the call
+// may be forwarded.
+func (g *Gateway) precommit(ctx context.Context, c *call, p *receipt.Pending) *mcp.CallToolResult {
+	if why := g.checkReceiptFits(p, c.tool); why != "" {
+		return errorResult(why)
+	}
+	if !g.cfg.IsPrecommit(c.tool) {
+		return nil
+	}
+	err := g.issuer.Authorize(ctx, p)
+	if err == nil {
+		return nil
+	}
+	reason := "Not executed: the log did not commit the authorization: " + err.Error()
+	b, ferr := g.issuer.Finish(ctx, p, receipt.Execution{Status: receipt.StatusWithheld, Reason: reason, Provenance: receipt.Observed})
+	if ferr != nil {
+		g.log.Warn("withheld receipt not logged either", "receipt", p.ReceiptID, "err", ferr)
+	} else {
+		g.exported(b)
+	}
+	return errorResult(fmt.Sprintf("%s (receipt %s)", reason, p.ReceiptID))
+}
+
+// forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set,
+// then the gateway's own and the facts it observed.
+func (c *call) forwardMeta() map[string]any {
+	fwd := map[string]any{}
+	for k, v := range c.agentMeta {
+		if !strings.HasPrefix(k, "svc/") {
+			fwd[k] = v
+		}
+	}
+	maps(fwd, c.meta)
+	if len(c.facts) > 0 {
+		obs := map[string]any{}
+		for k, v := range c.facts {
+			obs[k] = json.RawMessage(v)
+		}
+		fwd[MetaObserved] = obs
+	}
+	return fwd
+}
+
+// execution records what the upstream did, and (step 8) remembers the facts it
+// declares it served for the session's later receipts.
+func (c *call) execution(res *mcp.CallToolResult, callErr error) receipt.Execution {
+	if callErr != nil {
+		return receipt.Execution{Status: receipt.StatusError, Error: callErr.Error(), Provenance: receipt.Observed}
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		raw = json.RawMessage(`null`)
+	}
+	exec := receipt.Execution{Status: receipt.StatusExecuted, Result: raw, Provenance: receipt.Observed}
+	if res.IsError {
+		exec.Status = receipt.StatusFailed
+	}
+	if res.Meta == nil {
+		return exec
+	}
+	if sig, ok := res.Meta.AdditionalFields[MetaUpstreamSignature]; ok {
+		if b, err := json.Marshal(sig); err == nil {
+			exec.Upstream = b
+		}
+	}
+	if ids, ok := res.Meta.AdditionalFields[MetaFacts].([]any); ok {
+		c.s.mu.Lock()
+		for _, id := range ids {
+			if str, ok := id.(string); ok && !slices.Contains(c.s.consumed, str) {
+				c.s.consumed = append(c.s.consumed, str)
+			}
+		}
+		c.s.mu.Unlock()
+	}
+	return exec
+}
+
+// finish is step 9: the receipt is durable before the result is returned, with the
+// receipt's id in the result's meta.
+func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, callErr error) *mcp.CallToolResult {
+	b, err := g.issuer.Finish(ctx, p, c.execution(res, callErr))
+	if err != nil {
+		g.log.Error("receipt not logged after the upstream acted", "receipt", p.ReceiptID, "tool", c.tool, "err", err)
+		return errorResult(fmt.Sprintf("The upstream action has already happened, but the log did not take its receipt, so no receipt was issued: %v", err))
+	}
+	g.exported(b)
+	if callErr != nil {
+		return errorResult(fmt.Sprintf("Upstream error: %s (receipt %s)", callErr.Error(), p.ReceiptID))
+	}
+	if res.Meta == nil {
+		res.Meta = &mcp.Meta{}
+	}
+	if res.Meta.AdditionalFields == nil {
+		res.Meta.AdditionalFields = map[string]any{}
+	}
+	res.Meta.AdditionalFields[MetaReceipt] = p.ReceiptID
+	return res
+}
