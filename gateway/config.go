@@ -207,19 +207,49 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c.dir = dir
-	var errs []error
-	bad := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
+	var p problems
 	if c.Identity.KeyFile == "" {
-		bad("identity.keyFile is required")
+		p.add("identity.keyFile is required")
 	}
+	c.checkUpstreams(&p)
+	if len(c.TrustedPrincipalKeys) == 0 {
+		p.add("trustedPrincipalKeys must name at least one principal public key")
+	}
+	if c.PolicyFile == "" {
+		p.add("policyFile is required")
+	}
+	if c.ReceiptsDir == "" {
+		p.add("receiptsDir is required")
+	}
+	c.checkLog(&p)
+	c.checkFacts(&p)
+	for i, pc := range c.Precommit {
+		if pc == "*" && len(c.Precommit) > 1 {
+			p.add("precommit[%d]: \"*\" must be the only entry", i)
+		}
+	}
+	if len(p) > 0 {
+		return nil, errors.Join(p...)
+	}
+	return &c, nil
+}
+
+// problems collects every fault of a config, so one run names them all.
+type problems []error
+
+func (p *problems) add(format string, a ...any) { *p = append(*p, fmt.Errorf(format, a...)) }
+
+// checkUpstreams: exactly one of upstream and upstreams; several upstreams need
+// distinct names.
+func (c *Config) checkUpstreams(p *problems) {
 	switch {
 	case c.Upstream != nil && len(c.Upstreams) > 0:
-		bad("give upstream or upstreams, not both")
+		p.add("give upstream or upstreams, not both")
 	case c.Upstream == nil && len(c.Upstreams) == 0:
-		bad("one of upstream or upstreams is required")
+		p.add("one of upstream or upstreams is required")
 	case c.Upstream != nil:
 		if err := c.Upstream.check("upstream"); err != nil {
-			errs = append(errs, err)
+			*p = append(*p, err)
 		}
 	default:
 		names := map[string]bool{}
@@ -227,68 +257,59 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 			u := &c.Upstreams[i]
 			field := fmt.Sprintf("upstreams[%d]", i)
 			if u.Name == "" {
-				bad("%s.name is required when several upstreams are configured", field)
+				p.add("%s.name is required when several upstreams are configured", field)
 			} else if names[u.Name] {
-				bad("%s.name %q is used twice", field, u.Name)
+				p.add("%s.name %q is used twice", field, u.Name)
 			}
 			names[u.Name] = true
 			if err := u.check(field); err != nil {
-				errs = append(errs, err)
+				*p = append(*p, err)
 			}
 		}
 	}
-	if len(c.TrustedPrincipalKeys) == 0 {
-		bad("trustedPrincipalKeys must name at least one principal public key")
-	}
-	if c.PolicyFile == "" {
-		bad("policyFile is required")
-	}
-	if c.ReceiptsDir == "" {
-		bad("receiptsDir is required")
-	}
+}
+
+// checkLog: exactly one of logFile and log; a remote log names one transport.
+func (c *Config) checkLog(p *problems) {
 	switch {
 	case c.LogFile != "" && c.Log != nil:
-		bad("give logFile or log, not both")
+		p.add("give logFile or log, not both")
 	case c.LogFile == "" && c.Log == nil:
-		bad("one of logFile or log is required")
+		p.add("one of logFile or log is required")
 	case c.Log != nil:
 		if (c.Log.URL == "") == (c.Log.NATS == "") {
-			bad("log needs exactly one of log.url and log.nats")
+			p.add("log needs exactly one of log.url and log.nats")
 		}
 		if c.Log.URL != "" && !strings.HasPrefix(c.Log.URL, "http://") && !strings.HasPrefix(c.Log.URL, "https://") {
-			bad("log.url %q: want the tenant's http(s) append URL", c.Log.URL)
+			p.add("log.url %q: want the tenant's http(s) append URL", c.Log.URL)
 		}
 		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
-			bad("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
+			p.add("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
 		}
 		if c.Log.TimeoutMs < 0 {
-			bad("log.timeoutMs must be positive")
+			p.add("log.timeoutMs must be positive")
 		}
 	}
+}
+
+// checkFacts: every fact names itself, its lookup tool and the tools it serves; its
+// fixed arguments are JSON.
+func (c *Config) checkFacts(p *problems) {
 	for i, f := range c.Facts {
 		field := fmt.Sprintf("facts[%d]", i)
 		if f.Name == "" || f.Tool == "" {
-			bad("%s: name and tool are required", field)
+			p.add("%s: name and tool are required", field)
 		}
 		if len(f.ForTools) == 0 {
-			bad("%s.forTools names no tool", field)
+			p.add("%s.forTools names no tool", field)
 		}
 		if len(f.Args) > 0 {
 			var v any
 			if err := json.Unmarshal(f.Args, &v); err != nil {
-				bad("%s.args: %v", field, err)
+				p.add("%s.args: %w", field, err)
 			}
 		}
 	}
-	for i, p := range c.Precommit {
-		if p == "*" && len(c.Precommit) > 1 {
-			bad("precommit[%d]: \"*\" must be the only entry", i)
-		}
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return &c, nil
 }
 
 func (u *UpstreamConfig) check(field string) error {

@@ -193,29 +193,9 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGrantRejection(w, err)
 		return
 	}
-	var s *Session
-	if id := r.Header.Get("Mcp-Session-Id"); id != "" {
-		f.mu.Lock()
-		s = f.sessions[id]
-		f.mu.Unlock()
-		if s == nil {
-			http.Error(w, "session not found or closed; initialize again with a grant", http.StatusNotFound)
-			return
-		}
-		if s.grantKey != key {
-			writeGrantRejection(w, errors.New("grant rejected: this session was opened under another grant; present the session's own grant"))
-			return
-		}
-		if err := f.g.inWindow(s.chain); err != nil {
-			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
-			return
-		}
-	} else {
-		if s, err = f.g.sessionFor("", v); err != nil {
-			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
-			return
-		}
-		s.grantKey = key
+	s, ok := f.requestSession(w, r, v, key)
+	if !ok {
+		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
 	rc := http.NewResponseController(w)
@@ -237,30 +217,11 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	var body []byte
 	if r.Method == http.MethodPost {
-		// Bodies in memory are bounded across all clients: a request reserves the
-		// cap before reading, keeps what its body takes until it is answered.
-		actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
-		err := f.bodyBytes.Acquire(actx, maxMCPBody)
-		cancel()
-		if err != nil {
-			w.Header().Set("Retry-After", "1")
-			http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
+		var release func()
+		if body, release, ok = f.readBody(w, r, rc); !ok {
 			return
 		}
-		_ = rc.SetReadDeadline(time.Now().Add(f.bodyTimeout))
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
-		f.bodyBytes.Release(int64(maxMCPBody - len(body)))
-		defer f.bodyBytes.Release(int64(len(body)))
-		if err != nil {
-			var mbe *http.MaxBytesError
-			if errors.As(err, &mbe) {
-				http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxMCPBody), http.StatusRequestEntityTooLarge)
-			} else {
-				http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
-			}
-			return
-		}
-		_ = rc.SetReadDeadline(time.Time{})
+		defer release()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
 	if err := f.checkProof(r, v, body); err != nil {
@@ -268,6 +229,69 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mcp.ServeHTTP(w, r)
+}
+
+// requestSession finds the session a request names, which must have been opened under the
+// grant it presents and still be inside the grant's window, or opens a new one under
+// that grant. On false the refusal has been written.
+func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *verifiedGrant, key [32]byte) (*Session, bool) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		s, err := f.g.sessionFor("", v)
+		if err != nil {
+			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
+			return nil, false
+		}
+		s.grantKey = key
+		return s, true
+	}
+	f.mu.Lock()
+	s := f.sessions[id]
+	f.mu.Unlock()
+	if s == nil {
+		http.Error(w, "session not found or closed; initialize again with a grant", http.StatusNotFound)
+		return nil, false
+	}
+	if s.grantKey != key {
+		writeGrantRejection(w, errors.New("grant rejected: this session was opened under another grant; present the session's own grant"))
+		return nil, false
+	}
+	if err := f.g.inWindow(s.chain); err != nil {
+		writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
+		return nil, false
+	}
+	return s, true
+}
+
+// readBody reads a POST body, capped at maxMCPBody (413 beyond) and under a read
+// deadline. Bodies in memory are bounded across all clients: a request reserves the
+// cap before reading and keeps what its body takes until release is called, after it
+// is answered. On false the refusal has been written.
+func (f *httpFront) readBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController) ([]byte, func(), bool) {
+	actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
+	err := f.bodyBytes.Acquire(actx, maxMCPBody)
+	cancel()
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
+		return nil, nil, false
+	}
+	_ = rc.SetReadDeadline(time.Now().Add(f.bodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxMCPBody))
+	f.bodyBytes.Release(int64(maxMCPBody - len(body)))
+	release := func() { f.bodyBytes.Release(int64(len(body))) }
+	if err != nil {
+		release()
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body larger than %d bytes", maxMCPBody), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "reading the request body: "+err.Error(), http.StatusBadRequest)
+		}
+		return nil, nil, false
+	}
+	_ = rc.SetReadDeadline(time.Time{})
+	return body, release, true
 }
 
 // Per-request time bounds of /mcp (the server itself sets none for reads and writes,

@@ -52,40 +52,72 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			g.Close()
 		}
 	}()
+	if err := g.loadKeysAndPolicy(opts.LoadPolicy); err != nil {
+		return nil, err
+	}
+	if err := g.openIssuer(opts.Now); err != nil {
+		return nil, err
+	}
+	if err := g.dialUpstreams(ctx); err != nil {
+		return nil, err
+	}
+	if err := g.openExporters(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return g, nil
+}
+
+// loadKeysAndPolicy reads the gateway's signing key, the principals' public keys and
+// the Cedar policy (whose digest every receipt records).
+func (g *Gateway) loadKeysAndPolicy(load func(text []byte) (Decider, error)) error {
+	cfg := g.cfg
 	var err error
 	if g.key, err = signer.LoadPrivateKey(cfg.Path(cfg.Identity.KeyFile)); err != nil {
-		return nil, fmt.Errorf("identity.keyFile: %w", err)
+		return fmt.Errorf("identity.keyFile: %w", err)
 	}
 	for _, p := range cfg.TrustedPrincipalKeys {
 		k, err := signer.LoadPublicKey(cfg.Path(p))
 		if err != nil {
-			return nil, fmt.Errorf("trustedPrincipalKeys: %w", err)
+			return fmt.Errorf("trustedPrincipalKeys: %w", err)
 		}
 		g.principalKeys = append(g.principalKeys, k)
 	}
 	text, err := receipt.ReadFileCapped(cfg.Path(cfg.PolicyFile), 1<<20)
 	if err != nil {
-		return nil, fmt.Errorf("policyFile: %w", err)
+		return fmt.Errorf("policyFile: %w", err)
 	}
 	g.policyDigest = PolicyDigest(text)
-	if g.policy, err = opts.LoadPolicy(text); err != nil {
-		return nil, fmt.Errorf("policyFile %s: %w", cfg.PolicyFile, err)
+	if g.policy, err = load(text); err != nil {
+		return fmt.Errorf("policyFile %s: %w", cfg.PolicyFile, err)
 	}
+	return nil
+}
+
+// openIssuer opens the receipt log and the issuer over it. With a local log file,
+// receipt files are written behind the call (the log line is the durable record): no
+// file-system metadata operation on the call's path.
+func (g *Gateway) openIssuer(now func() time.Time) error {
 	log, err := g.openLog()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	// With a local log file, receipt files are written behind the call (the log line
-	// is the durable record): no file-system metadata operation on the call's path.
 	_, local := log.(*receipt.FileLog)
 	if g.issuer, err = receipt.NewIssuer(receipt.IssuerConfig{Key: g.key, Kind: receipt.KindGateway, Log: log,
-		ReceiptsDir: cfg.Path(cfg.ReceiptsDir), Now: opts.Now, WriteBehind: local, Logger: g.log}); err != nil {
-		return nil, err
+		ReceiptsDir: g.cfg.Path(g.cfg.ReceiptsDir), Now: now, WriteBehind: local, Logger: g.log}); err != nil {
+		return err
 	}
 	g.closers = append(g.closers, g.issuer.Close) // closes before the log
-	ups := cfg.Upstreams
-	if cfg.Upstream != nil {
-		ups = []UpstreamConfig{*cfg.Upstream}
+	return nil
+}
+
+// dialUpstreams connects every upstream and maps each tool to the one upstream that
+// offers it; a tool offered twice, or a fact looked up through a tool nobody offers,
+// is a configuration error.
+func (g *Gateway) dialUpstreams(ctx context.Context) error {
+	ups := g.cfg.Upstreams
+	if g.cfg.Upstream != nil {
+		ups = []UpstreamConfig{*g.cfg.Upstream}
 		if ups[0].Name == "" {
 			ups[0].Name = "upstream"
 		}
@@ -94,7 +126,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	for i := range ups {
 		u, err := dialUpstream(ctx, &ups[i])
 		if err != nil {
-			return nil, err
+			return err
 		}
 		g.upstreams = append(g.upstreams, u)
 	}
@@ -113,18 +145,14 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	if len(dups) > 0 {
 		sort.Strings(dups)
-		return nil, fmt.Errorf("upstreams: each tool must belong to exactly one upstream: %s", strings.Join(dups, "; "))
+		return fmt.Errorf("upstreams: each tool must belong to exactly one upstream: %s", strings.Join(dups, "; "))
 	}
-	for _, f := range cfg.Facts {
+	for _, f := range g.cfg.Facts {
 		if g.owner[f.Tool] == nil {
-			return nil, fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
+			return fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
 		}
 	}
-	if err := g.openExporters(ctx); err != nil {
-		return nil, err
-	}
-	ok = true
-	return g, nil
+	return nil
 }
 
 // openExporters starts the otel and splunk exports of the config, if any. With a

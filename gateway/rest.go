@@ -74,10 +74,30 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 	if !ok {
 		return nil, fmt.Errorf("upstream %s has no tool %s", u.name, tool)
 	}
+	req, path, err := u.request(ctx, t, raw)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := u.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRestResponse))
+	if err != nil {
+		return nil, err
+	}
+	return restResult(req.Method, path, resp, data), nil
+}
+
+// request maps a tool call onto the HTTP request its description names: path
+// parameters from the arguments of the same name, the rest into the query (GET,
+// DELETE, or listed in query) or a JSON body. It returns the request and its path.
+func (u *restUpstream) request(ctx context.Context, t *RestTool, raw json.RawMessage) (*http.Request, string, error) {
 	args := map[string]any{}
 	if len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, fmt.Errorf("arguments are not an object: %w", err)
+			return nil, "", fmt.Errorf("arguments are not an object: %w", err)
 		}
 	}
 	var missing []string
@@ -92,7 +112,7 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 		return url.PathEscape(scalar(v))
 	})
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing path arguments %v", missing)
+		return nil, "", fmt.Errorf("missing path arguments %v", missing)
 	}
 	method := strings.ToUpper(t.Method)
 	q := url.Values{}
@@ -109,7 +129,7 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 	if !toQuery && t.Body != "none" {
 		b, err := json.Marshal(rest)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		body = bytes.NewReader(b)
 	}
@@ -119,21 +139,18 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 	}
 	req, err := http.NewRequestWithContext(ctx, method, target, body)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	req.Header = u.headers.Clone()
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := u.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxRestResponse))
-	if err != nil {
-		return nil, err
-	}
+	return req, path, nil
+}
+
+// restResult is the tool result of an HTTP answer: its text (with the status when it
+// is not 2xx, then a tool error), and JSON kept as structured content.
+func restResult(method, path string, resp *http.Response, data []byte) *mcp.CallToolResult {
 	res := &mcp.CallToolResult{IsError: resp.StatusCode < 200 || resp.StatusCode > 299}
 	text := string(data)
 	if res.IsError {
@@ -149,7 +166,7 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 			res.StructuredContent = map[string]any{"result": v}
 		}
 	}
-	return res, nil
+	return res
 }
 
 func scalar(v any) string {
