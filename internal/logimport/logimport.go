@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -168,139 +167,170 @@ func Import(ctx context.Context, nc *nats.Conn, tenant, path string, progress Pr
 		return nil, err
 	}
 	defer f.Close()
-	var r io.Reader = f
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
 		return nil, err
 	}
-	prefix := nats.NewInbox() + "."
-	answers := make(chan answer, Window)
-	sub, err := nc.Subscribe(prefix+"*", func(m *nats.Msg) {
-		i, err := strconv.ParseUint(m.Subject[len(prefix):], 10, 64)
-		if err != nil {
-			return
-		}
-		a := answer{index: i}
-		if m.Header.Get(pipeline.HeaderStatus) == pipeline.StatusOK {
-			// Only the index and size are needed per answer; the head is decoded for
-			// the last answer alone (a proof reply is ~2 KB of JSON).
-			idx, okI := uintAfter(m.Data, `"leafIndex":`)
-			size, okS := uintAfter(m.Data, `"treeSize":`)
-			switch {
-			case !okI || !okS:
-				a.err = fmt.Errorf("malformed answer to line %d", i+1)
-			case idx != i:
-				a.err = fmt.Errorf("%w: line %d got index %d (another producer appended to the tenant meanwhile, or the file repeats a leaf)", ErrMismatch, i+1, idx)
-			default:
-				a.size, a.raw = size, m
-			}
-			answers <- a
-			return
-		}
-		rep, err := pipeline.DecodeReply(m)
-		switch {
-		case err != nil:
-			a.err = err
-		case rep.Refusal != nil:
-			a.err = rep.Refusal
-		default:
-			a.err = fmt.Errorf("answer to line %d without a proof", i+1)
-		}
-		answers <- a
-	})
+	im := &importer{ctx: ctx, nc: nc, tenant: tenant, prefix: nats.NewInbox() + ".", answers: make(chan answer, Window)}
+	sub, err := nc.Subscribe(im.prefix+"*", im.take)
 	if err != nil {
 		return nil, err
 	}
 	defer sub.Unsubscribe()
 	sub.SetPendingLimits(-1, -1)
+	if err := im.stream(f, tree, skip, progress); err != nil {
+		return nil, err
+	}
+	return im.result(tree)
+}
 
-	var (
-		sent, done uint64
-		read       countingReader
-		last       answer
-		mu         sync.Mutex
-	)
-	read.r = r
+// An importer is one run of Import: append requests go out on the tenant's subject
+// with a reply subject per line (prefix + line index), answers come back to take.
+type importer struct {
+	ctx        context.Context
+	nc         *nats.Conn
+	tenant     string
+	prefix     string
+	answers    chan answer
+	sent, done uint64 // lines sent (or found in the log already), lines answered
+	last       answer // the answer with the largest tree size
+}
+
+// take reads one answer. Only the index and size are needed per answer; the head is
+// decoded for the last answer alone (a proof reply is ~2 KB of JSON).
+func (im *importer) take(m *nats.Msg) {
+	i, err := strconv.ParseUint(m.Subject[len(im.prefix):], 10, 64)
+	if err != nil {
+		return
+	}
+	a := answer{index: i}
+	if m.Header.Get(pipeline.HeaderStatus) == pipeline.StatusOK {
+		idx, okI := uintAfter(m.Data, `"leafIndex":`)
+		size, okS := uintAfter(m.Data, `"treeSize":`)
+		switch {
+		case !okI || !okS:
+			a.err = fmt.Errorf("malformed answer to line %d", i+1)
+		case idx != i:
+			a.err = fmt.Errorf("%w: line %d got index %d (another producer appended to the tenant meanwhile, or the file repeats a leaf)", ErrMismatch, i+1, idx)
+		default:
+			a.size, a.raw = size, m
+		}
+		im.answers <- a
+		return
+	}
+	rep, err := pipeline.DecodeReply(m)
+	switch {
+	case err != nil:
+		a.err = err
+	case rep.Refusal != nil:
+		a.err = rep.Refusal
+	default:
+		a.err = fmt.Errorf("answer to line %d without a proof", i+1)
+	}
+	im.answers <- a
+}
+
+// wait takes the next answer; an error answer, Timeout without one, or the context's
+// end stops the import.
+func (im *importer) wait() error {
+	select {
+	case a := <-im.answers:
+		if a.err != nil {
+			return fmt.Errorf("line %d: %w", a.index+1, a.err)
+		}
+		im.done++
+		if a.size >= im.last.size {
+			im.last = a
+		}
+		return nil
+	case <-time.After(Timeout):
+		return fmt.Errorf("no answer from the log for %s: is a database-backed log server (svc log --db-env) running on this broker, and does it serve tenant %s?", Timeout, im.tenant)
+	case <-im.ctx.Done():
+		return im.ctx.Err()
+	}
+}
+
+// stream reads the file line by line into tree and sends every line after the first
+// skip (already in the log) as an append request, with at most Window unanswered,
+// then waits for every answer.
+func (im *importer) stream(f io.Reader, tree *merkle.Tree, skip uint64, progress Progress) error {
+	read := countingReader{r: f}
 	sc := bufio.NewScanner(&read)
 	sc.Buffer(make([]byte, 0, 64<<10), merkle.MaxLineSize+1)
 	lastReport := time.Now()
-	wait := func() error {
-		select {
-		case a := <-answers:
-			if a.err != nil {
-				return fmt.Errorf("line %d: %w", a.index+1, a.err)
-			}
-			done++
-			mu.Lock()
-			if a.size >= last.size {
-				last = a
-			}
-			mu.Unlock()
-			return nil
-		case <-time.After(Timeout):
-			return fmt.Errorf("no answer from the log for %s: is a database-backed log server (svc log --db-env) running on this broker, and does it serve tenant %s?", Timeout, tenant)
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) == 0 {
 			continue
 		}
-		e, err := merkle.ParseLine(line)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", sent+1, err)
-		}
-		if _, err := tree.Append(e.Hash); err != nil {
-			return nil, err
-		}
-		if sent < skip {
-			sent++
-			done++
-			continue
-		}
-		l := pipeline.Leaf{Hash: e.Hash}
-		if e.Kind == merkle.LineLeaf {
-			l.Data = []byte(e.Leaf)
-		}
-		if err := nc.PublishMsg(pipeline.NewRequest(tenant, l, prefix+strconv.FormatUint(sent, 10))); err != nil {
-			return nil, err
-		}
-		sent++
-		for sent-done >= Window {
-			if err := wait(); err != nil {
-				return nil, err
-			}
+		if err := im.send(line, tree, skip); err != nil {
+			return err
 		}
 		if progress != nil && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
-			progress(done, read.n)
+			progress(im.done, read.n)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("line %d: %w", sent+1, err)
+		return fmt.Errorf("line %d: %w", im.sent+1, err)
 	}
-	for done < sent {
-		if err := wait(); err != nil {
-			return nil, err
+	for im.done < im.sent {
+		if err := im.wait(); err != nil {
+			return err
 		}
 	}
 	if progress != nil {
-		progress(done, read.n)
+		progress(im.done, read.n)
 	}
-	if sent == 0 {
-		return nil, errors.New("the file holds no leaves")
+	if im.sent == 0 {
+		return errors.New("the file holds no leaves")
 	}
+	return nil
+}
+
+// send adds one line to tree and, past the first skip lines, publishes its append
+// request, waiting for answers while Window are in flight.
+func (im *importer) send(line []byte, tree *merkle.Tree, skip uint64) error {
+	e, err := merkle.ParseLine(line)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", im.sent+1, err)
+	}
+	if _, err := tree.Append(e.Hash); err != nil {
+		return err
+	}
+	if im.sent < skip {
+		im.sent++
+		im.done++
+		return nil
+	}
+	l := pipeline.Leaf{Hash: e.Hash}
+	if e.Kind == merkle.LineLeaf {
+		l.Data = []byte(e.Leaf)
+	}
+	if err := im.nc.PublishMsg(pipeline.NewRequest(im.tenant, l, im.prefix+strconv.FormatUint(im.sent, 10))); err != nil {
+		return err
+	}
+	im.sent++
+	for im.sent-im.done >= Window {
+		if err := im.wait(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// result compares the log's head after the last answer with the file's root.
+func (im *importer) result(tree *merkle.Tree) (*Result, error) {
+	sent := im.sent
 	root, err := tree.RootAt(sent)
 	if err != nil {
 		return nil, err
 	}
-	if last.raw == nil {
+	if im.last.raw == nil {
 		// Everything was in the log already, each leaf compared with the file's.
 		return &Result{Leaves: sent, RootHash: root.String()}, nil
 	}
-	rep, err := pipeline.DecodeReply(last.raw)
+	rep, err := pipeline.DecodeReply(im.last.raw)
 	if err != nil || rep.Proof == nil {
 		return nil, fmt.Errorf("the last answer: %v", err)
 	}
