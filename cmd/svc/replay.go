@@ -46,6 +46,11 @@ Example:
   svc replay db --nats-url nats://127.0.0.1:4222 --db-env SVC_NEW_DATABASE_URL
   svc replay logfile --data ./data --tenant default --out rebuilt.jsonl`
 
+// replayFlags are the flags of every `svc replay <projection>`.
+type replayFlags struct {
+	data, natsURL, tenant, out, dbEnv string
+}
+
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
 		fs := newFlagSet("replay", "<logfile|metering|tree> [flags]", replayHelp, stderr)
@@ -56,35 +61,21 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return usagef("name the projection: logfile, metering, tree or db")
 	}
 	what := args[0]
+	var o replayFlags
 	fs := newFlagSet("replay "+what, "[flags]", replayHelp, stderr)
-	data := fs.String("data", "data", "the log's data `directory`")
-	natsURL := fs.String("nats-url", "", "NATS `URL` of the cluster; default: the embedded server in --data")
-	tenant := fs.String("tenant", "default", "the `tenant` (logfile, tree)")
-	out := fs.String("out", "", "logfile: the `file` to write")
-	dbEnv := fs.String("db-env", "", "db: environment `variable` holding the URL of the empty PostgreSQL database to fill")
+	fs.StringVar(&o.data, "data", "data", "the log's data `directory`")
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS `URL` of the cluster; default: the embedded server in --data")
+	fs.StringVar(&o.tenant, "tenant", "default", "the `tenant` (logfile, tree)")
+	fs.StringVar(&o.out, "out", "", "logfile: the `file` to write")
+	fs.StringVar(&o.dbEnv, "db-env", "", "db: environment `variable` holding the URL of the empty PostgreSQL database to fill")
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	var nc *nats.Conn
-	if *natsURL != "" {
-		var err error
-		if nc, err = nats.Connect(*natsURL, nats.Name("svc-replay")); err != nil {
-			return err
-		}
-	} else {
-		if _, err := os.Stat(filepath.Join(*data, "nats")); err != nil {
-			return fmt.Errorf("%s holds no JetStream store (%v); point --data at the log's data directory", *data, err)
-		}
-		srv, err := natsembed.Start(natsembed.Config{DataDir: *data})
-		if err != nil {
-			return fmt.Errorf("%w (is the log server still running on %s? stop it first)", err, *data)
-		}
-		defer srv.Shutdown()
-		if nc, err = natsembed.Connect(srv, "svc-replay"); err != nil {
-			return err
-		}
+	nc, closeBroker, err := replayBroker(o.data, o.natsURL)
+	if err != nil {
+		return err
 	}
-	defer nc.Close()
+	defer closeBroker()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
@@ -92,67 +83,107 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	switch what {
 	case "db":
-		return replayDB(ctx, js, *dbEnv, stdout, stderr)
+		return replayDB(ctx, js, o.dbEnv, stdout, stderr)
 	case "metering":
-		path := filepath.Join(*data, "projections", "metering.json")
-		if err := os.Remove(path); err != nil && !errors.Is(err, iofs.ErrNotExist) {
-			return err
-		}
-		target, err := projections.Target(ctx, js, pipeline.LeavesPrefix+">")
-		if err != nil {
-			return err
-		}
-		m := &projections.Metering{StatePath: path, JS: js}
-		if err := m.Load(); err != nil {
-			return err
-		}
-		return replayUntil(ctx, stderr, "metering", target, m.Position, func(ctx context.Context) error { return m.Run(ctx) })
+		return replayMetering(ctx, js, o.data, stderr)
 	case "logfile":
-		if *out == "" {
-			return usagef("logfile: --out is required")
-		}
-		if _, err := os.Stat(*out); err == nil {
-			return fmt.Errorf("%s exists; replay writes a new file", *out)
-		}
-		target, err := projections.Target(ctx, js, pipeline.LeavesSubject(*tenant))
-		if err != nil {
-			return err
-		}
-		state, err := os.MkdirTemp("", "svc-replay-*")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(state)
-		var pos atomic.Uint64
-		p := &projections.LogFile{Path: *out, StatePath: filepath.Join(state, "state.json"), Tenant: *tenant, JS: js, Logger: logger}
-		p.OnBatch = func(seq uint64) { pos.Store(seq) }
-		err = replayUntil(ctx, stderr, "logfile", target, pos.Load, func(ctx context.Context) error { return p.Run(ctx) })
-		if err == nil {
-			fmt.Fprintf(stdout, "wrote %s\n", *out)
-		}
-		return err
+		return replayLogFile(ctx, js, o, logger, stdout, stderr)
 	case "tree":
-		dir := filepath.Join(*data, "tenants", *tenant)
-		if err := os.RemoveAll(filepath.Join(dir, "tree")); err != nil {
-			return err
-		}
-		_ = os.Remove(filepath.Join(dir, "state.json"))
-		key, _ := signer.GenerateKey() // signs nothing that leaves this command
-		seq, err := sequencer.New(sequencer.Config{Tenant: *tenant, Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, Logger: logger})
-		if err != nil {
-			return err
-		}
-		defer seq.Close()
-		start := time.Now()
-		stop := progress(stderr, "tree", func() (uint64, uint64) { return seq.Tree().Size(), 0 })
-		err = seq.Recover(ctx)
-		stop()
-		if err == nil {
-			fmt.Fprintf(stdout, "rebuilt the tree of %s: %d leaves in %s\n", *tenant, seq.Tree().Size(), time.Since(start).Round(time.Millisecond))
-		}
-		return err
+		return replayTree(ctx, nc, o, logger, stdout, stderr)
 	}
 	return usagef("unknown projection %q: want logfile, metering, tree or db", what)
+}
+
+// replayBroker connects to the cluster at natsURL, or starts the embedded server of
+// the data directory (which fails while the log server still runs on it).
+func replayBroker(data, natsURL string) (*nats.Conn, func(), error) {
+	if natsURL != "" {
+		nc, err := nats.Connect(natsURL, nats.Name("svc-replay"))
+		if err != nil {
+			return nil, nil, err
+		}
+		return nc, nc.Close, nil
+	}
+	if _, err := os.Stat(filepath.Join(data, "nats")); err != nil {
+		return nil, nil, fmt.Errorf("%s holds no JetStream store (%w); point --data at the log's data directory", data, err)
+	}
+	srv, err := natsembed.Start(natsembed.Config{DataDir: data})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (is the log server still running on %s? stop it first)", err, data)
+	}
+	nc, err := natsembed.Connect(srv, "svc-replay")
+	if err != nil {
+		srv.Shutdown()
+		return nil, nil, err
+	}
+	return nc, func() { nc.Close(); srv.Shutdown() }, nil
+}
+
+// replayMetering recounts appends per tenant and month from the start of SVC_LEAVES.
+func replayMetering(ctx context.Context, js jetstream.JetStream, data string, stderr io.Writer) error {
+	path := filepath.Join(data, "projections", "metering.json")
+	if err := os.Remove(path); err != nil && !errors.Is(err, iofs.ErrNotExist) {
+		return err
+	}
+	target, err := projections.Target(ctx, js, pipeline.LeavesPrefix+">")
+	if err != nil {
+		return err
+	}
+	m := &projections.Metering{StatePath: path, JS: js}
+	if err := m.Load(); err != nil {
+		return err
+	}
+	return replayUntil(ctx, stderr, "metering", target, m.Position, func(ctx context.Context) error { return m.Run(ctx) })
+}
+
+// replayLogFile writes the tenant's SPEC log file afresh to o.out.
+func replayLogFile(ctx context.Context, js jetstream.JetStream, o replayFlags, logger *slog.Logger, stdout, stderr io.Writer) error {
+	if o.out == "" {
+		return usagef("logfile: --out is required")
+	}
+	if _, err := os.Stat(o.out); err == nil {
+		return fmt.Errorf("%s exists; replay writes a new file", o.out)
+	}
+	target, err := projections.Target(ctx, js, pipeline.LeavesSubject(o.tenant))
+	if err != nil {
+		return err
+	}
+	state, err := os.MkdirTemp("", "svc-replay-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(state)
+	var pos atomic.Uint64
+	p := &projections.LogFile{Path: o.out, StatePath: filepath.Join(state, "state.json"), Tenant: o.tenant, JS: js, Logger: logger}
+	p.OnBatch = func(seq uint64) { pos.Store(seq) }
+	err = replayUntil(ctx, stderr, "logfile", target, pos.Load, func(ctx context.Context) error { return p.Run(ctx) })
+	if err == nil {
+		fmt.Fprintf(stdout, "wrote %s\n", o.out)
+	}
+	return err
+}
+
+// replayTree rebuilds the tenant's tree store by the sequencer's own recovery.
+func replayTree(ctx context.Context, nc *nats.Conn, o replayFlags, logger *slog.Logger, stdout, stderr io.Writer) error {
+	dir := filepath.Join(o.data, "tenants", o.tenant)
+	if err := os.RemoveAll(filepath.Join(dir, "tree")); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(dir, "state.json"))
+	key, _ := signer.GenerateKey() // signs nothing that leaves this command
+	seq, err := sequencer.New(sequencer.Config{Tenant: o.tenant, Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, Logger: logger})
+	if err != nil {
+		return err
+	}
+	defer seq.Close()
+	start := time.Now()
+	stop := progress(stderr, "tree", func() (uint64, uint64) { return seq.Tree().Size(), 0 })
+	err = seq.Recover(ctx)
+	stop()
+	if err == nil {
+		fmt.Fprintf(stdout, "rebuilt the tree of %s: %d leaves in %s\n", o.tenant, seq.Tree().Size(), time.Since(start).Round(time.Millisecond))
+	}
+	return err
 }
 
 // replayUntil runs a projection until its position reaches target, with progress.
