@@ -69,68 +69,17 @@ func OpenFileStore(dir string) (HashStore, error) {
 	}()
 	repaired := false
 	for l := uint8(0); l <= MaxLevel; l++ {
-		path := filepath.Join(dir, LevelFileName(l))
-		var f *os.File
-		var err error
-		if l == 0 {
-			f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-			if err != nil {
-				return nil, err
-			}
-			if err := lockFile(f); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("merkle: open hash store %s: %w", dir, err)
-			}
-		} else {
-			f, err = os.OpenFile(path, os.O_RDWR, 0)
-			if errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		lv := &fileLevel{f: f}
-		s.levels[l] = lv
-		st, err := f.Stat()
+		r, err := s.openLevel(l)
 		if err != nil {
 			return nil, err
 		}
-		size := st.Size()
-		if rem := size % HashSize; rem != 0 {
-			slog.Default().Warn("merkle: truncating partial record of hash store level",
-				"file", path, "offset", size-rem, "dropped", rem)
-			if err := f.Truncate(size - rem); err != nil {
-				return nil, err
-			}
-			size -= rem
-			lv.dirty, repaired = true, true
-		}
-		lv.n = uint64(size) / HashSize
-		lv.flushed = lv.n
+		repaired = repaired || r
 	}
-	for l := uint8(0); l < MaxLevel; l++ {
-		want := s.lenLocked(l) / 2
-		if lv := s.levels[l+1]; lv != nil && lv.n > want {
-			slog.Default().Warn("merkle: truncating hash store level to match the level below",
-				"file", lv.f.Name(), "hashes", lv.n, "kept", want)
-			if err := lv.f.Truncate(int64(want) * HashSize); err != nil {
-				return nil, err
-			}
-			lv.n, lv.flushed = want, want
-			lv.dirty, repaired = true, true
-		}
-	}
-	before := s.totalLen()
-	if err := completeLevels(s); err != nil {
+	r, err := s.repairLevels()
+	if err != nil {
 		return nil, err
 	}
-	if after := s.totalLen(); after != before {
-		slog.Default().Warn("merkle: recomputed missing hashes of hash store",
-			"dir", dir, "hashes", after-before)
-		repaired = true
-	}
-	if repaired {
+	if repaired || r {
 		if err := s.Sync(); err != nil {
 			return nil, err
 		}
@@ -144,6 +93,77 @@ func OpenFileStore(dir string) (HashStore, error) {
 	}
 	ok = true
 	return s, nil
+}
+
+// openLevel opens level l's file (level 0's is created and locked; a missing upper
+// level is left nil) and drops a partial record at its end. It reports whether it
+// repaired the file.
+func (s *fileStore) openLevel(l uint8) (repaired bool, err error) {
+	path := filepath.Join(s.dir, LevelFileName(l))
+	var f *os.File
+	if l == 0 {
+		if f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644); err != nil {
+			return false, err
+		}
+		if err := lockFile(f); err != nil {
+			f.Close()
+			return false, fmt.Errorf("merkle: open hash store %s: %w", s.dir, err)
+		}
+	} else {
+		f, err = os.OpenFile(path, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	lv := &fileLevel{f: f}
+	s.levels[l] = lv
+	st, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	size := st.Size()
+	if rem := size % HashSize; rem != 0 {
+		slog.Default().Warn("merkle: truncating partial record of hash store level",
+			"file", path, "offset", size-rem, "dropped", rem)
+		if err := f.Truncate(size - rem); err != nil {
+			return false, err
+		}
+		size -= rem
+		lv.dirty, repaired = true, true
+	}
+	lv.n = uint64(size) / HashSize
+	lv.flushed = lv.n
+	return repaired, nil
+}
+
+// repairLevels truncates every level longer than the level below supports, then
+// recomputes missing upper-level hashes. It reports whether it changed anything.
+func (s *fileStore) repairLevels() (repaired bool, err error) {
+	for l := uint8(0); l < MaxLevel; l++ {
+		want := s.lenLocked(l) / 2
+		if lv := s.levels[l+1]; lv != nil && lv.n > want {
+			slog.Default().Warn("merkle: truncating hash store level to match the level below",
+				"file", lv.f.Name(), "hashes", lv.n, "kept", want)
+			if err := lv.f.Truncate(int64(want) * HashSize); err != nil {
+				return false, err
+			}
+			lv.n, lv.flushed = want, want
+			lv.dirty, repaired = true, true
+		}
+	}
+	before := s.totalLen()
+	if err := completeLevels(s); err != nil {
+		return false, err
+	}
+	if after := s.totalLen(); after != before {
+		slog.Default().Warn("merkle: recomputed missing hashes of hash store",
+			"dir", s.dir, "hashes", after-before)
+		repaired = true
+	}
+	return repaired, nil
 }
 
 func (s *fileStore) totalLen() uint64 {
