@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -77,17 +76,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	targets := 0
 	for _, b := range []bool{*url != "", *natsURL != "", *embedded} {
 		if b {
@@ -99,9 +92,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	token := ""
 	if *tokenEnv != "" {
-		token = os.Getenv(*tokenEnv)
-		if token == "" {
-			return fmt.Errorf("environment variable %s (named by --token-env) is not set", *tokenEnv)
+		if token, err = envValue("--token-env", *tokenEnv, "the log's bearer token"); err != nil {
+			return err
 		}
 	}
 	keys, err := signer.LoadPublicKeys(logKeys)

@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"runtime/debug"
-	"runtime/pprof"
 
 	"svc.dev/svc/gateway"
 )
@@ -66,17 +64,11 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("--cpuprofile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	if *config == "" {
 		return usagef("--config is required")
 	}

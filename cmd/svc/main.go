@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"sort"
 	"syscall"
 )
@@ -136,3 +137,21 @@ func (l *listFlag) String() string     { return fmt.Sprint([]string(*l)) }
 func (l *listFlag) Set(s string) error { *l = append(*l, s); return nil }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// startCPUProfile writes a CPU profile of this process to path (--cpuprofile) until
+// the returned stop is called; with an empty path it does nothing.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
