@@ -24,31 +24,68 @@ func with(in conformance.CaseInputs, f func(*conformance.CaseInputs)) conformanc
 	return in
 }
 
+// valid holds the issuers and logs of the generated vectors and the valid receipts the
+// tampered cases start from.
+type valid struct {
+	gw, sdk       *receipt.Issuer
+	gwLog, sdkLog *receipt.FileLog
+	call          receipt.Call // the allowed transfer with a fact lookup
+	executed      *receipt.Bundle
+	precommit     *receipt.Bundle
+	precommitP    *receipt.Pending
+	attested      *receipt.Bundle
+	payment       *receipt.Bundle
+	remote        *receipt.Bundle
+	remoteInputs  conformance.CaseInputs
+	sdkOK         *receipt.Bundle
+}
+
+const transferArgs = `{"amount":1250,"currency":"EUR","to":"acct-42"}`
+
+// okTransfer is the upstream's answer to the allowed transfer.
+func okTransfer(*receipt.Pending) receipt.Execution {
+	return executed(toolResult("transferred 12.50 EUR to acct-42", false), receipt.Observed)
+}
+
+// cases generates every vector, in a fixed order (each receipt takes the next leaf of
+// its log, so the order is part of the vectors).
 func (g *gen) cases() error {
-	gwLog, err := g.log("gateway", "gateway", "")
+	v, err := g.issuers()
 	if err != nil {
 		return err
 	}
-	sdkLog, err := g.log("sdk", "sdk", "")
-	if err != nil {
-		return err
+	for _, step := range []func(*valid) error{g.gatewayCases, g.precommitCases, g.chainCases, g.attestedCases, g.remoteCase, g.sdkCases, g.tampered} {
+		if err := step(v); err != nil {
+			return err
+		}
 	}
-	gw, err := g.issuer(receipt.KindGateway, "gateway", gwLog)
-	if err != nil {
-		return err
+	return nil
+}
+
+// issuers opens the gateway's and the SDK's logs and issuers and signs alice's grant.
+func (g *gen) issuers() (*valid, error) {
+	v := &valid{}
+	var err error
+	if v.gwLog, err = g.log("gateway", "gateway", ""); err != nil {
+		return nil, err
 	}
-	sdk, err := g.issuer(receipt.KindSDK, "sdk", sdkLog)
-	if err != nil {
-		return err
+	if v.sdkLog, err = g.log("sdk", "sdk", ""); err != nil {
+		return nil, err
+	}
+	if v.gw, err = g.issuer(receipt.KindGateway, "gateway", v.gwLog); err != nil {
+		return nil, err
+	}
+	if v.sdk, err = g.issuer(receipt.KindSDK, "sdk", v.sdkLog); err != nil {
+		return nil, err
 	}
 	scopes := []string{"transfer", "read_balance", "search", "deploy"}
 	g.grant = g.signGrant("alice", "alice", "agent-a", scopes, grantIssuedAt, grantTTL, "agent-a", nil)
-	transferArgs := `{"amount":1250,"currency":"EUR","to":"acct-42"}`
-	ok := func(p *receipt.Pending) receipt.Execution {
-		return executed(toolResult("transferred 12.50 EUR to acct-42", false), receipt.Observed)
-	}
+	return v, nil
+}
 
-	// --- valid gateway receipts ---
+// gatewayCases: valid gateway receipts, one per execution status and kind of deny.
+func (g *gen) gatewayCases(v *valid) error {
+	gw, ok := v.gw, okTransfer
 	call := g.gatewayCall(g.grant, "agent-a", "transfer", transferArgs, receipt.Allow, "allow-small-transfers")
 	call.Facts = map[string]receipt.Fact{"balance": {Tool: "read_balance", Args: raw(`{"account":"acct-1"}`), Value: raw(`50000`), ResultDigest: mustDigest(`50000`), Provenance: receipt.Observed}}
 	executedB, _, err := issue(gw, call, false, ok)
@@ -107,6 +144,14 @@ func (g *gen) cases() error {
 	if err := g.addVerify("gateway-error", "the upstream could not be reached", "", errorB, gatewayInputs, ""); err != nil {
 		return err
 	}
+	v.call, v.executed = call, executedB
+	return nil
+}
+
+// precommitCases: a pre-committed call, and one withheld because the log refused its
+// authorization.
+func (g *gen) precommitCases(v *valid) error {
+	gw, gwLog := v.gw, v.gwLog
 	precommitB, precommitP, err := issue(gw, g.gatewayCall(g.grant, "agent-a", "deploy", `{"service":"web","version":"1.4.2"}`, receipt.Allow, "allow-deploys"), true, func(*receipt.Pending) receipt.Execution {
 		return executed(toolResult("deployed web 1.4.2", false), receipt.Observed)
 	})
@@ -138,6 +183,13 @@ func (g *gen) cases() error {
 		return err
 	}
 
+	v.precommit, v.precommitP = precommitB, precommitP
+	return nil
+}
+
+// chainCases: sub-agents under grants delegated once and twice, and consumed facts.
+func (g *gen) chainCases(v *valid) error {
+	gw := v.gw
 	// Chained grants: alice → agent-a → agent-b → agent-c.
 	chain2 := g.signGrant("agent-a", "alice", "agent-b", []string{"search", "transfer"}, grantIssuedAt.Add(time.Hour), 7*24*time.Hour, "agent-b", g.grant)
 	chain3 := g.signGrant("agent-b", "alice", "agent-c", []string{"search"}, grantIssuedAt.Add(2*time.Hour), 24*time.Hour, "agent-c", chain2)
@@ -171,6 +223,12 @@ func (g *gen) cases() error {
 		return err
 	}
 
+	return nil
+}
+
+// attestedCases: an upstream's signature over its result, and provider deliveries.
+func (g *gen) attestedCases(v *valid) error {
+	gw, call := v.gw, v.call
 	// Upstream attestation and provider deliveries.
 	attResult := toolResult("transferred 12.50 EUR to acct-42", false)
 	attB, _, err := issue(gw, call, false, func(p *receipt.Pending) receipt.Execution {
@@ -216,7 +274,13 @@ func (g *gen) cases() error {
 		return err
 	}
 
-	// A receipt whose head a remote log signed.
+	v.attested, v.payment = attB, payB
+	return nil
+}
+
+// remoteCase: a receipt whose head a remote log signed.
+func (g *gen) remoteCase(v *valid) error {
+	call, ok := v.call, okTransfer
 	remote, err := g.log("remote", "log", "acme-prod")
 	if err != nil {
 		return err
@@ -234,7 +298,13 @@ func (g *gen) cases() error {
 		return err
 	}
 
-	// --- valid SDK receipts ---
+	v.remote, v.remoteInputs = remoteB, remoteInputs
+	return nil
+}
+
+// sdkCases: SDK receipts, self-reported by the agent's process.
+func (g *gen) sdkCases(v *valid) error {
+	sdk := v.sdk
 	sdkPolicy := &receipt.Policy{Decision: receipt.Allow, Reasons: []string{"allow-lookups"}, Errors: []string{}, PolicyDigest: policyDigest(), Provenance: receipt.Claimed}
 	sdkOK, _, err := issue(sdk, sdkCall("lookup_order", `{"order":"A-1001"}`, sdkPolicy), false, func(*receipt.Pending) receipt.Execution {
 		return receipt.Execution{Status: receipt.StatusExecuted, Result: raw(`{"status":"shipped"}`), Provenance: receipt.Claimed}
@@ -264,7 +334,8 @@ func (g *gen) cases() error {
 			return err
 		}
 	}
-	return g.tampered(gw, gwLog, sdk, sdkLog, executedB, sdkOK, precommitB, precommitP, remoteB, remoteInputs, attB, payB, call)
+	v.sdkOK = sdkOK
+	return nil
 }
 
 func mustDigest(js string) string {
@@ -282,40 +353,65 @@ func (e genError) Error() string { return string(e) }
 func errorf(s string) error { return genError(s) }
 
 // tampered writes one vector per typical cause of failure, and one per check.
-func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.Issuer, sdkLog *receipt.FileLog,
-	executedB, sdkOK, precommitB *receipt.Bundle, precommitP *receipt.Pending, remoteB *receipt.Bundle, remoteInputs conformance.CaseInputs,
-	attB, payB *receipt.Bundle, call receipt.Call) error {
-	type tcase struct {
-		name, cause, desc string
-		b                 *receipt.Bundle
-		in                conformance.CaseInputs
-		fail              string
-	}
-	var cases []tcase
-	add := func(name, cause, desc string, b *receipt.Bundle, in conformance.CaseInputs, fail string) {
-		cases = append(cases, tcase{name, cause, desc, b, in, fail})
-	}
-	re := func(b *receipt.Bundle, key string, log receipt.Log, f func(*receipt.Predicate)) *receipt.Bundle {
-		out, err := g.reissue(b, key, log, f)
-		if err != nil {
-			panic(err)
-		}
-		return out
-	}
+// tcase is a vector that must fail verification, at the check fail.
+type tcase struct {
+	name, cause, desc string
+	b                 *receipt.Bundle
+	in                conformance.CaseInputs
+	fail              string
+}
 
-	// Typical causes (SPEC.md, Verifier and tools).
+// tcases collects the failing vectors; they are written after everything the builders
+// write on the way.
+type tcases []tcase
+
+func (cs *tcases) add(name, cause, desc string, b *receipt.Bundle, in conformance.CaseInputs, fail string) {
+	*cs = append(*cs, tcase{name, cause, desc, b, in, fail})
+}
+
+// mustReissue re-signs b's statement, edited by f, with key and logs it in log.
+func (g *gen) mustReissue(b *receipt.Bundle, key string, log receipt.Log, f func(*receipt.Predicate)) *receipt.Bundle {
+	out, err := g.reissue(b, key, log, f)
+	if err != nil {
+		panic(err)
+	}
+	return out
+}
+
+// tampered generates the vectors that must fail: SPEC's typical causes, then one per
+// remaining check, then the audit-trail cases.
+func (g *gen) tampered(v *valid) error {
+	var cs tcases
+	if err := g.tamperedTypical(v, &cs); err != nil {
+		return err
+	}
+	if err := g.tamperedPerCheck(v, &cs); err != nil {
+		return err
+	}
+	for _, c := range cs {
+		if err := g.addVerify(c.name, c.desc, c.cause, c.b, c.in, c.fail); err != nil {
+			return err
+		}
+	}
+	return g.audits(v.gw, v.gwLog, v.executed)
+}
+
+// tamperedTypical: the typical causes of SPEC.md, "Verifier and tools".
+func (g *gen) tamperedTypical(v *valid, cs *tcases) error {
+	gw, gwLog, sdkLog := v.gw, v.gwLog, v.sdkLog
+	executedB, sdkOK, precommitB, precommitP := v.executed, v.sdkOK, v.precommit, v.precommitP
 	edited := cloneBundle(executedB)
 	edited.Envelope.Payload = []byte(strings.Replace(string(edited.Envelope.Payload), `"amount":1250`, `"amount":9250`, 1))
-	add("tampered-edited-receipt", "edited receipt", "the statement was edited after signing (amount 1250 → 9250)", edited, gatewayInputs, conformance.CheckReceiptSignature)
-	add("tampered-untrusted-issuer", "untrusted issuer key", "a well-formed receipt signed by a key the verifier does not trust",
-		re(executedB, "rogue", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["rogue"].KeyID() }), gatewayInputs, conformance.CheckReceiptSignature)
+	cs.add("tampered-edited-receipt", "edited receipt", "the statement was edited after signing (amount 1250 → 9250)", edited, gatewayInputs, conformance.CheckReceiptSignature)
+	cs.add("tampered-untrusted-issuer", "untrusted issuer key", "a well-formed receipt signed by a key the verifier does not trust",
+		g.mustReissue(executedB, "rogue", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["rogue"].KeyID() }), gatewayInputs, conformance.CheckReceiptSignature)
 	authFile := &receipt.Bundle{Envelope: precommitB.Envelope, TreeHead: precommitB.TreeHead, Inclusion: precommitB.Inclusion}
 	if a := precommitP.Authorization(); a != nil {
 		authFile = &receipt.Bundle{Envelope: a.Envelope, TreeHead: a.TreeHead, Inclusion: a.Inclusion}
 	}
-	add("tampered-wrong-file", "wrong file", "an authorization file given where a receipt was expected", authFile, gatewayInputs, conformance.CheckPayloadType)
-	add("tampered-sdk-relabelled-as-gateway", "SDK receipt relabelled as gateway", "an SDK issuer re-signed its receipt claiming kind gateway; it has no delegation",
-		re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Issuer.Kind = receipt.KindGateway }), with(sdkInputs, func(i *conformance.CaseInputs) { i.PrincipalKeys = []string{"alice"} }), conformance.CheckCarriesDelegation)
+	cs.add("tampered-wrong-file", "wrong file", "an authorization file given where a receipt was expected", authFile, gatewayInputs, conformance.CheckPayloadType)
+	cs.add("tampered-sdk-relabelled-as-gateway", "SDK receipt relabelled as gateway", "an SDK issuer re-signed its receipt claiming kind gateway; it has no delegation",
+		g.mustReissue(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Issuer.Kind = receipt.KindGateway }), with(sdkInputs, func(i *conformance.CaseInputs) { i.PrincipalKeys = []string{"alice"} }), conformance.CheckCarriesDelegation)
 	greedy := g.signGrant("agent-a", "alice", "agent-b", []string{"search", "transfer", "delete_repo"}, grantIssuedAt.Add(time.Hour), 24*time.Hour, "", g.grant)
 	greedyB, _, err := issue(gw, g.gatewayCall(greedy, "agent-b", "delete_repo", `{"repo":"acme/app"}`, receipt.Allow, "allow-all"), false, func(*receipt.Pending) receipt.Execution {
 		return executed(toolResult("deleted", false), receipt.Observed)
@@ -323,9 +419,9 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 	if err != nil {
 		return err
 	}
-	add("tampered-sub-agent-exceeds-delegator", "a sub-agent given more than its delegator", "agent-a delegated delete_repo, which its own grant does not hold", greedyB, gatewayInputs, conformance.CheckDelegationChain)
-	add("tampered-executed-after-deny", "an issuer that executed after a deny", "the policy said deny and the issuer forwarded the call anyway",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Decision = receipt.Deny; p.Policy.Reasons = []string{} }), gatewayInputs, conformance.CheckPolicyConsistent)
+	cs.add("tampered-sub-agent-exceeds-delegator", "a sub-agent given more than its delegator", "agent-a delegated delete_repo, which its own grant does not hold", greedyB, gatewayInputs, conformance.CheckDelegationChain)
+	cs.add("tampered-executed-after-deny", "an issuer that executed after a deny", "the policy said deny and the issuer forwarded the call anyway",
+		g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Decision = receipt.Deny; p.Policy.Reasons = []string{} }), gatewayInputs, conformance.CheckPolicyConsistent)
 	other, _, err := issue(gw, g.gatewayCall(g.grant, "agent-a", "deploy", `{"service":"db","version":"9.9.9"}`, receipt.Allow, "allow-deploys"), true, func(*receipt.Pending) receipt.Execution {
 		return executed(toolResult("deployed db 9.9.9", false), receipt.Observed)
 	})
@@ -333,88 +429,89 @@ func (g *gen) tampered(gw *receipt.Issuer, gwLog *receipt.FileLog, sdk *receipt.
 		return err
 	}
 	otherAuth := mustPredicate(other).Authorization
-	add("tampered-spliced-authorization", "an authorization spliced from another call", "the embedded authorization was logged for a different call",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { p.Authorization = otherAuth }), gatewayInputs, conformance.CheckAuthNamesCall)
+	cs.add("tampered-spliced-authorization", "an authorization spliced from another call", "the embedded authorization was logged for a different call",
+		g.mustReissue(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { p.Authorization = otherAuth }), gatewayInputs, conformance.CheckAuthNamesCall)
 	late, err := g.lateAuthorization(gw, gwLog)
 	if err != nil {
 		return err
 	}
-	add("tampered-authorization-after-execution", "evidence written after the side effect", "the authorization's leaf comes after the receipt's: it was logged after the call ran", late, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Log = "logs/gateway-late.log" }), conformance.CheckAuthBeforeExecution)
+	cs.add("tampered-authorization-after-execution", "evidence written after the side effect", "the authorization's leaf comes after the receipt's: it was logged after the call ran", late, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Log = "logs/gateway-late.log" }), conformance.CheckAuthBeforeExecution)
 	diverged, err := g.divergedLog("logs/gateway.log", "logs/gateway-diverged.log")
 	if err != nil {
 		return err
 	}
-	add("tampered-diverging-log-copy", "a log copy that diverges", "the bundle is sound but the verifier's copy of the log differs from what the head committed to",
+	cs.add("tampered-diverging-log-copy", "a log copy that diverges", "the bundle is sound but the verifier's copy of the log differs from what the head committed to",
 		executedB, with(gatewayInputs, func(i *conformance.CaseInputs) { i.Log = diverged }), conformance.CheckLogFileRoot)
 
-	// One vector per remaining check.
-	add("tampered-issuer-keyid", "", "issuer.keyid names a key other than the signer's", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["alice"].KeyID() }), gatewayInputs, conformance.CheckIssuerKeyID)
-	add("tampered-unknown-kind", "", "issuer.kind is neither gateway nor sdk", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.Kind = "plugin" }), gatewayInputs, conformance.CheckIssuerKind)
-	add("tampered-gateway-no-policy", "", "a gateway receipt with no policy decision", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy = nil }), gatewayInputs, conformance.CheckCarriesPolicy)
+	return nil
+}
+
+// tamperedPerCheck: one vector per remaining check.
+func (g *gen) tamperedPerCheck(v *valid, cs *tcases) error {
+	gwLog, sdkLog := v.gwLog, v.sdkLog
+	executedB, sdkOK, precommitB, remoteB, remoteInputs, attB, payB := v.executed, v.sdkOK, v.precommit, v.remote, v.remoteInputs, v.attested, v.payment
+	cs.add("tampered-issuer-keyid", "", "issuer.keyid names a key other than the signer's", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.KeyID = g.keys["alice"].KeyID() }), gatewayInputs, conformance.CheckIssuerKeyID)
+	cs.add("tampered-unknown-kind", "", "issuer.kind is neither gateway nor sdk", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Issuer.Kind = "plugin" }), gatewayInputs, conformance.CheckIssuerKind)
+	cs.add("tampered-gateway-no-policy", "", "a gateway receipt with no policy decision", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy = nil }), gatewayInputs, conformance.CheckCarriesPolicy)
 	strangerGrant := g.signGrant("mallory", "alice", "agent-a", []string{"transfer"}, grantIssuedAt, grantTTL, "", nil)
-	add("tampered-untrusted-principal", "", "the grant was signed by a key that is not a trusted principal's",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Delegation.Envelope = strangerGrant }), gatewayInputs, conformance.CheckDelegationSignature)
-	add("tampered-agent-mismatch", "", "the receipt names an agent the grant does not", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Agent.ID = "agent-z" }), gatewayInputs, conformance.CheckDelegationBinds)
-	add("tampered-grant-expired", "", "the receipt is dated after the grant expired",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Timestamp = receipt.FormatTime(grantIssuedAt.Add(grantTTL + time.Hour)) }), gatewayInputs, conformance.CheckDelegationValid)
-	add("tampered-tool-out-of-scope", "", "an executed call names a tool outside the grant's scopes",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Tool.Name = "delete_repo" }), gatewayInputs, conformance.CheckToolInScope)
+	cs.add("tampered-untrusted-principal", "", "the grant was signed by a key that is not a trusted principal's",
+		g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Delegation.Envelope = strangerGrant }), gatewayInputs, conformance.CheckDelegationSignature)
+	cs.add("tampered-agent-mismatch", "", "the receipt names an agent the grant does not", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Agent.ID = "agent-z" }), gatewayInputs, conformance.CheckDelegationBinds)
+	cs.add("tampered-grant-expired", "", "the receipt is dated after the grant expired",
+		g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Timestamp = receipt.FormatTime(grantIssuedAt.Add(grantTTL + time.Hour)) }), gatewayInputs, conformance.CheckDelegationValid)
+	cs.add("tampered-tool-out-of-scope", "", "an executed call names a tool outside the grant's scopes",
+		g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Tool.Name = "delete_repo" }), gatewayInputs, conformance.CheckToolInScope)
 	deep := g.signGrant("agent-c", "alice", "agent-d", []string{"search"}, grantIssuedAt.Add(3*time.Hour), time.Hour, "", mustPredicateChain3(g))
-	add("tampered-chain-too-deep", "", "four grants deep; at most three are allowed",
-		re(executedB, "gateway", gwLog, func(p *receipt.Predicate) {
+	cs.add("tampered-chain-too-deep", "", "four grants deep; at most three are allowed",
+		g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) {
 			p.Delegation.Envelope = deep
 			p.Agent.ID = "agent-d"
 			p.Tool.Name = "search"
 		}), gatewayInputs, conformance.CheckDelegationChain)
-	add("tampered-sdk-claims-attested", "", "an SDK receipt labels its principal attested", re(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Principal.Provenance = receipt.Attested }), sdkInputs, conformance.CheckPrincipalClaimed)
-	add("tampered-args-digest", "", "request.args edited while argsDigest kept", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Request.Args = raw(`{"amount":990000,"currency":"EUR","to":"acct-666"}`) }), gatewayInputs, conformance.CheckArgsDigest)
-	add("tampered-upstream-content", "", "the result differs from what the upstream signed",
-		re(attB, "gateway", gwLog, func(p *receipt.Predicate) {
+	cs.add("tampered-sdk-claims-attested", "", "an SDK receipt labels its principal attested", g.mustReissue(sdkOK, "sdk", sdkLog, func(p *receipt.Predicate) { p.Principal.Provenance = receipt.Attested }), sdkInputs, conformance.CheckPrincipalClaimed)
+	cs.add("tampered-args-digest", "", "request.args edited while argsDigest kept", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Request.Args = raw(`{"amount":990000,"currency":"EUR","to":"acct-666"}`) }), gatewayInputs, conformance.CheckArgsDigest)
+	cs.add("tampered-upstream-content", "", "the result differs from what the upstream signed",
+		g.mustReissue(attB, "gateway", gwLog, func(p *receipt.Predicate) {
 			p.Execution.Result = toolResult("transferred 99.00 EUR to acct-666", false)
 		}),
 		with(gatewayInputs, func(i *conformance.CaseInputs) { i.UpstreamKeys = []string{"upstream"} }), conformance.CheckUpstreamKey)
-	add("tampered-payment-stale", "", "the receipt is dated more than five minutes from the payment delivery",
-		re(payB, "gateway", gwLog, func(p *receipt.Predicate) {
+	cs.add("tampered-payment-stale", "", "the receipt is dated more than five minutes from the payment delivery",
+		g.mustReissue(payB, "gateway", gwLog, func(p *receipt.Predicate) {
 			at, _ := receipt.ParseTime(p.Timestamp)
 			p.Timestamp = receipt.FormatTime(at.Add(10 * time.Minute))
 		}), with(gatewayInputs, func(i *conformance.CaseInputs) { i.Secrets = []string{receipt.ProviderPaymentWebhook} }), conformance.CheckProviderSecret)
-	add("tampered-allow-with-errors", "", "an allow recorded beside evaluation errors", re(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Errors = []string{"type error"} }), gatewayInputs, conformance.CheckNoPolicyErrors)
+	cs.add("tampered-allow-with-errors", "", "an allow recorded beside evaluation errors", g.mustReissue(executedB, "gateway", gwLog, func(p *receipt.Predicate) { p.Policy.Errors = []string{"type error"} }), gatewayInputs, conformance.CheckNoPolicyErrors)
 	rogueAuth := *mustPredicate(precommitB).Authorization
 	rogueAuth.Envelope = receipt.Sign(rogueAuth.Envelope.PayloadType, rogueAuth.Envelope.Payload, g.keys["rogue"])
-	add("tampered-authorization-signer", "", "the authorization was signed by another key",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueAuth; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthSignature)
+	cs.add("tampered-authorization-signer", "", "the authorization was signed by another key",
+		g.mustReissue(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueAuth; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthSignature)
 	rogueHead := *mustPredicate(precommitB).Authorization
 	rogueHead.TreeHead = receipt.Sign(rogueHead.TreeHead.PayloadType, rogueHead.TreeHead.Payload, g.keys["rogue"])
-	add("tampered-authorization-head", "", "the authorization's tree head is signed by an untrusted key",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueHead; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthTreeHead)
+	cs.add("tampered-authorization-head", "", "the authorization's tree head is signed by an untrusted key",
+		g.mustReissue(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := rogueHead; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthTreeHead)
 	badProof := *mustPredicate(precommitB).Authorization
 	badProof.Inclusion.LeafIndex++
-	add("tampered-authorization-proof", "", "the authorization's inclusion proof names another leaf",
-		re(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := badProof; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthInclusion)
+	cs.add("tampered-authorization-proof", "", "the authorization's inclusion proof names another leaf",
+		g.mustReissue(precommitB, "gateway", gwLog, func(p *receipt.Predicate) { a := badProof; p.Authorization = &a }), gatewayInputs, conformance.CheckAuthInclusion)
 	headRogue := cloneBundle(executedB)
 	headRogue.TreeHead = receipt.Sign(headRogue.TreeHead.PayloadType, headRogue.TreeHead.Payload, g.keys["rogue"])
-	add("tampered-tree-head-signer", "", "the tree head is signed by an untrusted key", headRogue, gatewayInputs, conformance.CheckTreeHeadSignature)
-	add("tampered-wrong-log-id", "", "the head names a log other than the expected one", remoteB, with(remoteInputs, func(i *conformance.CaseInputs) { i.LogID = "acme-staging" }), conformance.CheckTreeHeadLog)
+	cs.add("tampered-tree-head-signer", "", "the tree head is signed by an untrusted key", headRogue, gatewayInputs, conformance.CheckTreeHeadSignature)
+	cs.add("tampered-wrong-log-id", "", "the head names a log other than the expected one", remoteB, with(remoteInputs, func(i *conformance.CaseInputs) { i.LogID = "acme-staging" }), conformance.CheckTreeHeadLog)
 	sizeB := cloneBundle(executedB)
 	sizeB.Inclusion.TreeSize++
-	add("tampered-proof-size", "", "the inclusion proof is for another tree size than the head's", sizeB, gatewayInputs, conformance.CheckTreeHeadSize)
+	cs.add("tampered-proof-size", "", "the inclusion proof is for another tree size than the head's", sizeB, gatewayInputs, conformance.CheckTreeHeadSize)
 	witnessedB := cloneBundle(executedB)
 	witnessedB.TreeHead.AddSignature(g.keys["witness"])
 	withWitness := with(gatewayInputs, func(i *conformance.CaseInputs) { i.WitnessKeys = []string{"witness"} })
 	if err := g.addVerify("gateway-witnessed-head", "the receipt's tree head is countersigned by a witness (verify --witness-key)", "", witnessedB, withWitness, ""); err != nil {
 		return err
 	}
-	add("tampered-head-not-witnessed", "", "a witness is required and the head carries no countersignature", executedB, withWitness, conformance.CheckWitnessCovers)
+	cs.add("tampered-head-not-witnessed", "", "a witness is required and the head carries no countersignature", executedB, withWitness, conformance.CheckWitnessCovers)
 	idxB := cloneBundle(executedB)
 	idxB.Inclusion.LeafIndex++
-	add("tampered-proof-index", "", "the inclusion proof names another leaf index", idxB, gatewayInputs, conformance.CheckInclusion)
+	cs.add("tampered-proof-index", "", "the inclusion proof names another leaf index", idxB, gatewayInputs, conformance.CheckInclusion)
 
-	for _, c := range cases {
-		if err := g.addVerify(c.name, c.desc, c.cause, c.b, c.in, c.fail); err != nil {
-			return err
-		}
-	}
-	return g.audits(gw, gwLog, executedB)
+	return nil
 }
 
 // lateAuthorization builds a receipt whose authorization was logged in a second log of
