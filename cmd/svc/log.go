@@ -74,6 +74,7 @@ type logOptions struct {
 	// The database-backed server (--db-env).
 	dbEnv, adminTokenEnv      string
 	publicURL, checkpointsURL string
+	telemetry                 telemetryOptions
 }
 
 func (o *logOptions) register(fs *flag.FlagSet) {
@@ -87,6 +88,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+	o.telemetry.register(fs)
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
 
@@ -189,6 +191,15 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
+	tel, err := setupTelemetry(o.telemetry)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx) // pushes what OTLP has pending
+	}()
 	var (
 		svc     *logservice.Service
 		handler http.Handler
@@ -207,6 +218,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		return err
 	}
 	defer svc.Close()
+	handler = withTelemetry(o.telemetry, tel, svc, handler, logger)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
