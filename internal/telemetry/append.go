@@ -50,7 +50,11 @@ func (t *Telemetry) Refused(reason string) {
 	if t == nil {
 		return
 	}
-	t.inst.refusals.Add(bg, 1, metric.WithAttributeSet(attrs("reason", reason)))
+	o, ok := t.reasons.Load(reason)
+	if !ok {
+		o, _ = t.reasons.LoadOrStore(reason, metric.WithAttributeSet(attrs("reason", reason)))
+	}
+	t.inst.refusals.Add(bg, 1, o.(metric.AddOption))
 }
 
 // Publish starts the span "broker publish" for an append sent to tenant's

@@ -40,11 +40,11 @@ func (t *Telemetry) Middleware(next http.Handler) http.Handler {
 		if route == "" {
 			route = "unmatched"
 		}
-		code := strconv.Itoa(sw.status)
-		t.inst.httpRequests.Add(r.Context(), 1, metric.WithAttributeSet(attrs("route", route, "status", code)))
-		t.inst.httpDuration.Record(r.Context(), took.Seconds(), metric.WithAttributeSet(attrs("route", route)))
-		if r.Method == http.MethodPost && (strings.HasSuffix(route, "/append") || strings.HasSuffix(route, "/add")) {
-			t.inst.appendDuration.Record(r.Context(), took.Seconds(), metric.WithAttributeSet(attrs("status", code)))
+		o := t.routeOptions(route, sw.status)
+		t.inst.httpRequests.Add(bg, 1, o.routeStatus)
+		t.inst.httpDuration.Record(bg, took.Seconds(), o.route)
+		if o.append {
+			t.inst.appendDuration.Record(bg, took.Seconds(), o.status)
 		}
 		if span != nil {
 			span.SetName(route)
@@ -78,3 +78,32 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the connection (flush, deadlines).
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// routeOpts are the attribute options of one route and status, made once: building
+// an attribute set sorts and allocates, which showed in the appends' CPU.
+type routeOpts struct {
+	routeStatus, route, status metric.MeasurementOption
+	append                     bool // a POST /append or /add
+}
+
+type routeKey struct {
+	route  string
+	status int
+}
+
+func (t *Telemetry) routeOptions(route string, status int) *routeOpts {
+	k := routeKey{route, status}
+	if o, ok := t.routes.Load(k); ok {
+		return o.(*routeOpts)
+	}
+	code := strconv.Itoa(status)
+	o := &routeOpts{
+		routeStatus: metric.WithAttributeSet(attrs("route", route, "status", code)),
+		route:       metric.WithAttributeSet(attrs("route", route)),
+		status:      metric.WithAttributeSet(attrs("status", code)),
+		append:      strings.HasPrefix(route, "POST ") && (strings.HasSuffix(route, "/append") || strings.HasSuffix(route, "/add")),
+	}
+	// Routes are the mux's patterns and statuses a handful: the map stays small.
+	t.routes.Store(k, o)
+	return o
+}

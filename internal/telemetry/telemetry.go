@@ -51,6 +51,8 @@ type Telemetry struct {
 	prop    propagation.TextMapPropagator
 	inst    instruments
 	state   gaugeState
+	routes  sync.Map // routeKey → *routeOpts
+	reasons sync.Map // refusal reason → metric.AddOption
 }
 
 var current atomic.Pointer[Telemetry]
