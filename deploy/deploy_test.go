@@ -142,9 +142,7 @@ func TestFlagsExist(t *testing.T) {
 	for _, u := range units {
 		cmds = append(cmds, unitCommands(t, u)...)
 	}
-	for _, c := range manifestCommands(t) {
-		cmds = append(cmds, c)
-	}
+	cmds = append(cmds, manifestCommands(t)...)
 	seen := map[string]bool{}
 	for _, c := range cmds {
 		seen[c.sub] = true

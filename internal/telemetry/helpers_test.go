@@ -3,7 +3,6 @@ package telemetry_test
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -16,6 +15,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
 )
 
 var svcBin string
@@ -64,24 +64,15 @@ func startLog(t *testing.T, env []string, args ...string) string {
 // scrape reads url's /metrics in Prometheus text form.
 func scrape(t *testing.T, base, token string) map[string]*dto.MetricFamily {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, base+"/metrics", nil)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	code, h, body := testkit.Do(t, http.MethodGet, base+"/metrics", token, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %s", code, body)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(resp.Body)
-		t.Fatalf("GET /metrics: %d %s", resp.StatusCode, b)
-	}
-	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+	if ct := h.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 		t.Fatalf("GET /metrics: Content-Type %q, want the Prometheus text form", ct)
 	}
 	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("GET /metrics does not parse as Prometheus text: %v", err)
 	}
