@@ -26,6 +26,13 @@ func TestMain(m *testing.M) { svcbin.Main(m, &svcBin) }
 // base URL once it listens; the process is killed when the test ends.
 func startLog(t *testing.T, env []string, args ...string) string {
 	t.Helper()
+	base, _ := startLogCmd(t, env, args...)
+	return base
+}
+
+// startLogCmd is startLog that also returns the process.
+func startLogCmd(t *testing.T, env []string, args ...string) (string, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(svcBin, append([]string{"log", "--port", "0"}, args...)...)
 	cmd.Env = append(cmd.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
@@ -35,7 +42,7 @@ func startLog(t *testing.T, env []string, args ...string) string {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	addr := make(chan string, 1)
 	var seen strings.Builder
 	go func() {
@@ -54,11 +61,11 @@ func startLog(t *testing.T, env []string, args ...string) string {
 		if !ok {
 			t.Fatalf("svc log exited before listening:\n%s", seen.String())
 		}
-		return "http://" + a
+		return "http://" + a, cmd
 	case <-time.After(60 * time.Second):
 		t.Fatal("svc log did not start within 60 s")
 	}
-	return ""
+	return "", nil
 }
 
 // scrape reads url's /metrics in Prometheus text form.
