@@ -88,7 +88,7 @@ func checkNATSConfig(t *testing.T, path string) *server.Options {
 		t.Errorf("%s: max_payload %d is below a committed batch (%d)", path, opts.MaxPayload, pipeline.MaxBatchBytes+64<<10)
 	case opts.Cluster.Name != "svc" || opts.Cluster.Port != 6222:
 		t.Errorf("%s: cluster %q on port %d, want svc on 6222", path, opts.Cluster.Name, opts.Cluster.Port)
-	case len(opts.Users) != 1 || opts.Users[0].Password != "test-password":
+	case len(opts.Users) != 1 || opts.Users[0].Password != os.Getenv("NATS_PASSWORD"):
 		t.Errorf("%s: want one user whose password is $NATS_PASSWORD", path)
 	}
 	// NewServer validates what parsing does not (cluster and JetStream constraints);
