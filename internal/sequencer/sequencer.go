@@ -289,11 +289,11 @@ type request struct {
 	reply *pipeline.Reply
 }
 
-func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
+func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err error) {
 	reqs := make([]request, 0, len(msgs))
 	obs := telemetry.Current().Batch(s.cfg.Tenant, msgs)
 	var fresh []pipeline.Leaf
-	defer func() { obs.End(len(fresh)) }()
+	defer func() { obs.End(len(fresh), err) }()
 	size := s.tree.Size()
 	pending := map[merkle.Hash]uint64{}
 	for _, m := range msgs {

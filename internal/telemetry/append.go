@@ -135,8 +135,9 @@ func (t *Telemetry) Batch(tenant string, msgs []jetstream.Msg) BatchObs {
 }
 
 // End records the batch: its size, its duration, the leaves it committed and how
-// long its oldest request waited.
-func (b BatchObs) End(leaves int) {
+// long its oldest request waited. A batch that failed (err) counts no leaves: its
+// requests were answered 503 and the sequencer stops.
+func (b BatchObs) End(leaves int, err error) {
 	t := b.t
 	if t == nil {
 		return
@@ -144,6 +145,9 @@ func (b BatchObs) End(leaves int) {
 	now := time.Now()
 	t.inst.batchSize.Record(bg, int64(len(b.msgs)))
 	t.inst.commitDuration.Record(bg, now.Sub(b.start).Seconds())
+	if err != nil {
+		leaves = 0
+	}
 	if leaves > 0 {
 		t.inst.leaves.Add(bg, int64(leaves))
 	}
@@ -154,6 +158,9 @@ func (b BatchObs) End(leaves int) {
 	}
 	for _, s := range b.spans {
 		s.SetAttributes(attribute.Int("svc.batch.leaves", leaves))
+		if err != nil {
+			s.SetStatus(codes.Error, err.Error())
+		}
 		s.End(trace.WithTimestamp(now))
 	}
 }
