@@ -51,6 +51,13 @@ svc signer (--signer-url), and the admin API and page are served under /admin wi
 token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
 one database serve the same tenants; each tenant's sequencer runs in one of them.
 
+GET /metrics serves the service's metrics in Prometheus text form (append latency,
+batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
+reason, requests by route and status; docs/design/telemetry.md), behind the token of
+--metrics-token-env when set; --otlp-metrics also pushes them over OTLP/HTTP. An append
+carrying a sampled W3C traceparent header is traced (HTTP, broker, sequencer) to
+--otlp-traces. --metrics=false turns all of it off.
+
 Example:
   SVC_LOG_TOKEN=$(openssl rand -hex 32) svc log --file data/log.jsonl --key keys/log.key \
     --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081
