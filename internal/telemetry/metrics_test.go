@@ -2,10 +2,13 @@ package telemetry_test
 
 import (
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +138,31 @@ func TestMetricsOff(t *testing.T) {
 func leafHash(i int) string {
 	h := sha256.Sum256([]byte(strconv.Itoa(i)))
 	return fmt.Sprintf(`{"leafHash":"%x"}`, h)
+}
+
+// TestTelemetryFlagErrors: bad telemetry flags stop svc log before it serves, saying
+// what to fix.
+func TestTelemetryFlagErrors(t *testing.T) {
+	dir := t.TempDir()
+	key, _ := signer.GenerateKey()
+	keyPath, _, err := key.WriteKeyFiles(dir, "log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"log", "--file", filepath.Join(dir, "log.jsonl"), "--key", keyPath, "--data", filepath.Join(dir, "data"), "--port", "0"}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--otlp-metrics", "collector:4318"}, 1, "want an http(s) URL"},
+		{[]string{"--metrics=false", "--otlp-traces", "http://collector:4318/v1/traces"}, 2, "drop --otlp-metrics, --otlp-traces and --metrics-token-env"},
+		{[]string{"--metrics-token-env", "SVC_TEST_UNSET_METRICS_TOKEN"}, 1, "SVC_TEST_UNSET_METRICS_TOKEN (named by --metrics-token-env) is not set"},
+	} {
+		out, err := exec.Command(svcBin, append(base, c.args...)...).CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != c.code || !strings.Contains(string(out), c.want) {
+			t.Errorf("svc log %v: %v, want exit %d saying %q:\n%s", c.args, err, c.code, c.want, out)
+		}
+	}
 }
