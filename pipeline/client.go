@@ -21,6 +21,7 @@ type Client struct {
 	nc      *nats.Conn
 	timeout time.Duration
 	retries int
+	header  func(context.Context, nats.Header)
 	prefix  string
 	sub     *nats.Subscription
 	next    atomic.Uint64
@@ -37,6 +38,9 @@ type ClientConfig struct {
 	// Retries is how often a 429, a 5xx or a timeout is retried with backoff; SPEC.md
 	// says three. Negative means none (the HTTP front, whose own client retries).
 	Retries int
+	// Header, when set, adds headers to each request from its context (the log
+	// service: the W3C trace context, internal/telemetry.InjectNATS).
+	Header func(ctx context.Context, h nats.Header)
 }
 
 // NewClient subscribes to a private reply subject on nc.
@@ -50,7 +54,7 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.Retries < 0 {
 		cfg.Retries = 0
 	}
-	c := &Client{nc: nc, timeout: cfg.Timeout, retries: cfg.Retries, prefix: nats.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}}
+	c := &Client{nc: nc, timeout: cfg.Timeout, retries: cfg.Retries, header: cfg.Header, prefix: nats.NewInbox() + ".", waiting: map[string]chan *nats.Msg{}}
 	sub, err := nc.Subscribe(c.prefix+"*", func(m *nats.Msg) {
 		c.mu.Lock()
 		ch, ok := c.waiting[m.Subject]
@@ -98,7 +102,11 @@ func (c *Client) DoRaw(ctx context.Context, tenant string, l Leaf) ([]byte, erro
 		delete(c.waiting, inbox)
 		c.mu.Unlock()
 	}()
-	if err := c.nc.PublishMsg(NewRequest(tenant, l, inbox)); err != nil {
+	m := NewRequest(tenant, l, inbox)
+	if c.header != nil {
+		c.header(ctx, m.Header)
+	}
+	if err := c.nc.PublishMsg(m); err != nil {
 		return nil, Unavailable(err)
 	}
 	t := time.NewTimer(c.timeout)

@@ -9,6 +9,9 @@
 #   TESSERA_POSIX=/tmp/tessera/posix go tool task bench:race
 #       also runs Tessera's POSIX conformance server (built outside the repository)
 #       and alternates it with ours, run by run, wrk on its POST /add.
+#   B_FLAGS=--metrics=false go tool task bench:race
+#       also runs a second svc log with these extra flags and alternates the two run by
+#       run (the telemetry overhead: docs/design/telemetry.md).
 #
 # Environment: CONNS (default "64 256"), RUNS (3), DURATION (15s), ROUTE (append|add),
 # TESSERA_POSIX (path to Tessera's cmd/conformance/posix binary), WORK (a scratch
@@ -53,6 +56,16 @@ wait_line "$WORK/svc.log" "log server listening"
 SVC_ADDR=$(grep -m1 "log server listening" "$WORK/svc.log" | sed -E 's/.* addr=([^ ]+).*/\1/')
 SVC_URL="http://$SVC_ADDR/$ROUTE"
 
+B_URL=""
+if [ -n "${B_FLAGS:-}" ]; then
+  # shellcheck disable=SC2086 # B_FLAGS is a list of flags
+  "$WORK/svc" log --file "$WORK/log-b.jsonl" --key "$WORK/log.key" --data "$WORK/data-b" --port 0 \
+    --checkpoint-every 1 --log-id example.com/svc-race-b $B_FLAGS 2>"$WORK/svc-b.log" &
+  B_PID=$!; pids+=("$B_PID")
+  wait_line "$WORK/svc-b.log" "log server listening"
+  B_URL="http://$(grep -m1 "log server listening" "$WORK/svc-b.log" | sed -E 's/.* addr=([^ ]+).*/\1/')/$ROUTE"
+fi
+
 TESS_URL=""
 if [ -n "${TESSERA_POSIX:-}" ]; then
   keys=$("$WORK/notekey" example.com/tessera-race)
@@ -80,15 +93,16 @@ run() {
   awk -v n="$name" -v c="$c" -v ok="$ok" -v e="$errors" -v d="$duration_us" -v p50="$p50_us" -v p99="$p99_us" \
       -v cpu="$((t1 - t0))" -v hz="$HZ" 'BEGIN {
     cpk = ok > 0 ? (cpu / hz * 1000) / ok * 1000 : 0
-    printf "%-22s %5d %10.0f %9.1f %9.1f %14.1f %7d\n", n, c, ok / (d / 1e6), p50 / 1000, p99 / 1000, cpk, e }'
+    printf "%-30s %5d %10.0f %9.1f %9.1f %14.1f %7d\n", n, c, ok / (d / 1e6), p50 / 1000, p99 / 1000, cpk, e }'
 }
 
 rss() { awk '/VmRSS|VmHWM/ {printf "%s %s %s  ", $1, $2, $3}' "/proc/$1/status"; echo; }
 
-printf "%-22s %5s %10s %9s %9s %14s %7s\n" log conns appends/s p50_ms p99_ms cpu_ms/1000 errors
+printf "%-30s %5s %10s %9s %9s %14s %7s\n" log conns appends/s p50_ms p99_ms cpu_ms/1000 errors
 for c in $CONNS; do
   for r in $(seq "$RUNS"); do
     run "svc /$ROUTE" "$SVC_PID" "$SVC_URL" "$c" "$ROUTE"
+    if [ -n "$B_URL" ]; then run "svc /$ROUTE $B_FLAGS" "$B_PID" "$B_URL" "$c" "$ROUTE"; fi
     if [ -n "$TESS_URL" ]; then run "tessera-posix /add" "$TESS_PID" "$TESS_URL" "$c" add; fi
   done
 done

@@ -51,6 +51,13 @@ svc signer (--signer-url), and the admin API and page are served under /admin wi
 token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
 one database serve the same tenants; each tenant's sequencer runs in one of them.
 
+GET /metrics serves the service's metrics in Prometheus text form (append latency,
+batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
+reason, requests by route and status; docs/design/telemetry.md), behind the token of
+--metrics-token-env when set; --otlp-metrics also pushes them over OTLP/HTTP. An append
+carrying a sampled W3C traceparent header is traced (HTTP, broker, sequencer) to
+--otlp-traces. --metrics=false turns all of it off.
+
 Example:
   SVC_LOG_TOKEN=$(openssl rand -hex 32) svc log --file data/log.jsonl --key keys/log.key \
     --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081
@@ -74,6 +81,7 @@ type logOptions struct {
 	// The database-backed server (--db-env).
 	dbEnv, adminTokenEnv      string
 	publicURL, checkpointsURL string
+	telemetry                 telemetryOptions
 }
 
 func (o *logOptions) register(fs *flag.FlagSet) {
@@ -87,6 +95,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+	o.telemetry.register(fs)
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
 
@@ -189,6 +198,15 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
+	tel, err := setupTelemetry(o.telemetry)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx) // pushes what OTLP has pending
+	}()
 	var (
 		svc     *logservice.Service
 		handler http.Handler
@@ -207,6 +225,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		return err
 	}
 	defer svc.Close()
+	handler = withTelemetry(o.telemetry, tel, svc, handler, logger)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)

@@ -73,6 +73,23 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	if s, _ := httpDo(t, "GET", base+"/admin/tenants", "wrong", ""); s != 401 {
 		t.Fatalf("admin with a wrong token: %d", s)
 	}
+	// /metrics of the hosted process: routes by pattern (never the tenant's path), the
+	// database projection among the consumers, acme's sequencer backlog.
+	testkit.Eventually(t, 10*time.Second, func() error {
+		s, body := httpDo(t, "GET", base+"/metrics", "", "")
+		for _, want := range []string{
+			`svc_http_requests_total{route="POST /t/{tenant}/append",status="200"} 1`,
+			`svc_http_requests_total{route="POST /t/{tenant}/append",status="401"} 1`,
+			`svc_append_refusals_total{reason="unauthorized"} 1`,
+			`svc_projection_position{consumer="store.leaves"}`,
+			`svc_sequencer_pending{tenant="acme"} 0`,
+		} {
+			if s != 200 || !strings.Contains(body, want) {
+				return fmt.Errorf("GET /metrics: %d, no %s in\n%s", s, want, body)
+			}
+		}
+		return nil
+	})
 	out := admin("tenant", "list")
 	if !regexp.MustCompile(`acme\s+log.example/acme\s+free\s+enabled`).MatchString(out) {
 		t.Fatalf("tenant list:\n%s", out)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -464,6 +465,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	leaf, err := ParseAppendBody(body)
 	if err != nil {
+		telemetry.Current().Refused(telemetry.ReasonInvalid)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -485,6 +487,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, limit int64, what string) (token string, body []byte, ok bool) {
 	token = bearer(r)
 	if t.tokenRequired() && !t.authorized(token) {
+		telemetry.Current().Refused(telemetry.ReasonUnauthorized)
 		writeError(w, http.StatusUnauthorized, "unauthorized")
 		return "", nil, false
 	}
@@ -492,6 +495,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
+			telemetry.Current().Refused(telemetry.ReasonTooLarge)
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
 			return "", nil, false
 		}
@@ -509,6 +513,7 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 	}
 	h := HashToken(token)
 	if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
+		telemetry.Current().Refused(telemetry.ReasonTokenRate)
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
 		return false
@@ -519,11 +524,14 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 // commit hands leaf to the tenant's sequencer and returns its answer
 // ({inclusion, treeHead}); a refusal is answered with its status (refusalStatus).
 func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf pipeline.Leaf, what string) ([]byte, bool) {
-	proof, err := s.cfg.Append.DoRaw(r.Context(), t.ID, leaf)
+	ctx, end := telemetry.Current().Publish(r.Context(), t.ID)
+	proof, err := s.cfg.Append.DoRaw(ctx, t.ID, leaf)
+	end(err)
 	if err == nil {
 		return proof, true
 	}
 	ref := pipeline.AsRefusal(err)
+	telemetry.Current().Refused(telemetry.ReasonOf(ref))
 	status := refusalStatus(ref)
 	if ref.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))

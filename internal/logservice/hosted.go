@@ -16,6 +16,7 @@ import (
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/sequencer"
 	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
@@ -71,7 +72,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	st.view = tenancy.NewView(js, s.cfg.Logger, func(t tenancy.Tenant) { s.hostedTenant(runCtx, runCtx, t) })
 	st.quota.View = st.view
 	st.admin = &tenancy.Admin{JS: js, View: st.view}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: s.cfg.AppendTimeout}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: s.cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,

@@ -26,6 +26,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/sequencer"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -158,7 +159,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		tenants = append(tenants, t)
 	}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: cfg.AppendTimeout}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Retries: -1, Timeout: cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
 	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {

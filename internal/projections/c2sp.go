@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 )
@@ -157,6 +158,7 @@ func (c *Checkpointer) cosign(ctx context.Context, size uint64, signed []byte) [
 			continue
 		}
 		c.witnessed[w] = size
+		telemetry.Current().Witnessed(c.Tenant, w, size, c.Now())
 		out = append(out, sigs...)
 	}
 	return out

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 )
@@ -101,6 +102,9 @@ func (c *Checkpointer) Load() error {
 		c.list = append(c.list, cp)
 	}
 	sort.Slice(c.list, func(i, j int) bool { return c.list[i].TreeSize < c.list[j].TreeSize })
+	if n := len(c.list); n > 0 {
+		c.observe(c.list[n-1])
+	}
 	return nil
 }
 
@@ -200,6 +204,7 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 		c.list = append(c.list, cp)
 	}
 	c.mu.Unlock()
+	c.observe(cp)
 	c.Logger.Info("checkpoint published", "tenant", c.Tenant, "size", size, "root", root.String())
 	return nil
 }
@@ -210,4 +215,14 @@ func (c *Checkpointer) Since(since uint64) []client.CheckpointFile {
 	defer c.mu.RUnlock()
 	i := sort.Search(len(c.list), func(i int) bool { return c.list[i].TreeSize > since })
 	return append([]client.CheckpointFile(nil), c.list[i:]...)
+}
+
+// observe tells the telemetry about the latest checkpoint (svc.checkpoint.age, .lag).
+func (c *Checkpointer) observe(cp client.CheckpointFile) {
+	var size func() uint64
+	if c.Tree != nil {
+		size = c.Tree.Size
+	}
+	at, _ := receipt.ParseTime(cp.SignedAt)
+	telemetry.Current().Checkpoint(c.Tenant, cp.TreeSize, at, size)
 }

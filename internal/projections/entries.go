@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 )
@@ -168,7 +169,7 @@ func (e *Entries) Run(ctx context.Context) error {
 		// (rare, and skipping is cheap).
 		start = 1
 	}
-	err := Follow(ctx, e.JS, pipeline.LeavesSubject(e.Tenant), start, e.apply, nil)
+	err := Follow(telemetry.WithConsumer(ctx, "entries/"+e.Tenant), e.JS, pipeline.LeavesSubject(e.Tenant), start, e.apply, nil)
 	e.mu.Lock()
 	serr := e.syncLocked()
 	e.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
 )
 
@@ -109,6 +110,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSe
 		if err := apply(ev); err != nil {
 			return err
 		}
+		telemetry.Current().Applied(ctx, js, subject, ev.Seq, ev.Time)
 		if caughtUp != nil && ev.Seq >= target {
 			caughtUp()
 			caughtUp = nil

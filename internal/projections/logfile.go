@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 )
@@ -155,6 +156,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 		}
 	}
 	subject := pipeline.LeavesSubject(p.Tenant)
+	ctx = telemetry.WithConsumer(ctx, "logfile/"+p.Tenant)
 	err = Follow(ctx, p.JS, subject, start, apply, caughtUp)
 	if err == nil && ctx.Err() != nil {
 		// Stopping: take what the stream committed before the stop, within a

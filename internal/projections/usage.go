@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
 )
 
@@ -51,7 +52,7 @@ func (m *Metering) Run(ctx context.Context) error {
 	start := m.st.StreamSeq + 1
 	m.mu.RUnlock()
 	lastSave := time.Now()
-	err := Follow(ctx, m.JS, pipeline.LeavesPrefix+">", start, func(ev Event) error {
+	err := Follow(telemetry.WithConsumer(ctx, "metering"), m.JS, pipeline.LeavesPrefix+">", start, func(ev Event) error {
 		m.Apply(ev)
 		if time.Since(lastSave) > time.Second {
 			lastSave = time.Now()

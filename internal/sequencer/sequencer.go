@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -288,11 +289,13 @@ type request struct {
 	reply *pipeline.Reply
 }
 
-func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) error {
+func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err error) {
 	reqs := make([]request, 0, len(msgs))
+	obs := telemetry.Current().Batch(s.cfg.Tenant, msgs)
+	var fresh []pipeline.Leaf
+	defer func() { obs.End(len(fresh), err) }()
 	size := s.tree.Size()
 	pending := map[merkle.Hash]uint64{}
-	var fresh []pipeline.Leaf
 	for _, m := range msgs {
 		nm := &nats.Msg{Header: m.Headers(), Data: m.Data()}
 		leaf, inbox, err := pipeline.ParseRequest(nm)

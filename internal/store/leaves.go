@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
 )
 
@@ -128,7 +129,7 @@ func (s *Store) FollowLeaves(ctx context.Context, js jetstream.JetStream, caught
 			}
 		}
 	}
-	err = projections.Follow(ctx, js, pipeline.LeavesPrefix+">", pos+1, func(ev projections.Event) error {
+	err = projections.Follow(telemetry.WithConsumer(ctx, "store.leaves"), js, pipeline.LeavesPrefix+">", pos+1, func(ev projections.Event) error {
 		if flushErr != nil {
 			return flushErr
 		}
