@@ -3,6 +3,7 @@ package sequencer
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -606,7 +607,7 @@ func inclusionJSON(b []byte, index, size uint64, proof []merkle.Hash) []byte {
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = append(b, h.String()...)
+		b = hex.AppendEncode(b, h[:])
 		b = append(b, '"')
 	}
 	return append(b, "]}"...)
