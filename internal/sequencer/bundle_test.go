@@ -45,8 +45,7 @@ func TestBundlingClientCoalescesAndProvesEachLeaf(t *testing.T) {
 	}
 	defer c.Close()
 	const callers, each = 64, 20
-	var mu sync.Mutex
-	seen := map[uint64]string{}
+	seen := &indices{}
 	var wg sync.WaitGroup
 	for p := 0; p < callers; p++ {
 		wg.Add(1)
@@ -65,19 +64,13 @@ func TestBundlingClientCoalescesAndProvesEachLeaf(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				checkProof(t, key, leaf, proof)
-				mu.Lock()
-				if prev, dup := seen[proof.Inclusion.LeafIndex]; dup {
-					t.Errorf("index %d assigned to %s and %s", proof.Inclusion.LeafIndex, prev, leaf)
-				}
-				seen[proof.Inclusion.LeafIndex] = string(leaf)
-				mu.Unlock()
+				seen.add(t, key, leaf, proof)
 			}
 		}(p)
 	}
 	wg.Wait()
-	if len(seen) != callers*each || seq.Tree().Size() != callers*each {
-		t.Fatalf("%d distinct indices, tree size %d; want %d", len(seen), seq.Tree().Size(), callers*each)
+	if len(seen.m) != callers*each || seq.Tree().Size() != callers*each {
+		t.Fatalf("%d distinct indices, tree size %d; want %d", len(seen.m), seq.Tree().Size(), callers*each)
 	}
 	testkit.Eventually(t, 5*time.Second, func() error {
 		if bundles.Load()+singles.Load() < callers*each/32 {
@@ -90,7 +83,7 @@ func TestBundlingClientCoalescesAndProvesEachLeaf(t *testing.T) {
 	}
 	t.Logf("%d appends in %d bundles and %d single requests", callers*(each+1), bundles.Load(), singles.Load())
 	// A retry through the bundling client gets the existing index.
-	p, err := c.Do(context.Background(), "acme", pipeline.NewLeaf([]byte(seen[7])))
+	p, err := c.Do(context.Background(), "acme", pipeline.NewLeaf([]byte(seen.m[7])))
 	if err != nil || p.Inclusion.LeafIndex != 7 {
 		t.Fatalf("retry of leaf 7: %v %+v", err, p)
 	}
