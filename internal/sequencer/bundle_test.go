@@ -259,3 +259,39 @@ func TestBundleRefusalsStayPerLeaf(t *testing.T) {
 		t.Fatalf("tree size %d, want 2", s.Tree().Size())
 	}
 }
+
+// TestBundleSlotFreedByTimeout: a bundle that gets no answer (no sequencer yet) fails
+// its callers after Timeout and frees the tenant's slot, so the appends after it go
+// through once a sequencer runs.
+func TestBundleSlotFreedByTimeout(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Bundle: 8, Timeout: time.Second, Retries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, err := c.Do(context.Background(), "acme", pipeline.NewLeaf([]byte(fmt.Sprintf("unanswered %d", i))))
+			if !errors.Is(err, pipeline.ErrUnavailable) {
+				t.Errorf("append without a sequencer: %v", err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	seq := startSequencer(t, nc, t.TempDir(), key)
+	<-seq.Ready()
+	seen := &indices{}
+	for i := 0; i < 3; i++ {
+		leaf := []byte(fmt.Sprintf("after %d", i))
+		p, err := c.Do(context.Background(), "acme", pipeline.NewLeaf(leaf))
+		if err != nil {
+			t.Fatalf("append after the timeouts: %v", err)
+		}
+		seen.add(t, key, leaf, p)
+	}
+}
