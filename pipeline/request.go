@@ -34,31 +34,47 @@ func NewRequest(tenant string, l Leaf, inbox string) *nats.Msg {
 	return m
 }
 
-// ParseRequest reads an append request. Its errors are *Refusal (ErrInvalid,
-// ErrTooLarge).
+// ParseRequest reads a single append request (a bundle is read with DecodeBundle).
+// Its errors are *Refusal (ErrInvalid, ErrTooLarge).
 func ParseRequest(m *nats.Msg) (Leaf, string, error) {
 	inbox := m.Header.Get(HeaderReply)
+	var l Leaf
+	var ref *Refusal
 	switch m.Header.Get(HeaderKind) {
 	case KindLeaf:
-		if len(m.Data) == 0 || len(m.Data) > MaxLeafBytes {
-			if len(m.Data) == 0 {
-				return Leaf{}, inbox, Refuse(ErrInvalid, 0, "empty leaf")
-			}
-			return Leaf{}, inbox, Refuse(ErrTooLarge, 0, "leaf of %d bytes; the limit is %d", len(m.Data), MaxLeafBytes)
-		}
-		if !utf8.Valid(m.Data) {
-			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
-		}
-		return NewLeaf(m.Data), inbox, nil
+		l, ref = checkLeaf(m.Data)
 	case KindHash:
-		if len(m.Data) != 32 {
-			return Leaf{}, inbox, Refuse(ErrInvalid, 0, "leaf hash of %d bytes; want 32", len(m.Data))
-		}
-		var h merkle.Hash
-		copy(h[:], m.Data)
-		return Leaf{Hash: h}, inbox, nil
+		l, ref = checkHash(m.Data)
+	default:
+		ref = Refuse(ErrInvalid, 0, "unknown %s %q", HeaderKind, m.Header.Get(HeaderKind))
 	}
-	return Leaf{}, inbox, Refuse(ErrInvalid, 0, "unknown %s %q", HeaderKind, m.Header.Get(HeaderKind))
+	if ref != nil {
+		return Leaf{}, inbox, ref
+	}
+	return l, inbox, nil
+}
+
+// checkLeaf takes a leaf within SPEC.md's limits.
+func checkLeaf(data []byte) (Leaf, *Refusal) {
+	switch {
+	case len(data) == 0:
+		return Leaf{}, Refuse(ErrInvalid, 0, "empty leaf")
+	case len(data) > MaxLeafBytes:
+		return Leaf{}, Refuse(ErrTooLarge, 0, "leaf of %d bytes; the limit is %d", len(data), MaxLeafBytes)
+	case !utf8.Valid(data):
+		return Leaf{}, Refuse(ErrInvalid, 0, "leaf is not valid UTF-8 (a log file line holds it as a JSON string)")
+	}
+	return NewLeaf(data), nil
+}
+
+// checkHash takes a 32-byte leaf hash.
+func checkHash(data []byte) (Leaf, *Refusal) {
+	if len(data) != 32 {
+		return Leaf{}, Refuse(ErrInvalid, 0, "leaf hash of %d bytes; want 32", len(data))
+	}
+	var h merkle.Hash
+	copy(h[:], data)
+	return Leaf{Hash: h}, nil
 }
 
 // Reply is the answer to an append request: a proof, or a refusal.
@@ -103,10 +119,7 @@ func DecodeReply(m *nats.Msg) (*Reply, error) {
 		}
 		return &Reply{Proof: &p}, nil
 	}
-	for reason, name := range wireReasons {
-		if name != st {
-			continue
-		}
+	if reason := reasonNamed(st); reason != nil {
 		ref := &Refusal{Reason: reason}
 		if ra := m.Header.Get("Retry-After"); ra != "" {
 			ref.RetryAfter, _ = strconv.Atoi(ra)

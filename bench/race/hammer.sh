@@ -8,11 +8,16 @@
 #   go build -o /tmp/tessera/bin/ ./cmd/conformance/posix ./internal/hammer
 #   HAMMER=/tmp/tessera/bin/hammer TESSERA_POSIX=/tmp/tessera/bin/posix bench/race/hammer.sh
 #
+# With SVC_BASE=<a checkout of a baseline revision> the svc log built from it runs too,
+# alternated with the others: base, svc, Tessera, base, svc, Tessera ...
+#
 # The hammer shows its figures only in its terminal UI, so it runs in a detached tmux
 # pane that is read with capture-pane: the tree size at WARMUP and at the end gives
 # the sustained writes/s; "Time-in-queue" (the /add latency) and
 # "Observed-time-to-integrate" (until a checkpoint covers the leaf) are its moving
-# averages at the end. CPU (utime+stime) and RSS of each server come from /proc.
+# averages at the end. CPU (utime+stime) and RSS of each server come from /proc, and
+# busy_% is the whole machine's (all processes, all cores) over the run: near 100 the
+# box, not the log, sets the pace; hammer_us/entry is the hammer's own CPU per entry.
 #
 # Environment: RUNS (2), SECONDS_PER_RUN (40), WARMUP (10), WRITERS (256),
 # WRITE_OPS (40000), CHECKPOINT_EVERY (1 s for svc; Tessera's conformance server
@@ -39,16 +44,19 @@ cleanup() {
 }
 trap cleanup EXIT
 (cd "$ROOT" && go build -o "$WORK/svc" ./cmd/svc && go build -o "$WORK/notekey" ./bench/race/notekey)
+if [ -n "${SVC_BASE:-}" ]; then (cd "$SVC_BASE" && go build -o "$WORK/svc-base" ./cmd/svc); fi
 HZ=$(getconf CLK_TCK)
 ticks() { awk '{print $14+$15}' "/proc/$1/stat"; }
+# busy_idle: the machine's busy and idle ticks (all cores), to tell a saturated box.
+busy_idle() { awk '/^cpu / {print $2+$3+$4+$7+$8, $5+$6}' /proc/stat; }
 rsskb() { awk '/VmRSS/ {print $2}' "/proc/$1/status"; }
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-# start_svc DIR: a fresh svc log; sets PID, URL, VKEY.
+# start_svc DIR [BINARY]: a fresh svc log; sets PID, URL, VKEY.
 start_svc() {
-  local d=$1 port; port=$(free_port); mkdir -p "$d"
-  "$WORK/svc" keygen --dir "$d" --name log >/dev/null
-  "$WORK/svc" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port "$port" \
+  local d=$1 bin=${2:-$WORK/svc} port; port=$(free_port); mkdir -p "$d"
+  "$bin" keygen --dir "$d" --name log >/dev/null
+  "$bin" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port "$port" \
     --checkpoint-every "${CHECKPOINT_EVERY:-1}" --log-id example.com/svc-race 2>"$d/server.log" &
   PID=$!; pids+=("$PID"); URL="http://127.0.0.1:$port"
   for _ in $(seq 300); do curl -sf "$URL/health" >/dev/null 2>&1 && break; sleep 0.1; done
@@ -78,19 +86,24 @@ race() {
   tmux new-session -d -s "$SESSION" -x 200 -y 50 "$HAMMER --log_public_key=$VKEY --log_url=$URL \
     --num_writers=$WRITERS --max_write_ops=$WRITE_OPS --dup_chance=0 --show_ui=true 2>$WORK/hammer-$name.err; sleep 600"
   sleep "$WARMUP"
-  local s0 c0 t0 s1 c1 t1
-  s0=$(pane_size); c0=$(ticks "$PID"); t0=$(date +%s.%N)
+  local s0 c0 t0 s1 c1 t1 hp h0 h1
+  hp=$(pgrep -P "$(tmux list-panes -t "$SESSION" -F '#{pane_pid}')" | head -1)
+  s0=$(pane_size); c0=$(ticks "$PID"); h0=$(ticks "$hp"); t0=$(date +%s.%N); read -r b0 i0 < <(busy_idle)
   sleep $((SECS - WARMUP))
-  s1=$(pane_size); c1=$(ticks "$PID"); t1=$(date +%s.%N)
+  s1=$(pane_size); c1=$(ticks "$PID"); h1=$(ticks "$hp"); t1=$(date +%s.%N); read -r b1 i1 < <(busy_idle)
+  tmux capture-pane -p -t "$SESSION" >"$WORK/pane-$name-$(date +%s).txt"
   local q i r; q=$(pane_avg Time-in-queue); i=$(pane_avg Observed-time-to-integrate); r=$(rsskb "$PID")
   tmux kill-session -t "$SESSION"
-  awk -v n="$name" -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$HZ" -v q="$q" -v i="$i" -v r="$r" 'BEGIN {
-    w = (s1 - s0) / (t1 - t0); cpu = (w > 0) ? (c / hz) / (s1 - s0) * 1e6 : 0
-    printf "%-9s %9.0f %26s %26s %12.1f %8.0f\n", n, w, q, i, cpu, r / 1024 }'
+  awk -v n="$name" -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$HZ" -v q="$q" -v i="$i" -v r="$r" -v hc="$((h1 - h0))" -v busy="$((b1 - b0))" -v idle="$((i1 - i0))" 'BEGIN {
+    w = (s1 - s0) / (t1 - t0); cpu = (w > 0) ? (c / hz) / (s1 - s0) * 1e6 : 0; hcpu = (w > 0) ? (hc / hz) / (s1 - s0) * 1e6 : 0
+    printf "%-10s %9.0f %26s %26s %12.1f %8.0f %8.0f %14.1f\n", n, w, q, i, cpu, r / 1024, 100 * busy / (busy + idle), hcpu }'
 }
 
-printf "%-9s %9s %26s %26s %12s %8s\n" log writes/s "queue min/avg/max" "integrate min/avg/max" "cpu_us/entry" rss_MiB
+printf "%-10s %9s %26s %26s %12s %8s %8s %14s\n" log writes/s "queue min/avg/max" "integrate min/avg/max" "cpu_us/entry" rss_MiB "busy_%" "hammer_us/entry"
 for r in $(seq "$RUNS"); do
+  if [ -n "${SVC_BASE:-}" ]; then
+    start_svc "$WORK/svc-base-$r" "$WORK/svc-base"; race svc-base; kill "$PID"; wait "$PID" 2>/dev/null || true
+  fi
   start_svc "$WORK/svc-$r"; race svc; kill "$PID"; wait "$PID" 2>/dev/null || true
   start_tessera "$WORK/tessera-$r"; race tessera; kill "$PID"; wait "$PID" 2>/dev/null || true
 done

@@ -12,9 +12,13 @@
 #   B_FLAGS=--metrics=false go tool task bench:race
 #       also runs a second svc log with these extra flags and alternates the two run by
 #       run (the telemetry overhead: docs/design/telemetry.md).
+#   SVC_BASE=/tmp/svc-main go tool task bench:race
+#       also runs the svc log built from another checkout (a baseline revision, e.g.
+#       `git archive main | tar -x -C /tmp/svc-main`), alternated run by run.
 #
 # Environment: CONNS (default "64 256"), RUNS (3), DURATION (15s), ROUTE (append|add),
-# TESSERA_POSIX (path to Tessera's cmd/conformance/posix binary), WORK (a scratch
+# TESSERA_POSIX (path to Tessera's cmd/conformance/posix binary), SVC_BASE (a checkout
+# of a baseline revision), WORK (a scratch
 # directory; default a fresh one under /tmp, removed at the end unless KEEP=1).
 set -euo pipefail
 
@@ -38,6 +42,7 @@ trap cleanup EXIT
 
 echo "building svc into $WORK" >&2
 (cd "$ROOT" && go build -o "$WORK/svc" ./cmd/svc && go build -o "$WORK/notekey" ./bench/race/notekey)
+if [ -n "${SVC_BASE:-}" ]; then (cd "$SVC_BASE" && go build -o "$WORK/svc-base" ./cmd/svc); fi
 
 # wait_addr FILE PATTERN: the first address the server logs, within 30 s.
 wait_line() {
@@ -48,13 +53,19 @@ wait_line() {
   echo "server did not start; its log:" >&2; cat "$1" >&2; exit 1
 }
 
-"$WORK/svc" keygen --dir "$WORK" --name log >/dev/null
-"$WORK/svc" log --file "$WORK/log.jsonl" --key "$WORK/log.key" --data "$WORK/data" --port 0 \
-  --checkpoint-every 1 --log-id example.com/svc-race 2>"$WORK/svc.log" &
-SVC_PID=$!; pids+=("$SVC_PID")
-wait_line "$WORK/svc.log" "log server listening"
-SVC_ADDR=$(grep -m1 "log server listening" "$WORK/svc.log" | sed -E 's/.* addr=([^ ]+).*/\1/')
-SVC_URL="http://$SVC_ADDR/$ROUTE"
+# start_svc BINARY NAME: a fresh svc log under $WORK/NAME; sets PID and URL.
+start_svc() {
+  local d="$WORK/$2"; mkdir -p "$d"
+  "$1" keygen --dir "$d" --name log >/dev/null
+  "$1" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port 0 \
+    --checkpoint-every 1 --log-id example.com/svc-race 2>"$d/svc.log" &
+  PID=$!; pids+=("$PID")
+  wait_line "$d/svc.log" "log server listening"
+  URL="http://$(grep -m1 "log server listening" "$d/svc.log" | sed -E 's/.* addr=([^ ]+).*/\1/')/$ROUTE"
+}
+start_svc "$WORK/svc" log-svc; SVC_PID=$PID; SVC_URL=$URL
+BASE_URL=""
+if [ -n "${SVC_BASE:-}" ]; then start_svc "$WORK/svc-base" log-base; BASE_PID=$PID; BASE_URL=$URL; fi
 
 B_URL=""
 if [ -n "${B_FLAGS:-}" ]; then
@@ -101,10 +112,12 @@ rss() { awk '/VmRSS|VmHWM/ {printf "%s %s %s  ", $1, $2, $3}' "/proc/$1/status";
 printf "%-30s %5s %10s %9s %9s %14s %7s\n" log conns appends/s p50_ms p99_ms cpu_ms/1000 errors
 for c in $CONNS; do
   for r in $(seq "$RUNS"); do
+    if [ -n "$BASE_URL" ]; then run "svc-base /$ROUTE" "$BASE_PID" "$BASE_URL" "$c" "$ROUTE"; fi
     run "svc /$ROUTE" "$SVC_PID" "$SVC_URL" "$c" "$ROUTE"
     if [ -n "$B_URL" ]; then run "svc /$ROUTE $B_FLAGS" "$B_PID" "$B_URL" "$c" "$ROUTE"; fi
     if [ -n "$TESS_URL" ]; then run "tessera-posix /add" "$TESS_PID" "$TESS_URL" "$c" add; fi
   done
 done
 echo "svc log RSS: $(rss "$SVC_PID")"
+if [ -n "$BASE_URL" ]; then echo "svc-base RSS: $(rss "$BASE_PID")"; fi
 if [ -n "$TESS_URL" ]; then echo "tessera RSS: $(rss "$TESS_PID")"; fi

@@ -114,10 +114,16 @@ func runLog(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&o.adminTokenEnv, "admin-token-env", "", "database mode: environment `variable` holding the admin token (/admin and /admin/*)")
 	fs.StringVar(&o.publicURL, "public-url", "", "database mode: the log's public base `URL` (shown with new tokens)")
 	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "database mode: the public `URL` of the checkpoints host (shown by /admin/info)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the log server to `file` until it stops (performance work)")
 	o.register(fs)
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
+	}
+	defer stopProfile()
 	if o.dbEnv != "" {
 		switch {
 		case o.file != "" || o.key != "" || o.tenants != "" || o.tokenEnv != "":

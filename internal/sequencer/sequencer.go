@@ -3,6 +3,7 @@ package sequencer
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +111,8 @@ type Sequencer struct {
 
 	ready    chan struct{} // closed once Run consumes requests
 	replayed uint64        // leaves replayed from the stream by the last recovery
+
+	beforeAck func() error // tests: a crash between the answers and the acks
 }
 
 // New opens the tree store and checks cfg. It does not touch the broker.
@@ -253,16 +256,17 @@ func (s *Sequencer) run(ctx context.Context) error {
 				batch = append(batch, m)
 			}
 		}
-		size := len(batch[0].Data()) + 5
+		size, leaves := len(batch[0].Data())+5, pipeline.RequestLeaves(batch[0].Headers())
 	drain:
-		for len(batch) < s.cfg.MaxBatch {
+		for leaves < s.cfg.MaxBatch {
 			select {
 			case m := <-in:
-				if size+len(m.Data())+5 > pipeline.MaxBatchBytes-16 {
+				n := pipeline.RequestLeaves(m.Headers())
+				if size+len(m.Data())+5 > pipeline.MaxBatchBytes-16 || leaves+n > s.cfg.MaxBatch {
 					carry = m
 					break drain
 				}
-				size += len(m.Data()) + 5
+				size, leaves = size+len(m.Data())+5, leaves+n
 				batch = append(batch, m)
 			default:
 				break drain
@@ -279,42 +283,79 @@ func (s *Sequencer) run(ctx context.Context) error {
 	}
 }
 
-// request is one append request of a batch.
+// request is one leaf of a batch: a single append request, or one leaf of a bundle.
 type request struct {
-	msg   jetstream.Msg
+	inbox  string // a single request's inbox; "" for a bundle's leaf (or no answer wanted)
+	bundle int    // the bundle's place in the batch's bundles; -1 for a single request
+	leaf   pipeline.Leaf
+	index  uint64
+	fresh  bool // gets a new index in this batch
+	reply  *pipeline.Reply
+}
+
+// bundle is a bundle request of a batch, answered with one reply.
+type bundle struct {
 	inbox string
-	leaf  pipeline.Leaf
-	index uint64
-	fresh bool // gets a new index in this batch
-	reply *pipeline.Reply
+	reply *pipeline.Reply // the whole bundle refused (malformed)
+	first int             // its first leaf in the batch's requests
+	count int
+}
+
+// intake reads the batch's messages into one request per leaf (a bundle gives one
+// per leaf it carries) and the bundles to answer.
+func intake(msgs []jetstream.Msg) ([]request, []bundle) {
+	reqs := make([]request, 0, len(msgs))
+	var bundles []bundle
+	for _, m := range msgs {
+		h := m.Headers()
+		if h.Get(pipeline.HeaderKind) != pipeline.KindBundle {
+			leaf, inbox, err := pipeline.ParseRequest(&nats.Msg{Header: h, Data: m.Data()})
+			r := request{inbox: inbox, bundle: -1, leaf: leaf}
+			if err != nil {
+				r.reply = &pipeline.Reply{Refusal: pipeline.AsRefusal(err)}
+			}
+			reqs = append(reqs, r)
+			continue
+		}
+		b := bundle{inbox: h.Get(pipeline.HeaderReply), first: len(reqs)}
+		entries, err := pipeline.DecodeBundle(m.Data())
+		if err != nil {
+			b.reply = &pipeline.Reply{Refusal: pipeline.Refuse(pipeline.ErrInvalid, 0, "%v", err)}
+		}
+		for _, e := range entries {
+			r := request{bundle: len(bundles), leaf: e.Leaf}
+			if e.Err != nil {
+				r.reply = &pipeline.Reply{Refusal: e.Err}
+			}
+			reqs = append(reqs, r)
+		}
+		b.count = len(entries)
+		bundles = append(bundles, b)
+	}
+	return reqs, bundles
 }
 
 func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err error) {
-	reqs := make([]request, 0, len(msgs))
-	obs := telemetry.Current().Batch(s.cfg.Tenant, msgs)
+	reqs, bundles := intake(msgs)
+	obs := telemetry.Current().Batch(s.cfg.Tenant, msgs, len(reqs))
 	var fresh []pipeline.Leaf
 	defer func() { obs.End(len(fresh), err) }()
 	size := s.tree.Size()
 	pending := map[merkle.Hash]uint64{}
-	for _, m := range msgs {
-		nm := &nats.Msg{Header: m.Headers(), Data: m.Data()}
-		leaf, inbox, err := pipeline.ParseRequest(nm)
-		r := request{msg: m, inbox: inbox, leaf: leaf}
-		switch {
-		case err != nil:
-			r.reply = &pipeline.Reply{Refusal: pipeline.AsRefusal(err)}
-		default:
-			if idx, ok := pending[leaf.Hash]; ok {
-				r.index = idx
-			} else if idx, ok := s.existing(leaf.Hash); ok {
-				r.index = idx
-			} else {
-				r.index, r.fresh = size+uint64(len(fresh)), true
-				pending[leaf.Hash] = r.index
-				fresh = append(fresh, leaf)
-			}
+	for i := range reqs {
+		r := &reqs[i]
+		if r.reply != nil {
+			continue
 		}
-		reqs = append(reqs, r)
+		if idx, ok := pending[r.leaf.Hash]; ok {
+			r.index = idx
+		} else if idx, ok := s.existing(r.leaf.Hash); ok {
+			r.index = idx
+		} else {
+			r.index, r.fresh = size+uint64(len(fresh)), true
+			pending[r.leaf.Hash] = r.index
+			fresh = append(fresh, r.leaf)
+		}
 	}
 	if len(fresh) > 0 && s.cfg.Admit != nil {
 		if k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh)); k < len(fresh) {
@@ -333,7 +374,7 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 	if len(fresh) > 0 {
 		b := &pipeline.Batch{First: size, Leaves: fresh}
 		if err := s.commit(ctx, b); err != nil {
-			s.answerAll(reqs, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
+			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
 			return err
 		}
 		hashes := make([]merkle.Hash, len(fresh))
@@ -348,8 +389,13 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 			s.recent.add(h, first+uint64(i))
 		}
 	}
-	if err := s.answer(ctx, reqs); err != nil {
+	if err := s.answer(ctx, reqs, bundles); err != nil {
 		return err
+	}
+	if s.beforeAck != nil {
+		if err := s.beforeAck(); err != nil {
+			return err
+		}
 	}
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
@@ -426,8 +472,9 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 }
 
 // answer signs one head for the tree as it now stands and answers every request with
-// its own inclusion proof against it.
-func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
+// its own inclusion proof against it: a single request with its own reply, a bundle
+// with one reply holding each of its leaves' answers.
+func (s *Sequencer) answer(ctx context.Context, reqs []request, bundles []bundle) error {
 	size := s.tree.Size()
 	var headJSON []byte
 	needHead := false
@@ -443,7 +490,7 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 		}
 		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), s.cfg.Now(), s.cfg.LogID)
 		if err != nil {
-			s.answerAll(reqs, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
+			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
 			return nil // the leaves are committed; retries are answered once the signer is back
 		}
 		if headJSON, err = json.Marshal(head); err != nil {
@@ -452,7 +499,7 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 	}
 	for i := range reqs {
 		r := &reqs[i]
-		if r.inbox == "" {
+		if r.inbox == "" || r.bundle >= 0 {
 			continue
 		}
 		var m *nats.Msg
@@ -474,20 +521,66 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request) error {
 			return err
 		}
 	}
+	return s.answerBundles(reqs, bundles, size, headJSON)
+}
+
+// answerBundles sends each bundle its one reply.
+func (s *Sequencer) answerBundles(reqs []request, bundles []bundle, size uint64, headJSON []byte) error {
+	for _, b := range bundles {
+		if b.inbox == "" {
+			continue
+		}
+		m, err := s.bundleReply(reqs[b.first:b.first+b.count], b, size, headJSON)
+		if err != nil {
+			return err
+		}
+		if err := s.cfg.Conn.PublishMsg(m); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
-func (s *Sequencer) answerAll(reqs []request, rep *pipeline.Reply) {
+func (s *Sequencer) bundleReply(reqs []request, b bundle, size uint64, headJSON []byte) (*nats.Msg, error) {
+	if b.reply != nil {
+		return b.reply.Encode(b.inbox)
+	}
+	answers := make([]pipeline.BundleAnswer, len(reqs))
+	proven := false
+	for i, r := range reqs {
+		if r.reply != nil {
+			answers[i].Refusal = r.reply.Refusal
+			continue
+		}
+		proof, err := s.tree.InclusionProof(r.index, size)
+		if err != nil {
+			return nil, err
+		}
+		answers[i].Inclusion = inclusionJSON(nil, r.index, size, proof)
+		proven = true
+	}
+	if !proven {
+		headJSON = nil
+	}
+	return pipeline.EncodeBundleReply(b.inbox, headJSON, answers)
+}
+
+// answerAll refuses every request not answered yet with rep (a failed commit or
+// signer), bundles included.
+func (s *Sequencer) answerAll(reqs []request, bundles []bundle, rep *pipeline.Reply) {
 	for i := range reqs {
 		if reqs[i].reply == nil {
 			reqs[i].reply = rep
 		}
-		if reqs[i].inbox == "" {
+		if reqs[i].inbox == "" || reqs[i].bundle >= 0 {
 			continue
 		}
 		if m, err := reqs[i].reply.Encode(reqs[i].inbox); err == nil {
 			_ = s.cfg.Conn.PublishMsg(m)
 		}
+	}
+	if err := s.answerBundles(reqs, bundles, 0, nil); err != nil {
+		s.log.Warn("answering a bundle's refusal", "err", err)
 	}
 }
 
@@ -495,7 +588,19 @@ func (s *Sequencer) answerAll(reqs []request, rep *pipeline.Reply) {
 // head for every request of a batch.
 func proofReply(index, size uint64, proof []merkle.Hash, headJSON []byte) []byte {
 	b := make([]byte, 0, 96+len(proof)*67+len(headJSON))
-	b = append(b, `{"inclusion":{"leafIndex":`...)
+	b = append(b, `{"inclusion":`...)
+	b = inclusionJSON(b, index, size, proof)
+	b = append(b, `,"treeHead":`...)
+	b = append(b, headJSON...)
+	return append(b, '}')
+}
+
+// inclusionJSON appends {"leafIndex":...,"treeSize":...,"hashes":[...]} to b.
+func inclusionJSON(b []byte, index, size uint64, proof []merkle.Hash) []byte {
+	if b == nil {
+		b = make([]byte, 0, 64+len(proof)*67)
+	}
+	b = append(b, `{"leafIndex":`...)
 	b = strconv.AppendUint(b, index, 10)
 	b = append(b, `,"treeSize":`...)
 	b = strconv.AppendUint(b, size, 10)
@@ -505,12 +610,10 @@ func proofReply(index, size uint64, proof []merkle.Hash, headJSON []byte) []byte
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = append(b, h.String()...)
+		b = hex.AppendEncode(b, h[:])
 		b = append(b, '"')
 	}
-	b = append(b, `]},"treeHead":`...)
-	b = append(b, headJSON...)
-	return append(b, '}')
+	return append(b, "]}"...)
 }
 
 // recover brings the tree store up to the last committed batch.

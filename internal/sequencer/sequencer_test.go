@@ -95,13 +95,32 @@ func checkProof(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Proof) *r
 	return th
 }
 
+// indices records which leaf each index went to, after checking its proof, and fails
+// when an index is assigned twice.
+type indices struct {
+	mu sync.Mutex
+	m  map[uint64]string
+}
+
+func (ix *indices) add(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Proof) {
+	checkProof(t, key, leaf, p)
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if ix.m == nil {
+		ix.m = map[uint64]string{}
+	}
+	if prev, dup := ix.m[p.Inclusion.LeafIndex]; dup {
+		t.Errorf("index %d assigned to %s and %s", p.Inclusion.LeafIndex, prev, leaf)
+	}
+	ix.m[p.Inclusion.LeafIndex] = string(leaf)
+}
+
 func TestConcurrentProducersOneSequence(t *testing.T) {
 	_, nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	seq := startSequencer(t, nc, t.TempDir(), key)
 	const producers, each = 16, 150
-	var mu sync.Mutex
-	seen := map[uint64]string{}
+	seen := &indices{}
 	var wg sync.WaitGroup
 	for p := 0; p < producers; p++ {
 		wg.Add(1)
@@ -120,22 +139,16 @@ func TestConcurrentProducersOneSequence(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				checkProof(t, key, leaf, proof)
-				mu.Lock()
-				if prev, dup := seen[proof.Inclusion.LeafIndex]; dup {
-					t.Errorf("index %d assigned to %s and %s", proof.Inclusion.LeafIndex, prev, leaf)
-				}
-				seen[proof.Inclusion.LeafIndex] = string(leaf)
-				mu.Unlock()
+				seen.add(t, key, leaf, proof)
 			}
 		}(p)
 	}
 	wg.Wait()
-	if len(seen) != producers*each {
-		t.Fatalf("%d distinct indices, want %d", len(seen), producers*each)
+	if len(seen.m) != producers*each {
+		t.Fatalf("%d distinct indices, want %d", len(seen.m), producers*each)
 	}
 	for i := uint64(0); i < producers*each; i++ {
-		if _, ok := seen[i]; !ok {
+		if _, ok := seen.m[i]; !ok {
 			t.Fatalf("gap at index %d", i)
 		}
 	}

@@ -103,19 +103,21 @@ func (c natsCarrier) Keys() []string {
 
 // BatchObs observes one sequencer batch from its start; End it once.
 type BatchObs struct {
-	t     *Telemetry
-	start time.Time
-	msgs  []jetstream.Msg
-	spans []trace.Span
+	t        *Telemetry
+	start    time.Time
+	msgs     []jetstream.Msg
+	requests int
+	spans    []trace.Span
 }
 
-// Batch starts observing a batch of the sequencer of tenant: a "sequencer commit"
-// span for every request that carries a sampled trace context.
-func (t *Telemetry) Batch(tenant string, msgs []jetstream.Msg) BatchObs {
+// Batch starts observing a batch of the sequencer of tenant: requests append requests
+// (a bundle message holds several) in msgs, and a "sequencer commit" span for every
+// message that carries a sampled trace context.
+func (t *Telemetry) Batch(tenant string, msgs []jetstream.Msg, requests int) BatchObs {
 	if t == nil {
 		return BatchObs{}
 	}
-	b := BatchObs{t: t, start: time.Now(), msgs: msgs}
+	b := BatchObs{t: t, start: time.Now(), msgs: msgs, requests: requests}
 	if t.tracers != nil {
 		for _, m := range msgs {
 			h := m.Headers()
@@ -143,7 +145,7 @@ func (b BatchObs) End(leaves int, err error) {
 		return
 	}
 	now := time.Now()
-	t.inst.batchSize.Record(bg, int64(len(b.msgs)))
+	t.inst.batchSize.Record(bg, int64(b.requests))
 	t.inst.commitDuration.Record(bg, now.Sub(b.start).Seconds())
 	if err != nil {
 		leaves = 0
