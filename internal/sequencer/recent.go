@@ -7,35 +7,59 @@ import (
 )
 
 // recent remembers the last cap leaf hashes appended, by their first 8 bytes. A hit is
-// a candidate that the caller confirms against the tree, so collisions cost a read and
-// never a wrong answer. Memory: about 40 bytes an entry.
+// a candidate that the caller confirms against the tree, so a collision never gives a
+// wrong answer. Two leaves whose hashes share a prefix (a producer in hash-only mode
+// chooses its hashes, so it can make them collide on purpose) are both remembered: the
+// first by its prefix, the later ones by their whole hash in overflow, so a repeated
+// leaf is always found and never gets a second index. Memory: about 40 bytes an entry.
 type recent struct {
-	idx  map[uint64]uint64 // hash prefix → leaf index
-	ring []uint64          // hash prefixes in append order, for eviction
-	next int
-	full bool
+	idx      map[uint64]uint64      // hash prefix → leaf index
+	overflow map[merkle.Hash]uint64 // whole hash → leaf index, for prefixes taken by another leaf
+	ring     []uint64               // hash prefixes in append order, for eviction
+	sweepAt  int // len(overflow) at which entries out of the window are dropped
+	next     int
+	full     bool
 }
 
 func newRecent(cap int) *recent {
-	return &recent{idx: make(map[uint64]uint64, cap), ring: make([]uint64, cap)}
+	return &recent{idx: make(map[uint64]uint64, cap), overflow: map[merkle.Hash]uint64{}, ring: make([]uint64, cap)}
 }
 
 func prefix(h merkle.Hash) uint64 { return binary.BigEndian.Uint64(h[:8]) }
 
+// get returns the index of the leaf that may have hash h: the caller confirms it.
 func (r *recent) get(h merkle.Hash) (uint64, bool) {
+	if i, ok := r.overflow[h]; ok {
+		return i, true
+	}
 	i, ok := r.idx[prefix(h)]
 	return i, ok
 }
 
+// add remembers the leaf h at index, the newest of the log, forgetting the leaves
+// more than cap behind it.
 func (r *recent) add(h merkle.Hash, index uint64) {
 	p := prefix(h)
+	window := uint64(len(r.ring))
 	if r.full {
 		old := r.ring[r.next]
-		if i, ok := r.idx[old]; ok && i+uint64(len(r.ring)) <= index {
+		if i, ok := r.idx[old]; ok && i+window <= index {
 			delete(r.idx, old)
 		}
 	}
-	r.idx[p] = index
+	if i, taken := r.idx[p]; taken && i+window > index {
+		r.overflow[h] = index
+		if len(r.overflow) >= r.sweepAt {
+			for k, i := range r.overflow {
+				if i+window <= index {
+					delete(r.overflow, k)
+				}
+			}
+			r.sweepAt = max(2*len(r.overflow), 64) // amortized O(1) an add
+		}
+	} else {
+		r.idx[p] = index
+	}
 	r.ring[r.next] = p
 	r.next++
 	if r.next == len(r.ring) {

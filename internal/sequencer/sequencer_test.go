@@ -308,3 +308,50 @@ func TestCommitRetryAfterLostAnswer(t *testing.T) {
 		t.Fatalf("a different batch at a taken position: %v", err)
 	}
 }
+
+// A producer in hash-only mode chooses its leaf hashes, so it can make two share the
+// 8-byte prefix the idempotency window keys on: a retry of either still gets its own
+// index, never a second one.
+func TestCollidingHashPrefixesKeepTheirIndices(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	startSequencer(t, nc, t.TempDir(), key)
+	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
+	var leaves []pipeline.Leaf
+	for i := range 3 {
+		var h merkle.Hash
+		copy(h[:], "samepref") // the first 8 bytes of all three
+		h[31] = byte(i + 1)
+		leaves = append(leaves, pipeline.Leaf{Hash: h})
+	}
+	ctx := context.Background()
+	for round := range 2 {
+		for i, l := range leaves {
+			p, err := c.Append(ctx, "acme", l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Inclusion.LeafIndex != uint64(i) || p.Inclusion.TreeSize != 3 && round == 1 {
+				t.Fatalf("round %d: leaf %d got index %d at size %d, want index %d (size 3 on the retry)", round, i, p.Inclusion.LeafIndex, p.Inclusion.TreeSize, i)
+			}
+		}
+	}
+}
+
+func TestRecentRemembersCollidingPrefixes(t *testing.T) {
+	r := newRecent(4)
+	hash := func(last byte) merkle.Hash {
+		var h merkle.Hash
+		copy(h[:], "samepref")
+		h[31] = last
+		return h
+	}
+	for i := range 6 {
+		r.add(hash(byte(i)), uint64(i))
+	}
+	for i := 2; i < 6; i++ { // the window holds the last four
+		if got, ok := r.get(hash(byte(i))); !ok || got != uint64(i) {
+			t.Errorf("leaf %d: got %d %v", i, got, ok)
+		}
+	}
+}
