@@ -16,7 +16,7 @@ type recent struct {
 	idx      map[uint64]uint64      // hash prefix → leaf index
 	overflow map[merkle.Hash]uint64 // whole hash → leaf index, for prefixes taken by another leaf
 	ring     []uint64               // hash prefixes in append order, for eviction
-	sweepAt  int // len(overflow) at which entries out of the window are dropped
+	sweepAt  int                    // len(overflow) at which entries out of the window are dropped
 	next     int
 	full     bool
 }
