@@ -208,6 +208,11 @@ func (is *Issuer) Leaf(p *Pending, exec Execution) ([]byte, error) {
 	return env.Canonical(), nil
 }
 
+// ErrResultJSON: Finish (or Leaf) was given an execution result that is not JSON a
+// receipt can record (RFC 8785: valid UTF-8, no duplicate names, I-JSON numbers).
+// Nothing was signed or logged.
+var ErrResultJSON = errors.New("execution result")
+
 // Finish records the outcome: it signs the receipt, appends its leaf to the log and
 // writes receipts/<id>.json. If the log does not take the leaf, nothing is written and
 // the error wraps the log's error. ResultDigest is filled in when a result is present.
@@ -224,7 +229,7 @@ func (is *Issuer) receiptEnvelope(p *Pending, exec Execution) (*Envelope, error)
 	if exec.Result != nil {
 		c, err := canonicalize(exec.Result, 0)
 		if err != nil {
-			return nil, fmt.Errorf("execution result: canonical json: %w", err)
+			return nil, fmt.Errorf("%w: canonical json: %w", ErrResultJSON, err)
 		}
 		result = &c
 		if exec.ResultDigest == "" {
