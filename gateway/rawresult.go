@@ -19,8 +19,12 @@ import (
 type rawResultKey struct{}
 
 // rawResult receives the raw JSON result of the tools/call made with its context (the
-// last one, when the upstream asked for input in between).
-type rawResult struct{ json json.RawMessage }
+// last one, when the upstream asked for input in between), and that result parsed in
+// one pass (nil when parseCallToolResult left it to mcp-go).
+type rawResult struct {
+	json   json.RawMessage
+	parsed *mcp.CallToolResult
+}
 
 func withRawResult(ctx context.Context) (context.Context, *rawResult) {
 	slot := &rawResult{}
@@ -31,9 +35,61 @@ func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *tran
 	if resp == nil || resp.Error != nil || req.Method != string(mcp.MethodToolsCall) {
 		return
 	}
-	if slot, ok := ctx.Value(rawResultKey{}).(*rawResult); ok {
-		slot.json = resp.Result
+	slot, ok := ctx.Value(rawResultKey{}).(*rawResult)
+	if !ok {
+		return
 	}
+	slot.json, slot.parsed = resp.Result, nil
+	if res, ok := parseCallToolResult(resp.Result); ok {
+		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
+		// validates it four times; it now parses a stub, and mcpUpstream.Call returns
+		// this parse instead.
+		slot.parsed = res
+		resp.Result = parsedStub
+	}
+}
+
+// parsedStub is the smallest result mcp-go's client parses as a complete one.
+var parsedStub = json.RawMessage(`{"content":[]}`)
+
+// parseCallToolResult parses a complete tools/call result into what
+// mcp.ParseCallToolResult returns for it (the same decoding of each member, content
+// items through mcp.UnmarshalContent) in one pass over the result. It declines (false)
+// what it leaves to mcp-go: a result asking for input (multi round trip), one without
+// content, one that does not parse.
+func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	var r struct {
+		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+		InputRequests     json.RawMessage   `json:"inputRequests,omitempty"`
+		RequestState      json.RawMessage   `json:"requestState,omitempty"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
+		r.InputRequests != nil || r.RequestState != nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{IsError: r.IsError}
+	res.Meta, res.ResultType = r.Meta, r.ResultType
+	if len(r.Content) > 0 {
+		res.Content = make([]mcp.Content, len(r.Content))
+		for i, item := range r.Content {
+			c, err := mcp.UnmarshalContent(item)
+			if err != nil {
+				return nil, false
+			}
+			res.Content[i] = c
+		}
+	}
+	if len(r.StructuredContent) > 0 {
+		res.RawStructuredContent = r.StructuredContent
+		if json.Unmarshal(r.StructuredContent, &res.StructuredContent) != nil {
+			return nil, false
+		}
+	}
+	return res, true
 }
 
 // rawStdio is mcp-go's stdio transport keeping tools/call results.

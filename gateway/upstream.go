@@ -97,5 +97,8 @@ func (u *mcpUpstream) Call(ctx context.Context, tool string, args json.RawMessag
 	if res == nil {
 		return nil, errors.New("empty result")
 	}
+	if slot, ok := ctx.Value(rawResultKey{}).(*rawResult); ok && slot.parsed != nil {
+		return slot.parsed, nil // parsed in one pass by the transport (rawresult.go)
+	}
 	return res, nil
 }
