@@ -24,19 +24,7 @@ func BenchmarkFinish(b *testing.B) {
 	result := json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat("x", 2000)))
 	for _, mode := range []string{"sync", "write-behind"} {
 		b.Run(mode, func(b *testing.B) {
-			dir := b.TempDir()
-			key := testKey(b, 1)
-			l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: receipt.KindSDK, Log: l,
-				ReceiptsDir: filepath.Join(dir, "receipts"), WriteBehind: mode == "write-behind"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer is.Close()
+			is := benchIssuer(b, receipt.KindSDK, mode == "write-behind")
 			var d []time.Duration
 			for i := 0; b.Loop(); i++ {
 				p, err := is.Begin(sdkCall(fmt.Sprintf(`{"i":%d,"q":"lookup"}`, i)))
@@ -54,6 +42,25 @@ func BenchmarkFinish(b *testing.B) {
 			b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// benchIssuer is an issuer with a local log file in a temporary directory, closed
+// when the benchmark ends.
+func benchIssuer(b *testing.B, kind string, writeBehind bool) *receipt.Issuer {
+	dir := b.TempDir()
+	key := testKey(b, 1)
+	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: kind, Log: l,
+		ReceiptsDir: filepath.Join(dir, "receipts"), WriteBehind: writeBehind})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { is.Close() })
+	return is
 }
 
 // BenchmarkFileLogAppendParallel appends 5 KB leaves to a FileLog from 1, 8 and 32
@@ -109,17 +116,7 @@ func BenchmarkFileLogAppendParallel(b *testing.B) {
 //
 //	go test -run '^$' -bench BenchmarkLeaf -benchmem ./receipt/
 func BenchmarkLeaf(b *testing.B) {
-	dir := b.TempDir()
-	key := testKey(b, 1)
-	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: receipt.KindGateway, Log: l, ReceiptsDir: filepath.Join(dir, "receipts")})
-	if err != nil {
-		b.Fatal(err)
-	}
+	is := benchIssuer(b, receipt.KindGateway, false)
 	grant := receipt.Sign(receipt.PayloadDelegation, []byte(`{"agent":"bench-agent","principal":"alice","scopes":["read_text_file"],"notBefore":"2026-11-22T00:00:00Z","notAfter":"2026-11-22T02:00:00Z","pad":"`+strings.Repeat("g", 500)+`"}`), testKey(b, 2))
 	principal := "alice"
 	call := receipt.Call{

@@ -275,14 +275,22 @@ func (p *jcsParser) str() (text []byte, decoded string, err error) {
 		case c < utf8.RuneSelf:
 			p.i++
 		default:
-			r, size := utf8.DecodeRune(p.data[p.i:])
-			if r == utf8.RuneError && size <= 1 {
-				return nil, "", fmt.Errorf("invalid UTF-8 in a string at byte %d", p.i)
+			if err := p.skipRune(); err != nil {
+				return nil, "", err
 			}
-			p.i += size
 		}
 	}
 	return nil, "", errors.New("unterminated string")
+}
+
+// skipRune consumes one multi-byte UTF-8 character of a string.
+func (p *jcsParser) skipRune() error {
+	r, size := utf8.DecodeRune(p.data[p.i:])
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Errorf("invalid UTF-8 in a string at byte %d", p.i)
+	}
+	p.i += size
+	return nil
 }
 
 // strValue reads a string value after its opening quote and returns its canonical
@@ -309,11 +317,9 @@ func (p *jcsParser) strValue() ([]byte, error) {
 		case c < utf8.RuneSelf:
 			p.i++
 		default:
-			r, size := utf8.DecodeRune(p.data[p.i:])
-			if r == utf8.RuneError && size <= 1 {
-				return nil, fmt.Errorf("invalid UTF-8 in a string at byte %d", p.i)
+			if err := p.skipRune(); err != nil {
+				return nil, err
 			}
-			p.i += size
 		}
 	}
 	return nil, errors.New("unterminated string")

@@ -87,6 +87,13 @@ func (w *jcsWriter) canon(c canonicalJSON, within int) {
 	w.b = append(w.b, c.text...)
 }
 
+// endProvenance writes the last member of most records, and closes the record.
+func (w *jcsWriter) endProvenance(p Provenance) {
+	w.lit(`,"provenance":`)
+	w.str(string(p))
+	w.lit("}")
+}
+
 func (w *jcsWriter) fail(err error) {
 	if w.err == nil {
 		w.err = err
@@ -143,17 +150,13 @@ func (w *jcsWriter) request(r Request, pa predicateArgs) {
 	}
 	w.lit(`,"argsDigest":`)
 	w.str(r.ArgsDigest)
-	w.lit(`,"provenance":`)
-	w.str(string(r.Provenance))
-	w.lit("}")
+	w.endProvenance(r.Provenance)
 }
 
 func (w *jcsWriter) agent(a Agent) {
 	w.lit(`{"id":`)
 	w.str(a.ID)
-	w.lit(`,"provenance":`)
-	w.str(string(a.Provenance))
-	w.lit("}")
+	w.endProvenance(a.Provenance)
 }
 
 func (w *jcsWriter) facts(facts map[string]Fact) {
@@ -224,9 +227,7 @@ func (w *jcsWriter) principal(p Principal) {
 		w.lit(`,"keyid":`)
 		w.str(p.KeyID)
 	}
-	w.lit(`,"provenance":`)
-	w.str(string(p.Provenance))
-	w.lit("}")
+	w.endProvenance(p.Provenance)
 }
 
 func (w *jcsWriter) tool(t Tool) {
@@ -262,16 +263,12 @@ func (w *jcsWriter) leading(a Agent, auth *Authorization, c *Consumed, d *Delega
 	if c != nil {
 		w.lit(`,"consumed":{"factIds":`)
 		w.strs(c.FactIDs)
-		w.lit(`,"provenance":`)
-		w.str(string(c.Provenance))
-		w.lit("}")
+		w.endProvenance(c.Provenance)
 	}
 	if d != nil {
 		w.lit(`,"delegation":{"envelope":`)
 		w.envelope(d.Envelope)
-		w.lit(`,"provenance":`)
-		w.str(string(d.Provenance))
-		w.lit("}")
+		w.endProvenance(d.Provenance)
 	}
 }
 
@@ -289,9 +286,8 @@ func appendCanonicalPredicate(b []byte, p *Predicate, pa predicateArgs, result *
 	w.issuer(p.Issuer)
 	w.lit(`,"model":{"id":`)
 	w.optStr(p.Model.ID)
-	w.lit(`,"provenance":`)
-	w.str(string(p.Model.Provenance))
-	w.lit(`},"policy":`)
+	w.endProvenance(p.Model.Provenance)
+	w.lit(`,"policy":`)
 	w.policy(p.Policy)
 	w.lit(`,"principal":`)
 	w.principal(p.Principal)
