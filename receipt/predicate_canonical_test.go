@@ -320,3 +320,18 @@ func TestCanonicalUint(t *testing.T) {
 		}
 	}
 }
+
+// FuzzTreeHeadPayload checks the direct tree head payload against Canonical.
+func FuzzTreeHeadPayload(f *testing.F) {
+	f.Add(uint64(1), "ab", "2026-11-22T00:00:00Z", "")
+	f.Add(uint64(1<<53+1), "\xff", "<&>\u2028", "fleet-log")
+	f.Add(uint64(1<<64-1), "\"\\\x01", "", "ä😀")
+	f.Fuzz(func(t *testing.T, size uint64, root, ts, log string) {
+		th := TreeHead{TreeSize: size, RootHash: root, Timestamp: ts, Log: log}
+		got, err := treeHeadPayload(th)
+		want, wantErr := Canonical(th)
+		if (err != nil) != (wantErr != nil) || !bytes.Equal(got, want) {
+			t.Fatalf("%+v: direct %s (%v), general path %s (%v)", th, got, err, want, wantErr)
+		}
+	})
+}
