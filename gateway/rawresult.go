@@ -42,8 +42,8 @@ func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *tran
 	slot.json, slot.parsed = resp.Result, nil
 	if res, ok := parseCallToolResult(resp.Result); ok {
 		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
-		// validates it four times; it now parses a stub, and mcpUpstream.Call returns
-		// this parse instead.
+		// validates it three times (its content a fourth); it now parses a stub,
+		// and mcpUpstream.Call returns this parse instead.
 		slot.parsed = res
 		resp.Result = parsedStub
 	}
