@@ -43,7 +43,8 @@ func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *tran
 	if res, ok := parseCallToolResult(resp.Result); ok {
 		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
 		// validates it three times (its content a fourth); it now parses a stub,
-		// and mcpUpstream.Call returns this parse instead.
+		// and mcpUpstream.Call returns this parse instead (nothing else reads what
+		// the client returns for a call made with a slot).
 		slot.parsed = res
 		resp.Result = parsedStub
 	}
