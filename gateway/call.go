@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -44,8 +45,9 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	if res := g.precommit(ctx, c, p); res != nil {
 		return res
 	}
-	out, callErr := c.up.Call(ctx, tool, args, c.forwardMeta())
-	return g.finish(ctx, c, p, out, callErr)
+	fwdCtx, raw := withRawResult(ctx)
+	out, callErr := c.up.Call(fwdCtx, tool, args, c.forwardMeta())
+	return g.finish(ctx, c, p, out, raw.json, callErr)
 }
 
 // refuseUnrecordable answers a call no receipt may be issued for: outside the grant's
@@ -194,14 +196,14 @@ func (c *call) forwardMeta() map[string]any {
 }
 
 // execution records what the upstream did, and (step 8) remembers the facts it
-// declares it served for the session's later receipts.
-func (c *call) execution(res *mcp.CallToolResult, callErr error) receipt.Execution {
+// declares it served for the session's later receipts. raw is the result as the
+// upstream sent it (nil: res re-encoded is recorded).
+func (c *call) execution(res *mcp.CallToolResult, raw json.RawMessage, callErr error) receipt.Execution {
 	if callErr != nil {
 		return receipt.Execution{Status: receipt.StatusError, Error: callErr.Error(), Provenance: receipt.Observed}
 	}
-	raw, err := json.Marshal(res)
-	if err != nil {
-		raw = json.RawMessage(`null`)
+	if raw == nil {
+		raw = marshalResult(res)
 	}
 	exec := receipt.Execution{Status: receipt.StatusExecuted, Result: raw, Provenance: receipt.Observed}
 	if res.IsError {
@@ -227,10 +229,25 @@ func (c *call) execution(res *mcp.CallToolResult, callErr error) receipt.Executi
 	return exec
 }
 
+// marshalResult is a parsed result as mcp-go encodes it.
+func marshalResult(res *mcp.CallToolResult) json.RawMessage {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return json.RawMessage(`null`)
+	}
+	return b
+}
+
 // finish is step 9: the receipt is durable before the result is returned, with the
-// receipt's id in the result's meta.
-func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, callErr error) *mcp.CallToolResult {
-	b, err := g.issuer.Finish(ctx, p, c.execution(res, callErr))
+// receipt's id in the result's meta. The receipt records the upstream's raw result
+// when there is one, or, if a receipt cannot record it as it stands (invalid UTF-8,
+// duplicate names, which mcp-go's parse repaired or dropped), the result as mcp-go
+// parsed it.
+func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, raw json.RawMessage, callErr error) *mcp.CallToolResult {
+	b, err := g.issuer.Finish(ctx, p, c.execution(res, raw, callErr))
+	if errors.Is(err, receipt.ErrResultJSON) && raw != nil && callErr == nil {
+		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, nil))
+	}
 	if err != nil {
 		g.log.Error("receipt not logged after the upstream acted", "receipt", p.ReceiptID, "tool", c.tool, "err", err)
 		return errorResult(fmt.Sprintf("The upstream action has already happened, but the log did not take its receipt, so no receipt was issued: %v", err))

@@ -19,10 +19,14 @@ func (g *Gateway) lookupFacts(ctx context.Context, tool string, args json.RawMes
 	facts := map[string]receipt.Fact{}
 	values := map[string]json.RawMessage{}
 	var agentArgs map[string]any
-	_ = json.Unmarshal(args, &agentArgs)
+	decoded := false
 	for _, f := range g.cfg.Facts {
 		if !slices.Contains(f.ForTools, tool) {
 			continue
+		}
+		if !decoded { // only for a tool with facts to look up
+			_ = json.Unmarshal(args, &agentArgs)
+			decoded = true
 		}
 		fargs, missing := fillTemplate(f.Args, agentArgs)
 		if missing != "" {

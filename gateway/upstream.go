@@ -42,7 +42,11 @@ func dialMCP(ctx context.Context, name string, u *UpstreamConfig) (*mcpUpstream,
 			env = append(env, k+"="+v)
 		}
 		sort.Strings(env)
-		c, err = client.NewStdioMCPClient(u.Command, env, u.Args...)
+		// client.NewStdioMCPClient, with the transport keeping raw results.
+		t := transport.NewStdio(u.Command, env, u.Args...)
+		if err = t.Start(context.Background()); err == nil {
+			c = client.NewClient(rawStdio{t})
+		}
 	default:
 		var opts []transport.StreamableHTTPCOption
 		if u.TokenEnv != "" {
@@ -52,8 +56,10 @@ func dialMCP(ctx context.Context, name string, u *UpstreamConfig) (*mcpUpstream,
 			}
 			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
 		}
-		c, err = client.NewStreamableHttpClient(u.URL, opts...)
-		if err == nil {
+		// client.NewStreamableHttpClient, with the transport keeping raw results.
+		var t *transport.StreamableHTTP
+		if t, err = transport.NewStreamableHTTP(u.URL, opts...); err == nil {
+			c = client.NewClient(rawHTTP{t})
 			err = c.Start(ctx)
 		}
 	}
@@ -90,6 +96,9 @@ func (u *mcpUpstream) Call(ctx context.Context, tool string, args json.RawMessag
 	}
 	if res == nil {
 		return nil, errors.New("empty result")
+	}
+	if slot, ok := ctx.Value(rawResultKey{}).(*rawResult); ok && slot.parsed != nil {
+		return slot.parsed, nil // parsed in one pass by the transport (rawresult.go)
 	}
 	return res, nil
 }

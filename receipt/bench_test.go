@@ -24,19 +24,7 @@ func BenchmarkFinish(b *testing.B) {
 	result := json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat("x", 2000)))
 	for _, mode := range []string{"sync", "write-behind"} {
 		b.Run(mode, func(b *testing.B) {
-			dir := b.TempDir()
-			key := testKey(b, 1)
-			l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer l.Close()
-			is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: receipt.KindSDK, Log: l,
-				ReceiptsDir: filepath.Join(dir, "receipts"), WriteBehind: mode == "write-behind"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer is.Close()
+			is := benchIssuer(b, receipt.KindSDK, mode == "write-behind")
 			var d []time.Duration
 			for i := 0; b.Loop(); i++ {
 				p, err := is.Begin(sdkCall(fmt.Sprintf(`{"i":%d,"q":"lookup"}`, i)))
@@ -54,6 +42,25 @@ func BenchmarkFinish(b *testing.B) {
 			b.ReportMetric(float64(d[len(d)*99/100].Microseconds()), "p99-µs")
 		})
 	}
+}
+
+// benchIssuer is an issuer with a local log file in a temporary directory, closed
+// when the benchmark ends.
+func benchIssuer(b *testing.B, kind string, writeBehind bool) *receipt.Issuer {
+	dir := b.TempDir()
+	key := testKey(b, 1)
+	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: kind, Log: l,
+		ReceiptsDir: filepath.Join(dir, "receipts"), WriteBehind: writeBehind})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { is.Close() })
+	return is
 }
 
 // BenchmarkFileLogAppendParallel appends 5 KB leaves to a FileLog from 1, 8 and 32
@@ -99,5 +106,40 @@ func BenchmarkFileLogAppendParallel(b *testing.B) {
 			b.ReportMetric(float64(b.N)/time.Since(t0).Seconds(), "appends/s")
 			b.ReportMetric(float64(b.N)/float64(len(heads)), "appends/commit")
 		})
+	}
+}
+
+// BenchmarkLeaf times what a receipt costs in CPU before the log: the predicate and
+// statement in canonical form, the argument and result digests and the signature
+// (Issuer.Leaf, which Finish calls before it appends), for a gateway-like call: a
+// delegation envelope, a policy and a 1 KB text result.
+//
+//	go test -run '^$' -bench BenchmarkLeaf -benchmem ./receipt/
+func BenchmarkLeaf(b *testing.B) {
+	is := benchIssuer(b, receipt.KindGateway, false)
+	grant := receipt.Sign(receipt.PayloadDelegation, []byte(`{"agent":"bench-agent","principal":"alice","scopes":["read_text_file"],"notBefore":"2026-11-22T00:00:00Z","notAfter":"2026-11-22T02:00:00Z","pad":"`+strings.Repeat("g", 500)+`"}`), testKey(b, 2))
+	principal := "alice"
+	call := receipt.Call{
+		Principal:  receipt.Principal{ID: &principal, KeyID: testKey(b, 2).KeyID(), Provenance: receipt.Attested},
+		Agent:      receipt.Agent{ID: "bench-agent", Provenance: receipt.Attested},
+		Delegation: &receipt.Delegation{Envelope: grant, Provenance: receipt.Attested},
+		Session:    receipt.Session{Provenance: receipt.Claimed},
+		Model:      receipt.Model{Provenance: receipt.Claimed},
+		Tool:       receipt.Tool{Name: "read_text_file", Provenance: receipt.Observed},
+		Args:       json.RawMessage(`{"path":"/tmp/svc-bench-gateway-x/data/hello.txt"}`),
+		Facts:      map[string]receipt.Fact{},
+		Policy: &receipt.Policy{Decision: receipt.Allow, Reasons: []string{"all"}, Errors: []string{},
+			PolicyDigest: strings.Repeat("ab", 32), Provenance: receipt.Observed},
+	}
+	result := json.RawMessage(fmt.Sprintf(`{"content":[{"type":"text","text":%q}]}`, strings.Repeat("hello from the filesystem server\n", 32)))
+	exec := receipt.Execution{Status: receipt.StatusExecuted, Result: result, Provenance: receipt.Observed}
+	for b.Loop() {
+		p, err := is.Begin(call)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := is.Leaf(p, exec); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -138,6 +138,7 @@ type Pending struct {
 	ReceiptID     string
 	Timestamp     string
 	call          Call
+	args          canonicalJSON // call.Args in canonical form
 	argsDigest    string
 	authorization *Authorization
 }
@@ -153,15 +154,15 @@ func (is *Issuer) Begin(call Call) (*Pending, error) {
 	if call.Facts == nil {
 		call.Facts = map[string]Fact{}
 	}
-	d, err := DigestJSON(call.Args)
+	args, err := canonicalize(call.Args, 0)
 	if err != nil {
-		return nil, fmt.Errorf("request args: %w", err)
+		return nil, fmt.Errorf("request args: canonical json: %w", err)
 	}
 	id := is.newID()
 	if !receiptFileID.MatchString(id) { // it names the receipt's files
 		return nil, fmt.Errorf("issuer: receipt id %q is not a plain file name (letters, digits, - and _, at most 128)", id)
 	}
-	return &Pending{ReceiptID: id, Timestamp: FormatTime(is.now()), call: call, argsDigest: d}, nil
+	return &Pending{ReceiptID: id, Timestamp: FormatTime(is.now()), call: call, args: args, argsDigest: sha256Hex(args.text)}, nil
 }
 
 func (is *Issuer) issuerInfo() IssuerInfo {
@@ -182,7 +183,9 @@ func (is *Issuer) Authorize(ctx context.Context, p *Pending) error {
 		Principal: c.Principal, Agent: c.Agent, Delegation: c.Delegation, Tool: c.Tool,
 		Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed, Policy: c.Policy,
 	}
-	env, err := is.signStatement(c.Tool.Name, p, PredicateAuthorization, pred)
+	env, err := is.signStatement(c.Tool.Name, p, PredicateAuthorization, &pred, 0, func(b []byte) ([]byte, bool, error) {
+		return appendCanonicalAuthorization(b, &pred, p.canonicalArgs())
+	})
 	if err != nil {
 		return err
 	}
@@ -205,6 +208,11 @@ func (is *Issuer) Leaf(p *Pending, exec Execution) ([]byte, error) {
 	return env.Canonical(), nil
 }
 
+// ErrResultJSON: Finish (or Leaf) was given an execution result that is not JSON a
+// receipt can record (RFC 8785: valid UTF-8, no duplicate names, I-JSON numbers).
+// Nothing was signed or logged.
+var ErrResultJSON = errors.New("execution result")
+
 // Finish records the outcome: it signs the receipt, appends its leaf to the log and
 // writes receipts/<id>.json. If the log does not take the leaf, nothing is written and
 // the error wraps the log's error. ResultDigest is filled in when a result is present.
@@ -217,12 +225,16 @@ func (is *Issuer) Finish(ctx context.Context, p *Pending, exec Execution) (*Bund
 }
 
 func (is *Issuer) receiptEnvelope(p *Pending, exec Execution) (*Envelope, error) {
-	if exec.Result != nil && exec.ResultDigest == "" {
-		d, err := ResultDigest(exec.Result)
+	var result *canonicalJSON // canonicalized once, for its digest and the predicate
+	if exec.Result != nil {
+		c, err := canonicalize(exec.Result, 0)
 		if err != nil {
-			return nil, fmt.Errorf("execution result: %w", err)
+			return nil, fmt.Errorf("%w: canonical json: %w", ErrResultJSON, err)
 		}
-		exec.ResultDigest = d
+		result = &c
+		if exec.ResultDigest == "" {
+			exec.ResultDigest = sha256Hex(c.text)
+		}
 	}
 	c := p.call
 	pred := Predicate{
@@ -231,7 +243,18 @@ func (is *Issuer) receiptEnvelope(p *Pending, exec Execution) (*Envelope, error)
 		Model: c.Model, Tool: c.Tool, Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed,
 		Authorization: p.authorization, Policy: c.Policy, Execution: exec,
 	}
-	return is.signStatement(c.Tool.Name, p, PredicateReceipt, pred)
+	extra := len(exec.Result) + len(exec.Upstream)
+	if a := p.authorization; a != nil && a.Envelope != nil {
+		extra += 2*len(a.Envelope.Payload) + 1024
+	}
+	return is.signStatement(c.Tool.Name, p, PredicateReceipt, &pred, extra, func(b []byte) ([]byte, bool, error) {
+		return appendCanonicalPredicate(b, &pred, p.canonicalArgs(), result)
+	})
+}
+
+// canonicalArgs is what the predicate writers need of the arguments digested by Begin.
+func (p *Pending) canonicalArgs() predicateArgs {
+	return predicateArgs{args: p.args, ok: p.args.text != nil}
 }
 
 // logAndWrite appends env's leaf and writes its bundle file as name: before returning,
@@ -269,12 +292,16 @@ func (is *Issuer) logAndWrite(ctx context.Context, name string, env *Envelope) (
 	return b, nil
 }
 
-func (is *Issuer) signStatement(tool string, p *Pending, predicateType string, pred any) (*Envelope, error) {
-	st, err := NewStatement(tool, p.ReceiptID, p.argsDigest, predicateType, pred)
-	if err != nil {
-		return nil, err
+// signStatement signs the statement of a call around pred, which direct writes in
+// canonical form (see canonicalStatement).
+// extra is the size of what the predicate holds beyond the call (result, embedded
+// authorization), to size the buffer.
+func (is *Issuer) signStatement(tool string, p *Pending, predicateType string, pred any, extra int, direct func([]byte) ([]byte, bool, error)) (*Envelope, error) {
+	hint := len(p.args.text) + extra
+	if d := p.call.Delegation; d != nil && d.Envelope != nil {
+		hint += 2 * len(d.Envelope.Payload)
 	}
-	payload, err := st.Canonical()
+	payload, err := canonicalStatement(tool, p.ReceiptID, p.argsDigest, predicateType, pred, hint, direct)
 	if err != nil {
 		return nil, err
 	}
@@ -303,7 +330,7 @@ func (is *Issuer) Resume(p *Pending, call Call) (*Pending, error) {
 		call.Facts = map[string]Fact{}
 	}
 	if bytes.Equal(call.Args, p.call.Args) { // the arguments are digested already
-		return &Pending{ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, call: call, argsDigest: p.argsDigest}, nil
+		return &Pending{ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, call: call, args: p.args, argsDigest: p.argsDigest}, nil
 	}
 	q, err := is.Begin(call)
 	if err != nil {

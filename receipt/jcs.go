@@ -21,20 +21,35 @@ import (
 // As in the reference, the input is parsed into a tree first and written once, so a
 // document costs O(n) whatever its nesting (at most jcsMaxDepth).
 func transformJCS(data []byte) ([]byte, error) {
+	c, err := canonicalize(data, 0)
+	return c.text, err
+}
+
+// canonicalJSON is JSON text in RFC 8785 form with the nesting depth of its deepest
+// array or object (0 for a scalar): embedded at depth d in a larger document, it is
+// that document's canonical form only if d+depth is at most jcsMaxDepth.
+type canonicalJSON struct {
+	text  []byte
+	depth int
+}
+
+// canonicalize is transformJCS of data found inside `within` enclosing arrays and
+// objects, which count towards jcsMaxDepth.
+func canonicalize(data []byte, within int) (canonicalJSON, error) {
 	if len(data) == 0 {
-		return nil, errors.New("no JSON data")
+		return canonicalJSON{}, errors.New("no JSON data")
 	}
-	p := jcsParser{data: data}
+	p := jcsParser{data: data, depth: within, maxDepth: within}
 	root, err := p.value()
 	if err != nil {
-		return nil, err
+		return canonicalJSON{}, err
 	}
 	for ; p.i < len(data); p.i++ {
 		if !isJSONSpace(data[p.i]) {
-			return nil, fmt.Errorf("unexpected data after the JSON value at byte %d", p.i)
+			return canonicalJSON{}, fmt.Errorf("unexpected data after the JSON value at byte %d", p.i)
 		}
 	}
-	return root.append(make([]byte, 0, len(data))), nil
+	return canonicalJSON{text: root.append(make([]byte, 0, len(data))), depth: p.maxDepth - within}, nil
 }
 
 // jcsMaxDepth bounds the nesting of arrays and objects, as encoding/json does.
@@ -88,9 +103,10 @@ func (n *jcsNode) append(b []byte) []byte {
 }
 
 type jcsParser struct {
-	data  []byte
-	i     int
-	depth int
+	data     []byte
+	i        int
+	depth    int
+	maxDepth int
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
@@ -123,7 +139,7 @@ func (p *jcsParser) value() (jcsNode, error) {
 		return p.array()
 	case '"':
 		p.i++
-		text, _, err := p.str()
+		text, err := p.strValue()
 		return jcsNode{text: text}, err
 	}
 	return p.simple()
@@ -133,6 +149,7 @@ func (p *jcsParser) enter() error {
 	if p.depth++; p.depth > jcsMaxDepth {
 		return fmt.Errorf("nesting deeper than %d", jcsMaxDepth)
 	}
+	p.maxDepth = max(p.maxDepth, p.depth)
 	return nil
 }
 
@@ -258,14 +275,84 @@ func (p *jcsParser) str() (text []byte, decoded string, err error) {
 		case c < utf8.RuneSelf:
 			p.i++
 		default:
-			r, size := utf8.DecodeRune(p.data[p.i:])
-			if r == utf8.RuneError && size <= 1 {
-				return nil, "", fmt.Errorf("invalid UTF-8 in a string at byte %d", p.i)
+			if err := p.skipRune(); err != nil {
+				return nil, "", err
 			}
-			p.i += size
 		}
 	}
 	return nil, "", errors.New("unterminated string")
+}
+
+// skipRune consumes one multi-byte UTF-8 character of a string.
+func (p *jcsParser) skipRune() error {
+	r, size := utf8.DecodeRune(p.data[p.i:])
+	if r == utf8.RuneError && size <= 1 {
+		return fmt.Errorf("invalid UTF-8 in a string at byte %d", p.i)
+	}
+	p.i += size
+	return nil
+}
+
+// strValue reads a string value after its opening quote and returns its canonical
+// text: the input itself when every escape in it is the one RFC 8785 writes (\n, \",
+// \u001f...), as in most text with line breaks; otherwise what str returns.
+func (p *jcsParser) strValue() ([]byte, error) {
+	start := p.i
+	for p.i < len(p.data) {
+		c := p.data[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return p.data[start-1 : p.i], nil
+		case c == '\\':
+			n := canonicalEscape(p.data[p.i:])
+			if n == 0 {
+				p.i = start
+				text, _, err := p.str()
+				return text, err
+			}
+			p.i += n
+		case c < 0x20:
+			return nil, fmt.Errorf("control character 0x%02x in a string at byte %d", c, p.i)
+		case c < utf8.RuneSelf:
+			p.i++
+		default:
+			if err := p.skipRune(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return nil, errors.New("unterminated string")
+}
+
+// canonicalEscape returns the length of the escape e starts with if appendJCSString
+// writes that escape for the character it stands for, else 0.
+func canonicalEscape(e []byte) int {
+	if len(e) < 2 {
+		return 0
+	}
+	switch e[1] {
+	case '"', '\\', 'b', 'f', 'n', 'r', 't':
+		return 2
+	case 'u':
+		if len(e) < 6 || e[2] != '0' || e[3] != '0' || (e[4] != '0' && e[4] != '1') {
+			return 0
+		}
+		v := (e[4] - '0') << 4
+		switch lo := e[5]; {
+		case '0' <= lo && lo <= '9':
+			v |= lo - '0'
+		case 'a' <= lo && lo <= 'f':
+			v |= lo - 'a' + 10
+		default:
+			return 0
+		}
+		if v == '\b' || v == '\t' || v == '\n' || v == '\f' || v == '\r' {
+			return 0 // written in its short form
+		}
+		return 6
+	}
+	return 0
 }
 
 // escapedStr continues str from the first backslash.

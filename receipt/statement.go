@@ -40,6 +40,18 @@ func (s *Statement) Canonical() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("statement predicate: %w", err)
 	}
+	if !s.plain() { // encoding/json would rewrite invalid UTF-8: take its way
+		return Canonical(s)
+	}
+	b := make([]byte, 0, len(pred)+256)
+	b = s.appendHead(b)
+	b = append(b, pred...)
+	return s.appendTail(b), nil
+}
+
+// plain reports whether the statement's strings, apart from the predicate, are valid
+// UTF-8, as appendHead and appendTail need.
+func (s *Statement) plain() bool {
 	valid := utf8.ValidString(s.Type) && utf8.ValidString(s.PredicateType)
 	for _, sub := range s.Subject {
 		valid = valid && utf8.ValidString(sub.Name)
@@ -47,14 +59,18 @@ func (s *Statement) Canonical() ([]byte, error) {
 			valid = valid && utf8.ValidString(k) && utf8.ValidString(v)
 		}
 	}
-	if !valid { // encoding/json would rewrite invalid UTF-8: take its way
-		return Canonical(s)
-	}
-	b := make([]byte, 0, len(pred)+256)
+	return valid
+}
+
+// appendHead writes the canonical statement up to its predicate's value.
+func (s *Statement) appendHead(b []byte) []byte {
 	b = append(b, `{"_type":`...)
 	b = appendJCSString(b, s.Type)
-	b = append(b, `,"predicate":`...)
-	b = append(b, pred...)
+	return append(b, `,"predicate":`...)
+}
+
+// appendTail writes the canonical statement after its predicate's value.
+func (s *Statement) appendTail(b []byte) []byte {
 	b = append(b, `,"predicateType":`...)
 	b = appendJCSString(b, s.PredicateType)
 	b = append(b, `,"subject":`...)
@@ -88,7 +104,35 @@ func (s *Statement) Canonical() ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
-	return append(b, '}'), nil
+	return append(b, '}')
+}
+
+// canonicalStatement is NewStatement(tool, receiptID, argsDigest, predicateType,
+// pred).Canonical() with the predicate written by direct (appendCanonicalPredicate or
+// appendCanonicalAuthorization) in one pass; when direct declines (a string that is
+// not valid UTF-8) it takes that general path.
+func canonicalStatement(tool, receiptID, argsDigest, predicateType string, pred any, sizeHint int,
+	direct func(b []byte) ([]byte, bool, error)) ([]byte, error) {
+	st := &Statement{
+		Type:          StatementType,
+		Subject:       []Subject{{Name: SubjectName(tool, receiptID), Digest: map[string]string{"sha256": argsDigest}}},
+		PredicateType: predicateType,
+	}
+	if st.plain() {
+		b := st.appendHead(make([]byte, 0, sizeHint+1024))
+		b, ok, err := direct(b)
+		if err != nil {
+			return nil, fmt.Errorf("statement predicate: canonical json: %w", err)
+		}
+		if ok {
+			return st.appendTail(b), nil
+		}
+	}
+	st, err := NewStatement(tool, receiptID, argsDigest, predicateType, pred)
+	if err != nil {
+		return nil, err
+	}
+	return st.Canonical()
 }
 
 // DecodeStatement reads an in-toto statement from an envelope of type

@@ -12,7 +12,34 @@ import (
 
 // SignTreeHead signs a tree head payload with key.
 func SignTreeHead(key *signer.Key, size uint64, rootHash string, at time.Time, logID string) (*Envelope, error) {
-	return SignJSON(PayloadTreeHead, TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID}, key)
+	payload, err := treeHeadPayload(TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID})
+	if err != nil {
+		return nil, err
+	}
+	return Sign(PayloadTreeHead, payload, key), nil
+}
+
+// treeHeadPayload is Canonical(th), written directly (members sorted: log, rootHash,
+// timestamp, treeSize): a local log signs one head per commit.
+func treeHeadPayload(th TreeHead) ([]byte, error) {
+	w := jcsWriter{b: make([]byte, 0, 160)}
+	w.lit("{")
+	if th.Log != "" {
+		w.lit(`"log":`)
+		w.str(th.Log)
+		w.lit(",")
+	}
+	w.lit(`"rootHash":`)
+	w.str(th.RootHash)
+	w.lit(`,"timestamp":`)
+	w.str(th.Timestamp)
+	w.lit(`,"treeSize":`)
+	w.uint(th.TreeSize)
+	w.lit("}")
+	if w.bad || w.err != nil {
+		return Canonical(th) // encoding/json's way with invalid UTF-8
+	}
+	return w.b, nil
 }
 
 // DecodeTreeHead reads the payload of a tree head envelope, checking its type and form.
@@ -54,7 +81,7 @@ func (s KeySigner) SignEnvelope(_ context.Context, payloadType string, payload [
 
 // SignTreeHeadWith signs a tree head through s.
 func SignTreeHeadWith(ctx context.Context, s EnvelopeSigner, size uint64, rootHash string, at time.Time, logID string) (*Envelope, error) {
-	payload, err := Canonical(TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID})
+	payload, err := treeHeadPayload(TreeHead{TreeSize: size, RootHash: rootHash, Timestamp: FormatTime(at), Log: logID})
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,4 @@
+package gateway
+
+// ParseCallToolResult exposes parseCallToolResult to the external tests.
+var ParseCallToolResult = parseCallToolResult

@@ -1,0 +1,116 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// The receipt records the upstream's result as the upstream sent it: mcp-go's client
+// returns it parsed (*mcp.CallToolResult), and re-encoding that costs a second
+// marshal per call and drops what mcp-go does not model (a content field it does not
+// know, for one, which an upstream signature's contentDigest covers). The transports
+// below are mcp-go's own with SendRequest wrapped: the raw result of a tools/call goes
+// into the slot its context carries. Embedding keeps every other method, so mcp-go
+// sees the same capabilities (bidirectional requests, HTTP session, stderr).
+
+type rawResultKey struct{}
+
+// rawResult receives the raw JSON result of the tools/call made with its context (the
+// last one, when the upstream asked for input in between), and that result parsed in
+// one pass (nil when parseCallToolResult left it to mcp-go).
+type rawResult struct {
+	json   json.RawMessage
+	parsed *mcp.CallToolResult
+}
+
+func withRawResult(ctx context.Context) (context.Context, *rawResult) {
+	slot := &rawResult{}
+	return context.WithValue(ctx, rawResultKey{}, slot), slot
+}
+
+func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
+	if resp == nil || resp.Error != nil || req.Method != string(mcp.MethodToolsCall) {
+		return
+	}
+	slot, ok := ctx.Value(rawResultKey{}).(*rawResult)
+	if !ok {
+		return
+	}
+	slot.json, slot.parsed = resp.Result, nil
+	if res, ok := parseCallToolResult(resp.Result); ok {
+		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
+		// validates it three times (its content a fourth); it now parses a stub,
+		// and mcpUpstream.Call returns this parse instead (nothing else reads what
+		// the client returns for a call made with a slot).
+		slot.parsed = res
+		resp.Result = parsedStub
+	}
+}
+
+// parsedStub is the smallest result mcp-go's client parses as a complete one.
+var parsedStub = json.RawMessage(`{"content":[]}`)
+
+// parseCallToolResult parses a complete tools/call result into what
+// mcp.ParseCallToolResult returns for it (the same decoding of each member, content
+// items through mcp.UnmarshalContent) in one pass over the result. It declines (false)
+// what it leaves to mcp-go: a result asking for input (multi round trip), one without
+// content, one that does not parse.
+func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+	var r struct {
+		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
+		Content           []json.RawMessage `json:"content"`
+		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
+		IsError           bool              `json:"isError,omitempty"`
+		InputRequests     json.RawMessage   `json:"inputRequests,omitempty"`
+		RequestState      json.RawMessage   `json:"requestState,omitempty"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
+		r.InputRequests != nil || r.RequestState != nil {
+		return nil, false
+	}
+	res := &mcp.CallToolResult{IsError: r.IsError}
+	res.Meta, res.ResultType = r.Meta, r.ResultType
+	if len(r.Content) > 0 {
+		res.Content = make([]mcp.Content, len(r.Content))
+		for i, item := range r.Content {
+			c, err := mcp.UnmarshalContent(item)
+			if err != nil {
+				return nil, false
+			}
+			res.Content[i] = c
+		}
+	}
+	if len(r.StructuredContent) > 0 {
+		res.RawStructuredContent = r.StructuredContent
+		if json.Unmarshal(r.StructuredContent, &res.StructuredContent) != nil {
+			return nil, false
+		}
+	}
+	return res, true
+}
+
+// rawStdio is mcp-go's stdio transport keeping tools/call results.
+type rawStdio struct{ *transport.Stdio }
+
+func (t rawStdio) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.Stdio.SendRequest(ctx, req)
+	if err == nil {
+		keepRawResult(ctx, req, resp)
+	}
+	return resp, err
+}
+
+// rawHTTP is mcp-go's Streamable HTTP transport keeping tools/call results.
+type rawHTTP struct{ *transport.StreamableHTTP }
+
+func (t rawHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
+	if err == nil {
+		keepRawResult(ctx, req, resp)
+	}
+	return resp, err
+}
