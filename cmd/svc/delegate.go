@@ -36,27 +36,22 @@ Example:
 
 func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("delegate", "--key <agent .key> --parent <grant file> --agent <sub-agent id> --scopes <a,b> --ttl-hours <n> --out <file> [--agent-key <sub-agent .pub>]", delegateDescription, stderr)
-	keyPath := fs.String("key", "", "the delegating agent's private key file (.key); its public key must be the parent grant's agentKey (required)")
+	var f grantFlags
+	f.define(fs, grantFlagHelp{
+		key:      "the delegating agent's private key file (.key); its public key must be the parent grant's agentKey (required)",
+		agent:    "id of the sub-agent the new grant is for (required)",
+		scopes:   "comma-separated tool names, each held by the parent grant (required)",
+		ttl:      "validity in hours from now; must end no later than the parent grant; fractions allowed (required, > 0)",
+		agentKey: "the sub-agent's public key file (.pub); lets the sub-agent delegate further",
+	})
 	parentPath := fs.String("parent", "", "the grant file being delegated from (required)")
-	agent := fs.String("agent", "", "id of the sub-agent the new grant is for (required)")
-	scopes := fs.String("scopes", "", "comma-separated tool names, each held by the parent grant (required)")
-	ttlHours := fs.Float64("ttl-hours", 0, "validity in hours from now; must end no later than the parent grant; fractions allowed (required, > 0)")
-	out := fs.String("out", "", "file to write the signed grant envelope to (required)")
-	agentKeyPath := fs.String("agent-key", "", "the sub-agent's public key file (.pub); lets the sub-agent delegate further")
-	rest, err := parseFlags(fs, args)
-	if err != nil {
+	if err := f.parse(fs, args, "the delegating agent's .key file"); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return usagef("unexpected argument %q", rest[0])
-	}
-	if *keyPath == "" {
-		return usagef("--key is required: the delegating agent's .key file")
 	}
 	if *parentPath == "" {
 		return usagef("--parent is required: the grant file to delegate from")
 	}
-	a, sc, ttl, err := grantCheckFlags(*agent, "the sub-agent's id", *scopes, *ttlHours, *out)
+	a, sc, ttl, err := grantCheckFlags(f.agent, "the sub-agent's id", f.scopes, f.ttlHours, f.out)
 	if err != nil {
 		return err
 	}
@@ -69,22 +64,22 @@ func runDelegate(_ context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--parent %s is not a grant envelope: %w", *parentPath, err)
 	}
-	key, agentKey, err := grantLoadKeys(*keyPath, *agentKeyPath)
+	key, agentKey, err := grantLoadKeys(f.key, f.agentKey)
 	if err != nil {
 		return err
 	}
 	env, chain, err := receipt.Delegate(parentEnv, key, receipt.DelegationRequest{Agent: a, Scopes: sc, TTL: ttl, AgentKey: agentKey, Now: grantNow()})
 	if err != nil {
-		return delegateHint(err, *parentPath, *keyPath, *ttlHours, a)
+		return delegateHint(err, *parentPath, f.key, f.ttlHours, a)
 	}
 	g := chain.Leaf()
 	if agentKey != nil && chain.Depth() >= receipt.MaxChainDepth {
 		fmt.Fprintf(stderr, "svc delegate: note: the new grant is at the maximum chain depth (%d), so %q will not be able to delegate even with --agent-key\n", receipt.MaxChainDepth, a)
 	}
-	if err := grantWriteFile(*out, env); err != nil {
+	if err := grantWriteFile(f.out, env); err != nil {
 		return err
 	}
-	grantPrintSummary(stdout, "delegated grant", *out, g, key.KeyID(), chain.Depth())
+	grantPrintSummary(stdout, "delegated grant", f.out, g, key.KeyID(), chain.Depth())
 	fmt.Fprintf(stdout, "  delegated   by %s, from the grant in %s\n", chain.Grants[chain.Depth()-2].Agent, *parentPath)
 	return nil
 }

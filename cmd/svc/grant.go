@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -33,32 +34,27 @@ Example:
 
 func runGrant(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("grant", "--key <principal .key> --principal <id> --agent <id> --scopes <a,b> --ttl-hours <n> --out <file> [--agent-key <agent .pub>]", grantDescription, stderr)
-	keyPath := fs.String("key", "", "the principal's private key file (.key) that signs the grant (required)")
+	var f grantFlags
+	f.define(fs, grantFlagHelp{
+		key:      "the principal's private key file (.key) that signs the grant (required)",
+		agent:    "id of the agent the grant is for (required)",
+		scopes:   "comma-separated tool names the agent may call (required)",
+		ttl:      "validity in hours from now; fractions allowed, e.g. 0.5 (required, > 0)",
+		agentKey: "the agent's public key file (.pub); lets the agent delegate further",
+	})
 	principal := fs.String("principal", "", "id of the principal on whose authority the agent acts (required)")
-	agent := fs.String("agent", "", "id of the agent the grant is for (required)")
-	scopes := fs.String("scopes", "", "comma-separated tool names the agent may call (required)")
-	ttlHours := fs.Float64("ttl-hours", 0, "validity in hours from now; fractions allowed, e.g. 0.5 (required, > 0)")
-	out := fs.String("out", "", "file to write the signed grant envelope to (required)")
-	agentKeyPath := fs.String("agent-key", "", "the agent's public key file (.pub); lets the agent delegate further")
-	rest, err := parseFlags(fs, args)
-	if err != nil {
+	if err := f.parse(fs, args, "the principal's .key file"); err != nil {
 		return err
-	}
-	if len(rest) > 0 {
-		return usagef("unexpected argument %q", rest[0])
-	}
-	if *keyPath == "" {
-		return usagef("--key is required: the principal's .key file")
 	}
 	p := strings.TrimSpace(*principal)
 	if p == "" {
 		return usagef("--principal is required: the principal's id")
 	}
-	a, sc, ttl, err := grantCheckFlags(*agent, "the agent's id", *scopes, *ttlHours, *out)
+	a, sc, ttl, err := grantCheckFlags(f.agent, "the agent's id", f.scopes, f.ttlHours, f.out)
 	if err != nil {
 		return err
 	}
-	key, agentKey, err := grantLoadKeys(*keyPath, *agentKeyPath)
+	key, agentKey, err := grantLoadKeys(f.key, f.agentKey)
 	if err != nil {
 		return err
 	}
@@ -73,10 +69,10 @@ func runGrant(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	if _, _, err := receipt.VerifyGrant(env, []signer.PublicKey{key.Public()}, now); err != nil {
 		return fmt.Errorf("the signed grant does not verify (not written): %w", err)
 	}
-	if err := grantWriteFile(*out, env); err != nil {
+	if err := grantWriteFile(f.out, env); err != nil {
 		return err
 	}
-	grantPrintSummary(stdout, "signed grant", *out, g, key.KeyID(), 1)
+	grantPrintSummary(stdout, "signed grant", f.out, g, key.KeyID(), 1)
 	return nil
 }
 
@@ -194,4 +190,38 @@ func grantPrintSummary(w io.Writer, what, path string, g *receipt.Grant, signerK
 	} else {
 		fmt.Fprintf(w, "  agentKey    none (%s cannot delegate further)\n", g.Agent)
 	}
+}
+
+// grantFlags are the flags svc grant and svc delegate share.
+type grantFlags struct {
+	key, agent, scopes, out, agentKey string
+	ttlHours                          float64
+}
+
+// grantFlagHelp words the shared flags for the command's signer.
+type grantFlagHelp struct{ key, agent, scopes, ttl, agentKey string }
+
+func (f *grantFlags) define(fs *flag.FlagSet, h grantFlagHelp) {
+	fs.StringVar(&f.key, "key", "", h.key)
+	fs.StringVar(&f.agent, "agent", "", h.agent)
+	fs.StringVar(&f.scopes, "scopes", "", h.scopes)
+	fs.Float64Var(&f.ttlHours, "ttl-hours", 0, h.ttl)
+	fs.StringVar(&f.out, "out", "", "file to write the signed grant envelope to (required)")
+	fs.StringVar(&f.agentKey, "agent-key", "", h.agentKey)
+}
+
+// parse parses args, which take no positional argument, and requires --key (keyWhat
+// says what it is).
+func (f *grantFlags) parse(fs *flag.FlagSet, args []string, keyWhat string) error {
+	rest, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return usagef("unexpected argument %q", rest[0])
+	}
+	if f.key == "" {
+		return usagef("--key is required: %s", keyWhat)
+	}
+	return nil
 }
