@@ -14,16 +14,8 @@ import (
 // TestCanonicalBundleMatchesCanonical: the direct writer gives what Canonical gives,
 // for every bundle of the conformance vectors and for edge cases of the inclusion.
 func TestCanonicalBundleMatchesCanonical(t *testing.T) {
-	files, err := filepath.Glob("../conformance/vectors/cases/*.json")
-	if err != nil || len(files) < 20 {
-		t.Fatalf("vectors: %d files, %v", len(files), err)
-	}
 	var bundles []*Bundle
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, data := range vectorFiles(t, 0) {
 		b, err := ParseBundle(data)
 		if err != nil {
 			continue // a tampered vector that does not parse
@@ -93,16 +85,9 @@ func FuzzBase64Plain(f *testing.F) {
 // TestIndentedBundleMatchesMarshalIndent: the direct writer of the bundle file form
 // gives json.MarshalIndent's bytes, and declines strings that need an escape.
 func TestIndentedBundleMatchesMarshalIndent(t *testing.T) {
-	files, err := filepath.Glob("../conformance/vectors/cases/*.json")
-	if err != nil || len(files) < 20 {
-		t.Fatalf("vectors: %d files, %v", len(files), err)
-	}
+	files := vectorFiles(t, 0)
 	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, data := range files {
 		b, err := ParseBundle(data)
 		if err != nil {
 			continue
@@ -114,7 +99,7 @@ func TestIndentedBundleMatchesMarshalIndent(t *testing.T) {
 			}
 			got, ok := appendIndentedBundle(nil, v)
 			if !ok || !bytes.Equal(got, append(want, '\n')) {
-				t.Fatalf("%s: ok %v\n got %s\nwant %s", f, ok, got, want)
+				t.Fatalf("vector file %d: ok %v\n got %s\nwant %s", i, ok, got, want)
 			}
 			n++
 		}
@@ -123,8 +108,7 @@ func TestIndentedBundleMatchesMarshalIndent(t *testing.T) {
 		t.Fatalf("only %d bundles compared", n)
 	}
 	var b Bundle
-	data, _ := os.ReadFile(files[0])
-	if err := json.Unmarshal(data, &b); err != nil {
+	if err := json.Unmarshal(files[0], &b); err != nil {
 		t.Fatal(err)
 	}
 	big := b
@@ -156,12 +140,7 @@ func withSigs(b *Bundle, sigs []Signature) *Bundle {
 // FuzzIndentedBundleExact: a file equal to the direct bundle-file writer's output is in
 // exact form (so ParseBundle may skip the canonical comparison for it).
 func FuzzIndentedBundleExact(f *testing.F) {
-	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
-	for _, p := range files[:min(len(files), 8)] {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, data := range vectorFiles(f, 8) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -203,19 +182,15 @@ func checkFileForm(t *testing.T, data []byte) bool {
 // TestParseFileForm: every bundle file of the vectors is read by the file form parser
 // as encoding/json reads it; a file in another layout is left to the general path.
 func TestParseFileForm(t *testing.T) {
-	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
+	files := vectorFiles(t, 0)
 	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for i, data := range files {
 		if checkFileForm(t, data) {
 			n++
 		}
 		var compact bytes.Buffer
 		if json.Compact(&compact, data) == nil && checkFileForm(t, compact.Bytes()) {
-			t.Errorf("%s: a compact file was read by the file form parser", f)
+			t.Errorf("vector file %d: a compact file was read by the file form parser", i)
 		}
 	}
 	if n < 20 {
@@ -226,12 +201,7 @@ func TestParseFileForm(t *testing.T) {
 // FuzzParseFileForm: whatever the file form parser accepts, encoding/json reads the
 // same from, and it is in exact form.
 func FuzzParseFileForm(f *testing.F) {
-	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
-	for _, p := range files[:min(len(files), 8)] {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, data := range vectorFiles(f, 8) {
 		f.Add(data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) { checkFileForm(t, data) })
@@ -258,13 +228,8 @@ func checkSignedStatement(t *testing.T, payload []byte) bool {
 // TestParseSignedStatement: every statement signed in the vectors (receipts,
 // authorizations) is read by the statement parser as encoding/json reads it.
 func TestParseSignedStatement(t *testing.T) {
-	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
 	n := 0
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, data := range vectorFiles(t, 0) {
 		b, err := ParseBundle(data)
 		if err != nil || b.Envelope.PayloadType != PayloadInToto {
 			continue
@@ -294,16 +259,31 @@ func TestParseSignedStatement(t *testing.T) {
 // FuzzParseSignedStatement: whatever the statement parser accepts, encoding/json reads
 // the same from.
 func FuzzParseSignedStatement(f *testing.F) {
-	files, _ := filepath.Glob("../conformance/vectors/cases/*.json")
-	for _, p := range files[:min(len(files), 6)] {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, data := range vectorFiles(f, 6) {
 		if b, err := ParseBundle(data); err == nil {
 			f.Add([]byte(b.Envelope.Payload))
 		}
 	}
 	f.Add([]byte(`{"_type":"a","predicate":{},"predicateType":"b","subject":[{"digest":{"sha256":"c"},"name":"d"}]}`))
 	f.Fuzz(func(t *testing.T, payload []byte) { checkSignedStatement(t, payload) })
+}
+
+// vectorFiles reads the bundle files of the conformance vectors: the first n, or all
+// of them (at least 20) when n is 0.
+func vectorFiles(tb testing.TB, n int) [][]byte {
+	tb.Helper()
+	files, err := filepath.Glob("../conformance/vectors/cases/*.json")
+	if err != nil || len(files) < 20 {
+		tb.Fatalf("vectors: %d files, %v", len(files), err)
+	}
+	if n > 0 {
+		files = files[:min(len(files), n)]
+	}
+	out := make([][]byte, len(files))
+	for i, f := range files {
+		if out[i], err = os.ReadFile(f); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
 }
