@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats-server/v2/server"
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/natsembed"
@@ -52,6 +53,33 @@ func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Ser
 	return svc, hs.URL
 }
 
+// hostedParts starts what a database-backed process needs: a broker listening on a
+// loopback port (processes connect by URL), a fresh database and a log key.
+func hostedParts(t *testing.T) (*server.Server, string, *signer.Key) {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	key, _ := signer.GenerateKey()
+	return srv, pgtest.New(t), key
+}
+
+// addTenant creates tenant through a's admin, with one token, which it returns.
+func addTenant(t *testing.T, a *Service, tenant string) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := a.Admin().AddTenant(ctx, "test", tenant, ""); err != nil {
+		t.Fatal(err)
+	}
+	tok, _, err := a.Admin().AddToken(ctx, "test", tenant, "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 func appendTo(t *testing.T, base, tenant, token, leaf string) (int, []byte) {
 	t.Helper()
 	code, _, body := testkit.Do(t, http.MethodPost, client.TenantBase(base, tenant)+"/append", token, fmt.Sprintf(`{"leaf":%q}`, leaf))
@@ -65,13 +93,7 @@ func appendTo(t *testing.T, base, tenant, token, leaf string) (int, []byte) {
 // second; a disabled tenant's appends get 403; the second process takes a tenant
 // over when the first stops.
 func TestTwoFrontEnds(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	dbURL := pgtest.New(t)
-	key, _ := signer.GenerateKey()
+	srv, dbURL, key := hostedParts(t)
 	a, urlA := frontEnd(t, srv.ClientURL(), dbURL, key)
 	b, urlB := frontEnd(t, srv.ClientURL(), dbURL, key)
 	ctx := context.Background()
@@ -316,23 +338,10 @@ func TestTwoFrontEnds(t *testing.T) {
 // tenants again from the events and the log of record: same leaves, same tokens,
 // appends continue at the next index.
 func TestHostedRestart(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	dbURL := pgtest.New(t)
-	key, _ := signer.GenerateKey()
+	srv, dbURL, key := hostedParts(t)
 	dir := t.TempDir()
-	ctx := context.Background()
 	a, url := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
-	if _, err := a.Admin().AddTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := a.Admin().AddToken(ctx, "test", "acme", "ci")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := addTenant(t, a, "acme")
 	for i := range 5 {
 		if s, body := appendTo(t, url, "acme", tok, fmt.Sprintf("before %d", i)); s != 200 {
 			t.Fatalf("append: %d %s", s, body)
@@ -358,22 +367,10 @@ func TestHostedRestart(t *testing.T) {
 // still answered (PostgreSQL is off the append path); once it answers again the
 // usage projection catches up with every append.
 func TestAppendsNeedNoDatabase(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	dbURL := pgtest.New(t)
-	key, _ := signer.GenerateKey()
+	srv, dbURL, key := hostedParts(t)
 	ctx := context.Background()
 	a, url := frontEnd(t, srv.ClientURL(), dbURL, key)
-	if _, err := a.Admin().AddTenant(ctx, "test", "acme", ""); err != nil {
-		t.Fatal(err)
-	}
-	tok, _, err := a.Admin().AddToken(ctx, "test", "acme", "ci")
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := addTenant(t, a, "acme")
 	su, err := pgx.Connect(ctx, pgtest.BaseURL())
 	if err != nil {
 		t.Fatal(err)
