@@ -96,18 +96,7 @@ func runAudit(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	}
 	rep := conformance.Audit(oldEnv, newEnv, src, opts)
-	if *asJSON {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteText(stdout)
-	}
-	if err != nil {
-		return err
-	}
-	if !rep.Verified {
-		return exitCode(1)
-	}
-	return nil
+	return writeReport(stdout, rep, *asJSON, rep.Verified)
 }
 
 // loadWitness fetches the witness's key document (unless keys were given) and its

@@ -63,16 +63,5 @@ func runLogCheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return usagef("%v", err)
 	}
-	if *asJSON {
-		err = res.WriteJSON(stdout)
-	} else {
-		err = res.WriteText(stdout)
-	}
-	if err != nil {
-		return err
-	}
-	if !res.OK {
-		return exitCode(1)
-	}
-	return nil
+	return writeReport(stdout, res, *asJSON, res.OK)
 }

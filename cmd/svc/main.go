@@ -154,3 +154,25 @@ func startCPUProfile(path string) (stop func(), err error) {
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
+
+// A report is what verify, audit and log-check print: text for a person, or JSON.
+type report interface {
+	WriteText(io.Writer) error
+	WriteJSON(io.Writer) error
+}
+
+// writeReport prints rep to w (as JSON with asJSON); a report that did not pass is
+// exit status 1.
+func writeReport(w io.Writer, rep report, asJSON, passed bool) error {
+	write := rep.WriteText
+	if asJSON {
+		write = rep.WriteJSON
+	}
+	if err := write(w); err != nil {
+		return err
+	}
+	if !passed {
+		return exitCode(1)
+	}
+	return nil
+}

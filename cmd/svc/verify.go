@@ -149,18 +149,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	rep := conformance.VerifyBytes(data, opts)
 	rep.Notes = append(rep.Notes, notes...)
-	if *asJSON {
-		err = rep.WriteJSON(stdout)
-	} else {
-		err = rep.WriteText(stdout)
-	}
-	if err != nil {
-		return err
-	}
-	if !rep.Verified {
-		return exitCode(1)
-	}
-	return nil
+	return writeReport(stdout, rep, *asJSON, rep.Verified)
 }
 
 // loadVerifyWitness fetches the witness's key document (unless keys were given) and
