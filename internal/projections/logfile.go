@@ -73,117 +73,134 @@ func (p *LogFile) Run(ctx context.Context) error {
 	if st.Lines <= w.Count() && st.StreamSeq > 0 {
 		start = st.StreamSeq + 1
 	}
-	var (
-		mu        sync.Mutex // pending, the writer and the positions: Follow's goroutine and the timer
-		pending   []merkle.Entry
-		lastSeq   uint64
-		flushErr  error // a failed timer flush, returned by the next batch
-		lastSave  = time.Now()
-		lastFlush = time.Now()
-	)
-	flush := func() error {
-		if len(pending) == 0 {
-			return nil
-		}
-		if err := w.Append(pending); err != nil {
-			return fmt.Errorf("log file %s: %w", p.Path, err)
-		}
-		pending = pending[:0]
-		lastFlush = time.Now()
-		if time.Since(lastSave) > time.Second {
-			lastSave = time.Now()
-			return saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: lastSeq})
-		}
-		return nil
-	}
+	r := &logFileRun{p: p, w: w, lastSave: time.Now(), lastFlush: time.Now()}
 	// The timer: lines still pending FlushAfter after the last write are written even
 	// when no later batch comes, so a reader of a running server's file (svc verify
 	// --log, svc audit --log) finds every acknowledged leaf within a second.
 	tickCtx, stopTick := context.WithCancel(ctx)
 	tickDone := make(chan struct{})
-	go func() {
-		defer close(tickDone)
-		t := time.NewTicker(flushTick)
-		defer t.Stop()
-		for {
-			select {
-			case <-tickCtx.Done():
-				return
-			case <-t.C:
-			}
-			mu.Lock()
-			if len(pending) > 0 && flushErr == nil && time.Since(lastFlush) >= flushAfter {
-				flushErr = flush()
-			}
-			mu.Unlock()
-		}
-	}()
-	apply := func(ev Event) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if flushErr != nil {
-			return flushErr
-		}
-		have := w.Count() + uint64(len(pending))
-		b := ev.Batch
-		if b.First > have {
-			return fmt.Errorf("log file %s holds %d leaves but the next committed batch starts at %d", p.Path, have, b.First)
-		}
-		for _, l := range b.Leaves[min(have-b.First, uint64(len(b.Leaves))):] {
-			if l.Data != nil {
-				pending = append(pending, merkle.Entry{Kind: merkle.LineLeaf, Leaf: string(l.Data), Hash: l.Hash})
-			} else {
-				pending = append(pending, merkle.Entry{Kind: merkle.LineHash, Hash: l.Hash})
-			}
-		}
-		lastSeq = ev.Seq
-		if p.OnBatch != nil {
-			defer p.OnBatch(ev.Seq)
-		}
-		// The file is a projection: the stream holds every leaf, so the file is
-		// written (and fsynced) in groups rather than once a batch; the timer
-		// writes what a quiet moment leaves pending.
-		if len(pending) >= 8192 || (ev.Pending == 0 && time.Since(lastFlush) >= flushAfter) {
-			return flush()
-		}
-		return nil
-	}
-	caughtUp := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if err := flush(); err == nil && p.CaughtUp != nil {
-			p.CaughtUp()
-		}
-	}
+	go func() { defer close(tickDone); r.tick(tickCtx) }()
 	subject := pipeline.LeavesSubject(p.Tenant)
 	ctx = telemetry.WithConsumer(ctx, "logfile/"+p.Tenant)
-	err = Follow(ctx, p.JS, subject, start, apply, caughtUp)
+	err = Follow(ctx, p.JS, subject, start, r.apply, r.caughtUp)
 	if err == nil && ctx.Err() != nil {
-		// Stopping: take what the stream committed before the stop, within a
-		// deadline, so the file a stopped server leaves holds every leaf it
-		// acknowledged (the stream is the record either way; a restart catches up).
-		mu.Lock()
-		from := start
-		if lastSeq > 0 {
-			from = lastSeq + 1
-		}
-		mu.Unlock()
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopCatchUp)
-		derr := Follow(dctx, p.JS, subject, from, apply, cancel)
-		if dctx.Err() == nil || !errors.Is(dctx.Err(), context.Canceled) {
-			if derr != nil || dctx.Err() != nil {
-				p.Logger.Warn("log file projection: stopped before catching up", "file", p.Path, "err", errors.Join(derr, dctx.Err()))
-			}
-		}
-		cancel()
+		r.drain(ctx, subject, start)
 	}
 	stopTick()
 	<-tickDone
-	if ferr := flush(); err == nil {
+	if ferr := r.flush(); err == nil {
 		err = ferr
 	}
-	if lastSeq > 0 {
-		_ = saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: lastSeq})
+	if r.lastSeq > 0 {
+		_ = saveState(p.StatePath, logFileState{Lines: w.Count(), Offset: w.Offset(), StreamSeq: r.lastSeq})
 	}
 	return err
+}
+
+// logFileRun is one Run of the projection: the lines not yet written and the
+// positions, shared by Follow's goroutine and the timer under mu.
+type logFileRun struct {
+	p         *LogFile
+	w         *merkle.LineWriter
+	mu        sync.Mutex
+	pending   []merkle.Entry
+	lastSeq   uint64
+	flushErr  error // a failed timer flush, returned by the next batch
+	lastSave  time.Time
+	lastFlush time.Time
+}
+
+// flush writes the pending lines, and the state at most once a second.
+func (r *logFileRun) flush() error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	if err := r.w.Append(r.pending); err != nil {
+		return fmt.Errorf("log file %s: %w", r.p.Path, err)
+	}
+	r.pending = r.pending[:0]
+	r.lastFlush = time.Now()
+	if time.Since(r.lastSave) > time.Second {
+		r.lastSave = time.Now()
+		return saveState(r.p.StatePath, logFileState{Lines: r.w.Count(), Offset: r.w.Offset(), StreamSeq: r.lastSeq})
+	}
+	return nil
+}
+
+// tick writes what a quiet moment leaves pending, until ctx ends.
+func (r *logFileRun) tick(ctx context.Context) {
+	t := time.NewTicker(flushTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		if len(r.pending) > 0 && r.flushErr == nil && time.Since(r.lastFlush) >= flushAfter {
+			r.flushErr = r.flush()
+		}
+		r.mu.Unlock()
+	}
+}
+
+// apply takes a committed batch: the leaves the file lacks become pending lines.
+func (r *logFileRun) apply(ev Event) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.flushErr != nil {
+		return r.flushErr
+	}
+	have := r.w.Count() + uint64(len(r.pending))
+	b := ev.Batch
+	if b.First > have {
+		return fmt.Errorf("log file %s holds %d leaves but the next committed batch starts at %d", r.p.Path, have, b.First)
+	}
+	for _, l := range b.Leaves[min(have-b.First, uint64(len(b.Leaves))):] {
+		if l.Data != nil {
+			r.pending = append(r.pending, merkle.Entry{Kind: merkle.LineLeaf, Leaf: string(l.Data), Hash: l.Hash})
+		} else {
+			r.pending = append(r.pending, merkle.Entry{Kind: merkle.LineHash, Hash: l.Hash})
+		}
+	}
+	r.lastSeq = ev.Seq
+	if r.p.OnBatch != nil {
+		defer r.p.OnBatch(ev.Seq)
+	}
+	// The file is a projection: the stream holds every leaf, so the file is written
+	// (and fsynced) in groups rather than once a batch; the timer writes what a quiet
+	// moment leaves pending.
+	if len(r.pending) >= 8192 || (ev.Pending == 0 && time.Since(r.lastFlush) >= flushAfter) {
+		return r.flush()
+	}
+	return nil
+}
+
+func (r *logFileRun) caughtUp() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.flush(); err == nil && r.p.CaughtUp != nil {
+		r.p.CaughtUp()
+	}
+}
+
+// drain, when stopping, takes what the stream committed before the stop, within a
+// deadline, so the file a stopped server leaves holds every leaf it acknowledged (the
+// stream is the record either way; a restart catches up).
+func (r *logFileRun) drain(ctx context.Context, subject string, start uint64) {
+	r.mu.Lock()
+	from := start
+	if r.lastSeq > 0 {
+		from = r.lastSeq + 1
+	}
+	r.mu.Unlock()
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopCatchUp)
+	defer cancel()
+	derr := Follow(dctx, r.p.JS, subject, from, r.apply, cancel)
+	if dctx.Err() == nil || !errors.Is(dctx.Err(), context.Canceled) {
+		if derr != nil || dctx.Err() != nil {
+			r.p.Logger.Warn("log file projection: stopped before catching up", "file", r.p.Path, "err", errors.Join(derr, dctx.Err()))
+		}
+	}
 }
