@@ -131,71 +131,17 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.mu.RLock()
-	var last *client.CheckpointFile
-	if n := len(c.list); n > 0 {
-		last = &c.list[n-1]
-	}
-	c.mu.RUnlock()
 	now := c.Now()
-	switch {
-	case size == 0:
-		return nil
-	case last == nil || size > last.TreeSize:
-	case size == last.TreeSize:
-		if last.RootHash != root.String() {
-			return fmt.Errorf("root at size %d is %s, but checkpoint says %s: refusing to re-sign", size, root, last.RootHash)
-		}
-		at, err := receipt.ParseTime(last.SignedAt)
-		if err == nil && now.Sub(at) < c.Heartbeat {
-			return nil
-		}
-	default:
-		return fmt.Errorf("the tree (%d leaves) is smaller than the last checkpoint (%d)", size, last.TreeSize)
-	}
-	if c.DB != nil {
-		// The database store may hold a checkpoint this process has no file of
-		// (another front end, a restored directory): never sign a second root for it.
-		prev, err := c.DB.CheckpointAt(ctx, c.Tenant, size)
-		if err != nil {
-			return fmt.Errorf("checkpoint store: %w", err)
-		}
-		if prev != nil && prev.RootHash != root.String() {
-			return fmt.Errorf("root at size %d is %s, but the stored checkpoint says %s: refusing to sign", size, root, prev.RootHash)
-		}
+	if due, err := c.due(ctx, size, root, now); !due || err != nil {
+		return err
 	}
 	env, err := receipt.SignTreeHeadWith(ctx, c.Signer, size, root.String(), now, c.LogID)
 	if err != nil {
 		return err
 	}
 	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
-	if c.DB != nil {
-		if err := c.DB.PutCheckpoint(ctx, cp); err != nil {
-			return fmt.Errorf("checkpoint store: %w", err)
-		}
-	}
-	data, err := json.MarshalIndent(cp, "", "  ")
-	if err != nil {
+	if err := c.publish(ctx, cp, root); err != nil {
 		return err
-	}
-	dir := filepath.Join(c.Dir, c.Tenant)
-	if err := receipt.WriteFileAtomic(filepath.Join(dir, strconv.FormatUint(size, 10)+".json"), data, 0o644); err != nil {
-		return err
-	}
-	if err := receipt.WriteFileAtomic(filepath.Join(dir, "latest.json"), data, 0o644); err != nil {
-		return err
-	}
-	if c.Note != nil {
-		signed, err := SignCheckpointNote(c.Note, size, root)
-		if err != nil {
-			return err
-		}
-		if c.witnessed == nil {
-			c.witnessed = map[string]uint64{}
-		}
-		if err := receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint"), c.cosign(ctx, size, signed), 0o644); err != nil {
-			return err
-		}
 	}
 	c.mu.Lock()
 	if n := len(c.list); n > 0 && c.list[n-1].TreeSize == size {
@@ -207,6 +153,79 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	c.observe(cp)
 	c.Logger.Info("checkpoint published", "tenant", c.Tenant, "size", size, "root", root.String())
 	return nil
+}
+
+// due says whether a checkpoint of the tree at size is to be signed now: the tree
+// grew, or the heartbeat passed since the last one. A root that differs from one
+// already signed at the same size (in this process's files or the database store) is
+// an error, never a second signature.
+func (c *Checkpointer) due(ctx context.Context, size uint64, root merkle.Hash, now time.Time) (bool, error) {
+	c.mu.RLock()
+	var last *client.CheckpointFile
+	if n := len(c.list); n > 0 {
+		last = &c.list[n-1]
+	}
+	c.mu.RUnlock()
+	switch {
+	case size == 0:
+		return false, nil
+	case last == nil || size > last.TreeSize:
+	case size == last.TreeSize:
+		if last.RootHash != root.String() {
+			return false, fmt.Errorf("root at size %d is %s, but checkpoint says %s: refusing to re-sign", size, root, last.RootHash)
+		}
+		at, err := receipt.ParseTime(last.SignedAt)
+		if err == nil && now.Sub(at) < c.Heartbeat {
+			return false, nil
+		}
+	default:
+		return false, fmt.Errorf("the tree (%d leaves) is smaller than the last checkpoint (%d)", size, last.TreeSize)
+	}
+	if c.DB != nil {
+		// The database store may hold a checkpoint this process has no file of
+		// (another front end, a restored directory): never sign a second root for it.
+		prev, err := c.DB.CheckpointAt(ctx, c.Tenant, size)
+		if err != nil {
+			return false, fmt.Errorf("checkpoint store: %w", err)
+		}
+		if prev != nil && prev.RootHash != root.String() {
+			return false, fmt.Errorf("root at size %d is %s, but the stored checkpoint says %s: refusing to sign", size, root, prev.RootHash)
+		}
+	}
+	return true, nil
+}
+
+// publish stores cp in the database store (when there is one) and writes its files:
+// <size>.json, latest.json and, with a note signer, the C2SP checkpoint with the
+// witnesses' cosignatures.
+func (c *Checkpointer) publish(ctx context.Context, cp client.CheckpointFile, root merkle.Hash) error {
+	if c.DB != nil {
+		if err := c.DB.PutCheckpoint(ctx, cp); err != nil {
+			return fmt.Errorf("checkpoint store: %w", err)
+		}
+	}
+	data, err := json.MarshalIndent(cp, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(c.Dir, c.Tenant)
+	if err := receipt.WriteFileAtomic(filepath.Join(dir, strconv.FormatUint(cp.TreeSize, 10)+".json"), data, 0o644); err != nil {
+		return err
+	}
+	if err := receipt.WriteFileAtomic(filepath.Join(dir, "latest.json"), data, 0o644); err != nil {
+		return err
+	}
+	if c.Note == nil {
+		return nil
+	}
+	signed, err := SignCheckpointNote(c.Note, cp.TreeSize, root)
+	if err != nil {
+		return err
+	}
+	if c.witnessed == nil {
+		c.witnessed = map[string]uint64{}
+	}
+	return receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint"), c.cosign(ctx, cp.TreeSize, signed), 0o644)
 }
 
 // Since lists the checkpoints with treeSize > since, ascending.
