@@ -79,50 +79,13 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(issuerKeys) == 0 {
 		return usagef("--issuer-key is required (the gateway's or SDK's public key)")
 	}
-	opts := conformance.Options{ProviderSecrets: map[string][]byte{}}
-	for _, load := range []struct {
-		files []string
-		into  *[]signer.PublicKey
-	}{{issuerKeys, &opts.IssuerKeys}, {principalKeys, &opts.PrincipalKeys}, {logKeys, &opts.LogKeys}, {upstreamKeys, &opts.UpstreamKeys}} {
-		if *load.into, err = signer.LoadPublicKeys(load.files); err != nil {
-			return err
-		}
+	opts := conformance.Options{ProviderSecrets: map[string][]byte{}, LogID: *logID}
+	if err := verifyKeys(&opts, issuerKeys, principalKeys, logKeys, upstreamKeys, *stripeEnv, *githubEnv); err != nil {
+		return err
 	}
-	for env, provider := range map[string]string{*stripeEnv: receipt.ProviderPaymentWebhook, *githubEnv: receipt.ProviderRepoDelivery} {
-		if env == "" {
-			continue
-		}
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" {
-			return fmt.Errorf("environment variable %s (the %s secret) is not set", env, provider)
-		}
-		opts.ProviderSecrets[provider] = []byte(v)
-	}
-	opts.LogID = *logID
-	var notes []string
-	switch {
-	case *logFile != "" && *logURL != "":
-		return usagef("give --log or --log-url, not both")
-	case *logFile != "":
-		c, err := conformance.OpenFileCopy(*logFile)
-		if err != nil {
-			return err
-		}
-		opts.Log = c
-	case *logURL != "":
-		s, err := client.NewLogServer(*logURL)
-		if err != nil {
-			return usagef("%v", err)
-		}
-		opts.Log = s
-		if len(opts.LogKeys) == 0 {
-			keys, err := s.Keys(ctx)
-			if err != nil {
-				return err
-			}
-			opts.LogKeys = keys
-			notes = append(notes, "log keys were taken from "+s.Base+"/.well-known/svc-log.json; pass --log-key to pin them")
-		}
+	notes, err := verifyLogCopy(ctx, &opts, *logFile, *logURL)
+	if err != nil {
+		return err
 	}
 	if opts.WitnessKeys, err = signer.LoadPublicKeys(witnessKeys); err != nil {
 		return err
@@ -150,6 +113,62 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	rep := conformance.VerifyBytes(data, opts)
 	rep.Notes = append(rep.Notes, notes...)
 	return writeReport(stdout, rep, *asJSON, rep.Verified)
+}
+
+// verifyKeys loads the trusted keys of the flags and the provider secrets their
+// environment variables hold into opts.
+func verifyKeys(opts *conformance.Options, issuer, principal, log, upstream []string, stripeEnv, githubEnv string) error {
+	var err error
+	for _, load := range []struct {
+		files []string
+		into  *[]signer.PublicKey
+	}{{issuer, &opts.IssuerKeys}, {principal, &opts.PrincipalKeys}, {log, &opts.LogKeys}, {upstream, &opts.UpstreamKeys}} {
+		if *load.into, err = signer.LoadPublicKeys(load.files); err != nil {
+			return err
+		}
+	}
+	for env, provider := range map[string]string{stripeEnv: receipt.ProviderPaymentWebhook, githubEnv: receipt.ProviderRepoDelivery} {
+		if env == "" {
+			continue
+		}
+		v, ok := os.LookupEnv(env)
+		if !ok || v == "" {
+			return fmt.Errorf("environment variable %s (the %s secret) is not set", env, provider)
+		}
+		opts.ProviderSecrets[provider] = []byte(v)
+	}
+	return nil
+}
+
+// verifyLogCopy sets the copy of the log the heads are checked against: a log file
+// (--log) or a log server (--log-url, whose published keys are trusted when no
+// --log-key was given, which the returned note says).
+func verifyLogCopy(ctx context.Context, opts *conformance.Options, logFile, logURL string) ([]string, error) {
+	switch {
+	case logFile != "" && logURL != "":
+		return nil, usagef("give --log or --log-url, not both")
+	case logFile != "":
+		c, err := conformance.OpenFileCopy(logFile)
+		if err != nil {
+			return nil, err
+		}
+		opts.Log = c
+	case logURL != "":
+		s, err := client.NewLogServer(logURL)
+		if err != nil {
+			return nil, usagef("%v", err)
+		}
+		opts.Log = s
+		if len(opts.LogKeys) == 0 {
+			keys, err := s.Keys(ctx)
+			if err != nil {
+				return nil, err
+			}
+			opts.LogKeys = keys
+			return []string{"log keys were taken from " + s.Base + "/.well-known/svc-log.json; pass --log-key to pin them"}, nil
+		}
+	}
+	return nil, nil
 }
 
 // loadVerifyWitness fetches the witness's key document (unless keys were given) and
