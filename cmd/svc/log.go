@@ -73,6 +73,7 @@ type logOptions struct {
 	port, checkpointsPort               int
 	data, natsURL, natsListen           string
 	replicas                            int
+	maxConns                            int
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
 	trustProxy                          bool
@@ -91,6 +92,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "an existing NATS `URL`; default: the embedded server")
 	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
+	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
@@ -196,6 +198,9 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 // serveLog runs the log service until ctx ends. ready, when set, is called with the
 // listening addresses once the service answers.
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
+	if o.maxConns < 1 || o.maxConns > 65536 {
+		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	headSigner, keys, err := logSigner(ctx, o)
 	if err != nil {
@@ -237,8 +242,9 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
 	}
 	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
-	// within 2 min, idle connections closed after 2 min, 1024 connections at once.
+	// within 2 min, idle connections closed after 2 min, --max-conns connections at once.
 	lim := httplimits.Default()
+	lim.MaxConns = o.maxConns
 	hs := lim.Server(handler)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)

@@ -106,6 +106,7 @@ func TestLogFlagErrors(t *testing.T) {
 		{[]string{"log", "--file", "x", "--key", "k", "--signer-url", "http://s"}, 2, "exactly one of"},
 		{[]string{"log", "--file", "x", "--signer-url", "http://127.0.0.1:1"}, 2, "--signer-token-env"},
 		{[]string{"log", "--file", "x", "--key", "/nonexistent.key"}, 1, "nonexistent.key"},
+		{[]string{"log", "--file", "x", "--key", "/nonexistent.key", "--max-conns", "0"}, 2, "--max-conns 0: want 1 to 65536"},
 	} {
 		code, _, stderr := runCLI(t, c.args...)
 		if code != c.code || !strings.Contains(stderr, c.want) {
