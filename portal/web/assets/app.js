@@ -314,7 +314,8 @@
     const meter = $('d-meter');
     if (quota > 0) {
       const pct = Math.min(100, Math.floor((used / quota) * 100));
-      let text = 'of ' + num(quota) + ' allowed this month on the ' + plan + ' plan (' + pct + '%).';
+      const share = used > 0 && pct < 1 ? 'under 1%' : pct + '%';
+      let text = 'of ' + num(quota) + ' allowed this month on the ' + plan + ' plan (' + share + ').';
       if (used >= quota) text += ' The allowance is used: the log refuses appends until the first of next month.';
       setText('d-quota-text', text);
       meter.hidden = false;
@@ -561,6 +562,7 @@
     try {
       showStatus('Revoking “' + (k.label || k.hash) + '”…');
       await api('POST', '/api/keys/' + encodeURIComponent(k.hash) + '/revoke', {});
+      if (state.newToken && state.newToken.tokenHash === k.hash) state.newToken = null;
       await loadOverview();
       showStatus('Key “' + (k.label || k.hash) + '” revoked. The log no longer accepts it.');
       $('keys-title').focus();
