@@ -97,6 +97,8 @@ func TestPortalInBrowser(t *testing.T) {
 		}
 	}
 
+	st.Log.Checkpoint(t, tenant)
+
 	// Shown once: after a reload the page does not have the key anywhere.
 	b.do("reload", chromedp.Reload(), visibleCSS("#view-dashboard"), chromedp.WaitVisible(chromedp.CSS("#keys-table tbody tr")))
 	if b.visible("#new-token") {
@@ -112,6 +114,12 @@ func TestPortalInBrowser(t *testing.T) {
 		}
 		if got := b.textOf("#d-used"); got != fmt.Sprint(appended) {
 			return fmt.Errorf("usage shows %q appends, want %d", got, appended)
+		}
+		if got := b.textOf("#d-checkpoint"); !strings.HasPrefix(got, fmt.Sprintf("%d leaves, signed ", appended)) {
+			return fmt.Errorf("latest checkpoint shows %q, want %d leaves", got, appended)
+		}
+		if got := b.textOf("#d-root"); !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(got) {
+			return fmt.Errorf("root shows %q", got)
 		}
 		return nil
 	})
@@ -146,6 +154,8 @@ func TestPortalInBrowser(t *testing.T) {
 		t.Errorf("after a refused registration the page shows %q; the server said %q", shown, refusal.Error)
 	}
 	b.screenshot("register-refused")
+	b.do("the log-in page", chromedp.Navigate(st.PortalURL+"/#/login"), visibleCSS("#login-form"))
+	b.screenshot("login")
 
 	// Log in again.
 	// Log in again with the keyboard only: the first Tab reaches the skip link, the

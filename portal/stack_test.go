@@ -4,6 +4,7 @@ package portal_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -61,10 +63,23 @@ func startHostedLog(t *testing.T) *hostedLog {
 	return &hostedLog{Service: svc, Store: st, URL: hs.URL, DBURL: dbURL, NATSURL: srv.ClientURL()}
 }
 
+// Checkpoint has the log sign tenant's head now (it does so hourly otherwise).
+func (l *hostedLog) Checkpoint(t *testing.T, tenant string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, func() error {
+		cp := l.Service.Checkpointer(tenant)
+		if cp == nil {
+			return fmt.Errorf("no checkpointer for %s yet", tenant)
+		}
+		return cp.Tick(context.Background())
+	})
+}
+
 // stack is what the browser test drives: the portal and the log it manages.
 type stack struct {
 	PortalURL string // the portal's pages and /api
 	LogURL    string // the hosted log (exportCommand's --log-url)
+	Log       *hostedLog
 }
 
 // startStack runs `svc portal`'s handler over startHostedLog's log, with billing
