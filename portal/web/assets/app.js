@@ -188,57 +188,51 @@
     return true;
   }
 
-  async function onRegister(ev) {
-    ev.preventDefault();
-    clearMessages();
-    const form = ev.currentTarget;
-    const ok = check(form, [
-      ['register-email', 'Enter your email address.'],
-      ['register-password', 'The password needs at least 10 characters.'],
-      ['register-tenant', 'The tenant name needs 3 to 40 characters: lowercase letters, digits and hyphens.'],
-    ]);
-    if (!ok) return;
-    const button = form.querySelector('button[type=submit]');
-    await busy(button, async () => {
-      try {
-        showStatus('Creating your log…');
-        const r = await api('POST', '/api/register', {
-          email: $('register-email').value.trim(),
-          password: $('register-password').value,
-          tenant: $('register-tenant').value.trim(),
-        });
-        state.newToken = { token: r.token, tokenHash: r.tokenHash, label: 'Your first key', welcome: r.welcome || '' };
-        form.reset();
-        state.me = await api('GET', '/api/me');
-        clearMessages();
-        go('dashboard');
-      } catch (err) {
-        failed(err);
-      }
-    });
+  // onSubmit makes a form's submit handler: it checks the fields against rules, then
+  // runs send with the submit button disabled and shows any error.
+  function onSubmit(rules, send) {
+    return async (ev) => {
+      ev.preventDefault();
+      clearMessages();
+      const form = ev.currentTarget;
+      if (!check(form, rules)) return;
+      await busy(form.querySelector('button[type=submit]'), async () => {
+        try {
+          await send(form);
+        } catch (err) {
+          failed(err);
+        }
+      });
+    };
   }
 
-  async function onLogin(ev) {
-    ev.preventDefault();
-    clearMessages();
-    const form = ev.currentTarget;
-    const ok = check(form, [
-      ['login-email', 'Enter your email address.'],
-      ['login-password', 'Enter your password.'],
-    ]);
-    if (!ok) return;
-    const button = form.querySelector('button[type=submit]');
-    await busy(button, async () => {
-      try {
-        await api('POST', '/api/login', { email: $('login-email').value.trim(), password: $('login-password').value });
-        state.me = await api('GET', '/api/me');
-        form.reset();
-        go('dashboard');
-      } catch (err) {
-        failed(err);
-      }
+  const onRegister = onSubmit([
+    ['register-email', 'Enter your email address.'],
+    ['register-password', 'The password needs at least 10 characters.'],
+    ['register-tenant', 'The tenant name needs 3 to 40 characters: lowercase letters, digits and hyphens.'],
+  ], async (form) => {
+    showStatus('Creating your log…');
+    const r = await api('POST', '/api/register', {
+      email: $('register-email').value.trim(),
+      password: $('register-password').value,
+      tenant: $('register-tenant').value.trim(),
     });
-  }
+    state.newToken = { token: r.token, tokenHash: r.tokenHash, label: 'Your first key', welcome: r.welcome || '' };
+    form.reset();
+    state.me = await api('GET', '/api/me');
+    clearMessages();
+    go('dashboard');
+  });
+
+  const onLogin = onSubmit([
+    ['login-email', 'Enter your email address.'],
+    ['login-password', 'Enter your password.'],
+  ], async (form) => {
+    await api('POST', '/api/login', { email: $('login-email').value.trim(), password: $('login-password').value });
+    state.me = await api('GET', '/api/me');
+    form.reset();
+    go('dashboard');
+  });
 
   async function onLogout() {
     clearMessages();
@@ -517,27 +511,17 @@
 
   // ---- keys ------------------------------------------------------------------------
 
-  async function onCreateKey(ev) {
-    ev.preventDefault();
-    clearMessages();
-    const form = ev.currentTarget;
-    if (!check(form, [['key-label', 'Give the new key a label, so you can tell your keys apart.']])) return;
+  const onCreateKey = onSubmit([['key-label', 'Give the new key a label, so you can tell your keys apart.']], async (form) => {
     const label = $('key-label').value.trim();
-    await busy(form.querySelector('button[type=submit]'), async () => {
-      try {
-        const r = await api('POST', '/api/keys', { label });
-        state.newToken = { token: r.token, tokenHash: r.tokenHash, label: 'Label “' + (r.label || label) + '”', welcome: '' };
-        form.reset();
-        renderNewToken();
-        showStatus('Key “' + (r.label || label) + '” created. Copy it now: it is shown only once.');
-        $('new-token').scrollIntoView({ block: 'start' });
-        $('new-token-title').focus();
-        await loadOverview();
-      } catch (err) {
-        failed(err);
-      }
-    });
-  }
+    const r = await api('POST', '/api/keys', { label });
+    state.newToken = { token: r.token, tokenHash: r.tokenHash, label: 'Label “' + (r.label || label) + '”', welcome: '' };
+    form.reset();
+    renderNewToken();
+    showStatus('Key “' + (r.label || label) + '” created. Copy it now: it is shown only once.');
+    $('new-token').scrollIntoView({ block: 'start' });
+    $('new-token-title').focus();
+    await loadOverview();
+  });
 
   function askRevoke(k, button) {
     clearMessages();
