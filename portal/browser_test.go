@@ -156,6 +156,9 @@ func TestPortalInBrowser(t *testing.T) {
 	b.screenshot("register-refused")
 	b.do("the log-in page", chromedp.Navigate(st.PortalURL+"/#/login"), visibleCSS("#login-form"))
 	b.screenshot("login")
+	if b.visible("#error") {
+		t.Errorf("the log-in page still shows the registration's error %q", b.textOf("#error"))
+	}
 
 	// Log in again.
 	// Log in again with the keyboard only: the first Tab reaches the skip link, the

@@ -11,7 +11,7 @@
 
   // What the page knows. A new token lives only here: a reload forgets it, which is
   // what "shown once" means in the browser.
-  const state = { me: null, overview: null, newToken: null, revoke: null, loaded: false };
+  const state = { me: null, overview: null, newToken: null, revoke: null, loaded: false, keepMessages: false };
 
   // ---- talking to the portal -------------------------------------------------------
 
@@ -144,6 +144,10 @@
       history.replaceState(null, '', '#/' + view);
     }
     const changed = $('view-' + view).hidden;
+    // A message belongs to the view it was shown on, unless the page itself moved on
+    // to say it (go), as after logging out or when the session ended.
+    if (changed && !state.keepMessages) clearMessages();
+    state.keepMessages = false;
     show(view);
     if (view === 'dashboard' && changed) loadOverview();
     if (changed && state.loaded) {
@@ -153,6 +157,7 @@
   }
 
   function go(view) {
+    state.keepMessages = true;
     if (location.hash === '#/' + view) route();
     else location.hash = '#/' + view;
   }
