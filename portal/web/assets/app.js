@@ -336,9 +336,14 @@
 
     $('d-export').value = ov.exportCommand || '';
     const urls = ov.urls || {};
-    setText('d-url-log', urls.log || '');
-    setText('d-url-keys', urls.keys || '');
-    setText('d-url-checkpoints', urls.checkpoints || '');
+    for (const name of ['log', 'keys', 'checkpoints']) {
+      // A row the server gave no address for is left out, label and all.
+      const code = $('d-url-' + name);
+      code.textContent = urls[name] || '';
+      const dd = code.parentElement;
+      dd.hidden = !urls[name];
+      dd.previousElementSibling.hidden = !urls[name];
+    }
 
     renderKeys(ov.keys || []);
     renderAudit(ov.audit || []);
