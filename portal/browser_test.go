@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -142,8 +143,7 @@ func TestPortalInBrowser(t *testing.T) {
 		fill("#register-email", "other@example.com"), fill("#register-password", password), fill("#register-tenant", tenant),
 		click("#register-form button[type=submit]"), visibleCSS("#error"))
 	// The same request from outside the page: its error text is what the page shows.
-	code, _, body := testkit.Do(t, http.MethodPost, st.PortalURL+"/api/register", "",
-		fmt.Sprintf(`{"email":"third@example.com","password":%q,"tenant":%q}`, password, tenant))
+	code, body := postJSON(t, st.PortalURL+"/api/register", fmt.Sprintf(`{"email":"third@example.com","password":%q,"tenant":%q}`, password, tenant))
 	var refusal struct {
 		Error string `json:"error"`
 	}
@@ -292,6 +292,21 @@ func checkout(t *testing.T, b *tab) {
 	}
 	b.screenshot("checkout")
 	_, _ = chromedp.Call(b.ctx, fetch.Disable, struct{}{})
+}
+
+// postJSON posts body as JSON to u and returns the status and body.
+func postJSON(t *testing.T, u, body string) (int, string) {
+	t.Helper()
+	resp, err := http.Post(u, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
 }
 
 // appendLeaf appends hash-only leaf i to tenant with token and returns the status.
