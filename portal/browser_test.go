@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/fetch"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
 
@@ -60,6 +61,7 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 func TestPortalInBrowser(t *testing.T) {
 	st := startStack(t)
 	b := startChromium(t, st.PortalURL)
+	ic := intercept(t, b, st.PortalURL)
 
 	const (
 		email    = "ada@example.com"
@@ -216,60 +218,88 @@ func TestPortalInBrowser(t *testing.T) {
 	b.screenshot("dashboard-narrow")
 	b.do("wide", chromedp.EmulateViewport(1280, 900))
 
-	checkout(t, b)
+	checkout(t, b, ic)
 	b.noProblems()
 }
 
-// checkout starts checkout in the page and checks that the page goes to the address
-// /api/checkout answered with. The provider's page is answered by the test.
-func checkout(t *testing.T, b *tab) {
+// strictCSP is added to every page the portal serves during the test, whatever the
+// server sends, so a page that needs more than its own origin fails the test.
+const strictCSP = "default-src 'self'; base-uri 'none'; form-action 'self'"
+
+// interceptor is the test's hand on the page's requests: it adds strictCSP to the
+// portal's documents, records the address /api/checkout answers with, and answers
+// any https request (the provider's checkout page) itself, so nothing leaves the
+// machine.
+type interceptor struct {
+	mu       sync.Mutex
+	answered string // url in /api/checkout's answer
+	visited  string // the first https document the page then requested
+}
+
+func intercept(t *testing.T, b *tab, origin string) *interceptor {
 	t.Helper()
 	paused := chromedp.Events(b.ctx, fetch.RequestPaused)
 	_, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
+		{URLPattern: origin + "/*", ResourceType: network.ResourceTypeDocument, RequestStage: fetch.RequestStageResponse},
 		{URLPattern: "*/api/checkout", RequestStage: fetch.RequestStageResponse},
 		{URLPattern: "https://*", RequestStage: fetch.RequestStageRequest},
 	}})
 	if err != nil {
-		t.Fatalf("intercept checkout: %v", err)
+		t.Fatalf("intercept requests: %v", err)
 	}
-	var (
-		mu       sync.Mutex
-		answered string // url in /api/checkout's answer
-		visited  string // the https address the page then requested
-	)
-	ctx, cancel := context.WithCancel(b.ctx)
-	defer cancel()
+	ic := &interceptor{}
 	go func() {
 		for ev, err := range paused {
-			if err != nil || ctx.Err() != nil {
+			if err != nil {
 				return
 			}
-			if ev.ResponseStatusCode != 0 { // /api/checkout's answer
-				res, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
-				var v struct {
-					URL string `json:"url"`
-				}
-				if err == nil {
-					_ = json.Unmarshal(res.Body, &v)
-				}
-				mu.Lock()
-				answered = v.URL
-				mu.Unlock()
-				_, _ = chromedp.Call(ctx, fetch.ContinueResponse, fetch.ContinueResponseParams{RequestID: ev.RequestID})
-				continue
-			}
-			mu.Lock()
-			if visited == "" && ev.ResourceType == "Document" {
-				visited = ev.Request.URL
-			}
-			mu.Unlock()
-			_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
-				RequestID: ev.RequestID, ResponseCode: 200,
-				ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "text/html"}},
-				Body:            fmt.Appendf(nil, "<!doctype html><title>checkout</title><p>The provider's checkout page, answered by the test, at <code>%s</code>", html.EscapeString(ev.Request.URL)),
-			})
+			ic.handle(b.ctx, ev)
 		}
 	}()
+	return ic
+}
+
+func (ic *interceptor) handle(ctx context.Context, ev fetch.EventRequestPaused) {
+	switch {
+	case ev.ResponseStatusCode != 0 && ev.ResourceType == network.ResourceTypeDocument:
+		// The page is answered again, as the server sent it plus the policy.
+		res, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
+		if err != nil {
+			_, _ = chromedp.Call(ctx, fetch.FailRequest, fetch.FailRequestParams{RequestID: ev.RequestID, ErrorReason: network.ErrorReasonFailed})
+			return
+		}
+		headers := append(ev.ResponseHeaders, &fetch.HeaderEntry{Name: "Content-Security-Policy", Value: strictCSP})
+		_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: ev.ResponseStatusCode, ResponseHeaders: headers, Body: res.Body})
+	case ev.ResponseStatusCode != 0: // /api/checkout's answer
+		res, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
+		var v struct {
+			URL string `json:"url"`
+		}
+		if err == nil {
+			_ = json.Unmarshal(res.Body, &v)
+		}
+		ic.mu.Lock()
+		ic.answered = v.URL
+		ic.mu.Unlock()
+		_, _ = chromedp.Call(ctx, fetch.ContinueResponse, fetch.ContinueResponseParams{RequestID: ev.RequestID})
+	default:
+		ic.mu.Lock()
+		if ic.visited == "" && ev.ResourceType == network.ResourceTypeDocument {
+			ic.visited = ev.Request.URL
+		}
+		ic.mu.Unlock()
+		_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{
+			RequestID: ev.RequestID, ResponseCode: 200,
+			ResponseHeaders: []*fetch.HeaderEntry{{Name: "Content-Type", Value: "text/html"}},
+			Body:            fmt.Appendf(nil, "<!doctype html><title>checkout</title><p>The provider's checkout page, answered by the test, at <code>%s</code>", html.EscapeString(ev.Request.URL)),
+		})
+	}
+}
+
+// checkout starts checkout in the page and checks that the page goes to the address
+// /api/checkout answered with.
+func checkout(t *testing.T, b *tab, ic *interceptor) {
+	t.Helper()
 	if !b.visible("#upgrade") {
 		t.Fatalf("no upgrade button on the free plan with billing configured (billing note: %q)", b.textOf("#billing-off"))
 	}
@@ -279,19 +309,20 @@ func checkout(t *testing.T, b *tab) {
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if answered == "" || loc != answered || visited != answered {
-			return fmt.Errorf("page at %q, requested %q; /api/checkout answered %q", loc, visited, answered)
+		ic.mu.Lock()
+		defer ic.mu.Unlock()
+		if ic.answered == "" || loc != ic.answered || ic.visited != ic.answered {
+			return fmt.Errorf("page at %q, requested %q; /api/checkout answered %q", loc, ic.visited, ic.answered)
 		}
 		return nil
 	})
-	u, _ := url.Parse(answered)
-	if u == nil || u.Scheme != "https" {
+	ic.mu.Lock()
+	answered := ic.answered
+	ic.mu.Unlock()
+	if u, _ := url.Parse(answered); u == nil || u.Scheme != "https" {
 		t.Errorf("checkout address %q is not https", answered)
 	}
 	b.screenshot("checkout")
-	_, _ = chromedp.Call(b.ctx, fetch.Disable, struct{}{})
 }
 
 // postJSON posts body as JSON to u and returns the status and body.
