@@ -102,15 +102,17 @@ func (p *Portal) logID(tenant string) string {
 }
 
 func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
-	if p.throttled(w, r, p.register, "registrations") {
-		return
-	}
 	var q registerRequest
 	if !decode(w, r, &q) {
 		return
 	}
 	if err := q.validate(); err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	// Every well-formed attempt counts, taken names included (no probing for
+	// accounts); a malformed one costs the server nothing and does not.
+	if p.throttled(w, r, p.register, "registrations") {
 		return
 	}
 	hash, err := hashPassword(q.Password, p.cfg.Scrypt)
