@@ -1,5 +1,3 @@
-//go:build portalbrowser
-
 package portal_test
 
 import (
@@ -10,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
-	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -28,17 +25,10 @@ import (
 	"github.com/chromedp/chromedp/kb"
 
 	"svc.dev/svc/client"
-	"svc.dev/svc/internal/svcbin"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/logexport"
+	"svc.dev/svc/portal/portaltest"
 )
-
-// svcPath is the svc binary the export command runs (built once by TestMain).
-var svcPath string
-
-func TestMain(m *testing.M) { svcbin.Main(m, &svcPath) }
-
-var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // TestPortalInBrowser drives the portal's pages in Debian's headless Chromium
 // (/usr/bin/chromium, new empty profile) against the real stack: `svc portal`'s handler
@@ -59,9 +49,9 @@ var hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // directory under the test's temporary directory (removed after the test; the log
 // names it). Without Chromium the test skips, except in CI (CI set), where it fails.
 func TestPortalInBrowser(t *testing.T) {
-	st := startStack(t)
-	b := startChromium(t, st.PortalURL)
-	ic := intercept(t, b, st.PortalURL)
+	st := portaltest.Start(t, portaltest.Options{Billing: true})
+	b := startChromium(t, st.URL)
+	ic := intercept(t, b, st.URL)
 
 	const (
 		email    = "ada@example.com"
@@ -71,7 +61,7 @@ func TestPortalInBrowser(t *testing.T) {
 	)
 
 	// Register: the page shows the first key, once.
-	b.do("open the portal", chromedp.Navigate(st.PortalURL+"/"), visibleCSS("#register-form"))
+	b.do("open the portal", chromedp.Navigate(st.URL+"/"), visibleCSS("#register-form"))
 	b.screenshot("register")
 	// Everything the page loaded came from the portal itself.
 	if foreign := eval[[]string](b, "resources", `performance.getEntriesByType('resource').map(r => r.name).filter(n => !n.startsWith(location.origin + '/'))`); len(foreign) > 0 {
@@ -100,7 +90,7 @@ func TestPortalInBrowser(t *testing.T) {
 		}
 	}
 
-	st.Log.Checkpoint(t, tenant)
+	checkpoint(t, st, tenant)
 
 	// Shown once: after a reload the page does not have the key anywhere.
 	b.do("reload", chromedp.Reload(), visibleCSS("#view-dashboard"), chromedp.WaitVisible(chromedp.CSS("#keys-table tbody tr")))
@@ -121,7 +111,7 @@ func TestPortalInBrowser(t *testing.T) {
 		if got := b.textOf("#d-checkpoint"); !strings.HasPrefix(got, fmt.Sprintf("%d leaves, signed ", appended)) {
 			return fmt.Errorf("latest checkpoint shows %q, want %d leaves", got, appended)
 		}
-		if got := b.textOf("#d-root"); !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(got) {
+		if got := b.textOf("#d-root"); !hex64.MatchString(got) {
 			return fmt.Errorf("root shows %q", got)
 		}
 		return nil
@@ -141,22 +131,20 @@ func TestPortalInBrowser(t *testing.T) {
 		t.Error("the account menu is still shown after logging out")
 	}
 	b.do("register the same tenant again",
-		chromedp.Navigate(st.PortalURL+"/#/register"), visibleCSS("#register-form"),
+		chromedp.Navigate(st.URL+"/#/register"), visibleCSS("#register-form"),
 		fill("#register-email", "other@example.com"), fill("#register-password", password), fill("#register-tenant", tenant),
 		click("#register-form button[type=submit]"), visibleCSS("#error"))
 	// The same request from outside the page: its error text is what the page shows.
-	code, body := postJSON(t, st.PortalURL+"/api/register", fmt.Sprintf(`{"email":"third@example.com","password":%q,"tenant":%q}`, password, tenant))
-	var refusal struct {
-		Error string `json:"error"`
+	code, _, refusal := newBrowser(t, st.URL).do(http.MethodPost, "/api/register", fmt.Sprintf(`{"email":"third@example.com","password":%q,"tenant":%q}`, password, tenant))
+	said, _ := refusal["error"].(string)
+	if code != http.StatusConflict || said == "" {
+		t.Errorf("registering a taken tenant: %d %v; want 409 with an error", code, refusal)
 	}
-	if err := json.Unmarshal([]byte(body), &refusal); code != http.StatusConflict || err != nil || refusal.Error == "" {
-		t.Errorf("registering a taken tenant: %d %s; want 409 with an error", code, body)
-	}
-	if shown := b.textOf("#error"); !strings.EqualFold(shown, refusal.Error) {
-		t.Errorf("after a refused registration the page shows %q; the server said %q", shown, refusal.Error)
+	if shown := b.textOf("#error"); !strings.EqualFold(shown, said) {
+		t.Errorf("after a refused registration the page shows %q; the server said %q", shown, said)
 	}
 	b.screenshot("register-refused")
-	b.do("the log-in page", chromedp.Navigate(st.PortalURL+"/#/login"), visibleCSS("#login-form"))
+	b.do("the log-in page", chromedp.Navigate(st.URL+"/#/login"), visibleCSS("#login-form"))
 	b.screenshot("login")
 	if b.visible("#error") {
 		t.Errorf("the log-in page still shows the registration's error %q", b.textOf("#error"))
@@ -165,7 +153,7 @@ func TestPortalInBrowser(t *testing.T) {
 	// Log in again.
 	// Log in again with the keyboard only: the first Tab reaches the skip link, the
 	// form takes Tab between its fields and Enter submits it.
-	b.do("open log in", chromedp.Navigate(st.PortalURL+"/#/login"), chromedp.Reload(), visibleCSS("#login-form"), chromedp.KeyEvent(kb.Tab))
+	b.do("open log in", chromedp.Navigate(st.URL+"/#/login"), chromedp.Reload(), visibleCSS("#login-form"), chromedp.KeyEvent(kb.Tab))
 	if got := eval[string](b, "focus", `document.activeElement && document.activeElement.className`); got != "skip" {
 		t.Errorf("the first Tab focuses %q, want the skip link", got)
 	}
@@ -325,19 +313,16 @@ func checkout(t *testing.T, b *tab, ic *interceptor) {
 	b.screenshot("checkout")
 }
 
-// postJSON posts body as JSON to u and returns the status and body.
-func postJSON(t *testing.T, u, body string) (int, string) {
+// checkpoint has the log sign tenant's head now (it does so hourly otherwise).
+func checkpoint(t *testing.T, st *portaltest.Env, tenant string) {
 	t.Helper()
-	resp, err := http.Post(u, "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		cp := st.Log.Checkpointer(tenant)
+		if cp == nil {
+			return fmt.Errorf("no checkpointer for %s yet", tenant)
+		}
+		return cp.Tick(context.Background())
+	})
 }
 
 // appendLeaf appends hash-only leaf i to tenant with token and returns the status.

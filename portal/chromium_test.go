@@ -1,5 +1,3 @@
-//go:build portalbrowser
-
 package portal_test
 
 import (
@@ -14,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/browser"
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
@@ -106,9 +104,9 @@ func startChromium(t *testing.T, origin string) *tab {
 	}
 	b.collectProblems()
 	for _, name := range []string{"clipboard-read", "clipboard-write"} {
-		_, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
-			Permission: &browser.PermissionDescriptor{Name: name, AllowWithoutSanitization: true},
-			Setting:    browser.PermissionSettingGranted, Origin: origin,
+		_, err := chromedp.CallBrowser(ctx, cdpbrowser.SetPermission, cdpbrowser.SetPermissionParams{
+			Permission: &cdpbrowser.PermissionDescriptor{Name: name, AllowWithoutSanitization: true},
+			Setting:    cdpbrowser.PermissionSettingGranted, Origin: origin,
 		})
 		if err != nil {
 			t.Fatalf("grant %s: %v", name, err)
