@@ -505,6 +505,7 @@
       svg.appendChild(el('line', { class: 'quota-line', x1: left, x2: width - right, y1: y(quota), y2: y(quota) }));
     }
     box.replaceChildren(svg);
+    $('chart-empty').hidden = max > 0;
     $('chart-legend').hidden = !showQuota;
     setText('chart-quota', num(quota));
 
