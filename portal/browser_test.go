@@ -38,13 +38,16 @@ import (
 // it with the svc binary, whose export must add up to exactly the leaves appended; is
 // shown the server's own error for a taken tenant; logs out and in; creates a key,
 // appends with it, revokes it in the page and sees the log refuse it while the first
-// key still works; and starts checkout, after which the page navigates to the
-// checkout address /api/checkout returned (the provider's page itself is answered by
-// the test, so nothing leaves the machine). Any exception, script error or
-// Content-Security-Policy violation the page reports fails the test.
+// key still works; starts checkout, after which the page navigates to the checkout
+// address /api/checkout returned; after a signed checkout.session.completed webhook
+// shows the team plan and opens the billing portal the same way (the provider's
+// pages are answered by the test, so nothing leaves the machine). Every page runs
+// under Content-Security-Policy default-src 'self' (added by the test); any
+// exception, script error or policy violation the page reports fails the test.
 //
-// Screenshots (register, dashboard with the new key, keys with a new key shown, the
-// revoke dialog, the narrow viewport, checkout) are written as PNG files to
+// Screenshots (register, dashboard with the first key, refused registration, log in,
+// keys with a new key shown, the revoke dialog, the narrow viewport, checkout, team
+// plan, billing portal) are written as PNG files to
 // $SVC_TEST_ARTIFACTS/TestPortalInBrowser when that variable is set, else to a
 // directory under the test's temporary directory (removed after the test; the log
 // names it). Without Chromium the test skips, except in CI (CI set), where it fails.
@@ -206,7 +209,25 @@ func TestPortalInBrowser(t *testing.T) {
 	b.screenshot("dashboard-narrow")
 	b.do("wide", chromedp.EmulateViewport(1280, 900))
 
-	checkout(t, b, ic)
+	// Billing: checkout goes to the provider; once its signed webhook says the
+	// checkout completed, the page shows the team plan and manages billing instead.
+	leaveFor(t, b, ic, "#upgrade", "checkout")
+	if code, body := deliver(t, st, event("evt_browser_test", tenant, "cus_browser_test"), st.WebhookSecret, time.Now()); code != http.StatusOK {
+		t.Fatalf("checkout.session.completed webhook: %d %s", code, body)
+	}
+	b.do("back to the portal", chromedp.Navigate(st.URL+"/"), visibleCSS("#view-dashboard"))
+	testkit.Eventually(t, 10*time.Second, func() error {
+		b.do("refresh", click("#refresh"))
+		if got := b.textOf("#d-plan"); got != "team" {
+			return fmt.Errorf("plan shows %q after the checkout webhook, want team", got)
+		}
+		if b.visible("#upgrade") || !b.visible("#manage") {
+			return fmt.Errorf("on team: upgrade shown %v, manage shown %v", b.visible("#upgrade"), b.visible("#manage"))
+		}
+		return nil
+	})
+	b.screenshot("dashboard-team")
+	leaveFor(t, b, ic, "#manage", "billing portal")
 	b.noProblems()
 }
 
@@ -220,7 +241,7 @@ const strictCSP = "default-src 'self'; base-uri 'none'; form-action 'self'"
 // machine.
 type interceptor struct {
 	mu       sync.Mutex
-	answered string // url in /api/checkout's answer
+	answered string // url in the last answer of /api/checkout or /api/billing-portal
 	visited  string // the first https document the page then requested
 }
 
@@ -230,6 +251,7 @@ func intercept(t *testing.T, b *tab, origin string) *interceptor {
 	_, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
 		{URLPattern: origin + "/*", ResourceType: network.ResourceTypeDocument, RequestStage: fetch.RequestStageResponse},
 		{URLPattern: "*/api/checkout", RequestStage: fetch.RequestStageResponse},
+		{URLPattern: "*/api/billing-portal", RequestStage: fetch.RequestStageResponse},
 		{URLPattern: "https://*", RequestStage: fetch.RequestStageRequest},
 	}})
 	if err != nil {
@@ -258,7 +280,7 @@ func (ic *interceptor) handle(ctx context.Context, ev fetch.EventRequestPaused) 
 		}
 		headers := append(ev.ResponseHeaders, &fetch.HeaderEntry{Name: "Content-Security-Policy", Value: strictCSP})
 		_, _ = chromedp.Call(ctx, fetch.FulfillRequest, fetch.FulfillRequestParams{RequestID: ev.RequestID, ResponseCode: ev.ResponseStatusCode, ResponseHeaders: headers, Body: res.Body})
-	case ev.ResponseStatusCode != 0: // /api/checkout's answer
+	case ev.ResponseStatusCode != 0: // the answer of /api/checkout or /api/billing-portal
 		res, err := chromedp.Call(ctx, fetch.GetResponseBody, fetch.GetResponseBodyParams{RequestID: ev.RequestID})
 		var v struct {
 			URL string `json:"url"`
@@ -284,14 +306,17 @@ func (ic *interceptor) handle(ctx context.Context, ev fetch.EventRequestPaused) 
 	}
 }
 
-// checkout starts checkout in the page and checks that the page goes to the address
-// /api/checkout answered with.
-func checkout(t *testing.T, b *tab, ic *interceptor) {
+// leaveFor clicks the billing button sel and checks that the page goes to the https
+// address its route (/api/checkout or /api/billing-portal) answered with.
+func leaveFor(t *testing.T, b *tab, ic *interceptor, sel, what string) {
 	t.Helper()
-	if !b.visible("#upgrade") {
-		t.Fatalf("no upgrade button on the free plan with billing configured (billing note: %q)", b.textOf("#billing-off"))
+	if !b.visible(sel) {
+		t.Fatalf("no %s button (billing note: %q)", what, b.textOf("#billing-off"))
 	}
-	b.do("upgrade", click("#upgrade"))
+	ic.mu.Lock()
+	ic.answered, ic.visited = "", ""
+	ic.mu.Unlock()
+	b.do(what, click(sel))
 	testkit.Eventually(t, 15*time.Second, func() error {
 		loc, err := chromedp.Run(b.ctx, chromedp.Location())
 		if err != nil {
@@ -299,8 +324,8 @@ func checkout(t *testing.T, b *tab, ic *interceptor) {
 		}
 		ic.mu.Lock()
 		defer ic.mu.Unlock()
-		if ic.answered == "" || loc != ic.answered || ic.visited != ic.answered {
-			return fmt.Errorf("page at %q, requested %q; /api/checkout answered %q", loc, ic.visited, ic.answered)
+		if ic.answered == "" || !sameURL(loc, ic.answered) || !sameURL(ic.visited, ic.answered) {
+			return fmt.Errorf("%s: page at %q, requested %q; the portal answered %q", what, loc, ic.visited, ic.answered)
 		}
 		return nil
 	})
@@ -308,9 +333,17 @@ func checkout(t *testing.T, b *tab, ic *interceptor) {
 	answered := ic.answered
 	ic.mu.Unlock()
 	if u, _ := url.Parse(answered); u == nil || u.Scheme != "https" {
-		t.Errorf("checkout address %q is not https", answered)
+		t.Errorf("%s address %q is not https", what, answered)
 	}
-	b.screenshot("checkout")
+	b.screenshot(strings.ReplaceAll(what, " ", "-"))
+}
+
+// sameURL compares two addresses as the browser sees them (it escapes what the
+// server may leave raw, such as braces).
+func sameURL(a, b string) bool {
+	ua, errA := url.Parse(a)
+	ub, errB := url.Parse(b)
+	return errA == nil && errB == nil && ua.String() == ub.String()
 }
 
 // checkpoint has the log sign tenant's head now (it does so hourly otherwise).
