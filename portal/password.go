@@ -52,6 +52,9 @@ func checkPassword(password, stored string) (bool, error) {
 		}
 		sp[i] = n
 	}
+	if sp[1] > 64 || sp[2] > 64 || 128*sp[0]*sp[1] > 1<<30 {
+		return false, errors.New("stored password hash asks for more than 1 GiB of scrypt memory")
+	}
 	salt, err1 := b64.DecodeString(parts[4])
 	want, err2 := b64.DecodeString(parts[5])
 	if err1 != nil || err2 != nil || len(want) == 0 {

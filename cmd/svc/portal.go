@@ -40,7 +40,7 @@ Example:
   export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
   svc portal --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
     --secret-env SVC_PORTAL_SECRET --public-url https://log.example.com \
-    --portal-url https://portal.example.com --port 8090`
+    --portal-url https://portal.example.com --port 8070`
 
 type portalOptions struct {
 	dbEnv, natsURL, secretEnv          string
@@ -68,7 +68,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "the public `URL` of the checkpoints host")
 	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (default --public-url)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
-	fs.IntVar(&o.port, "port", 8090, "`port` to listen on (0: any free port)")
+	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "throttles use the first X-Forwarded-For address (only behind a proxy)")
 	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
 	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
