@@ -335,6 +335,7 @@ func leaveFor(t *testing.T, b *tab, ic *interceptor, sel, what string) {
 	if u, _ := url.Parse(answered); u == nil || u.Scheme != "https" {
 		t.Errorf("%s address %q is not https", what, answered)
 	}
+	b.do("the provider's page", visibleCSS("p"))
 	b.screenshot(strings.ReplaceAll(what, " ", "-"))
 }
 

@@ -232,7 +232,15 @@ func (b *tab) screenshot(name string) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(b.ctx, step)
 	defer cancel()
-	buf, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	var buf []byte
+	var err error
+	// A page that has just navigated may not be laid out yet ("0 width"): retry.
+	for try := 0; try < 5; try++ {
+		if buf, err = chromedp.Run(ctx, chromedp.FullScreenshot(100)); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		b.t.Errorf("screenshot %s: %v", name, err)
 		return
