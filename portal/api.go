@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 
+	"svc.dev/svc/httplimits"
+
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"svc.dev/svc/internal/admin"
@@ -82,7 +84,7 @@ func actorOf(email string) string { return "portal:" + email }
 
 // throttled answers 429 when addr has no token left in t.
 func (p *Portal) throttled(w http.ResponseWriter, r *http.Request, t *throttle, what string) bool {
-	ok, wait := t.allow(clientAddr(r, p.cfg.TrustProxy), p.cfg.Now())
+	ok, wait := t.allow(httplimits.ClientAddr(r, p.cfg.TrustProxy), p.cfg.Now())
 	if ok {
 		return false
 	}
@@ -215,7 +217,7 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !known || !ok || len(q.Password) > MaxPassword {
-		p.log.Info("portal login refused", "addr", clientAddr(r, p.cfg.TrustProxy))
+		p.log.Info("portal login refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy))
 		writeError(w, http.StatusUnauthorized, "wrong email or password")
 		return
 	}

@@ -1,6 +1,7 @@
 package portal_test
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logtest"
@@ -54,11 +56,32 @@ func TestRegisterAppendKeysLogout(t *testing.T) {
 	if urls["log"] != e.LogURL+"/t/acme" || urls["keys"] != client.KeyDocumentURL(e.LogURL, "acme") || urls["checkpoints"] != e.CheckpointsURL+"/acme/" {
 		t.Fatalf("urls %v", urls)
 	}
-	// The audit trail (a projection behind the broker) names the portal actor.
-	testkit.Eventually(t, 10e9, func() error {
+	if ov["latestCheckpoint"] != nil {
+		t.Fatalf("a checkpoint before any was signed: %v", ov["latestCheckpoint"])
+	}
+	// The audit trail (a projection behind the broker) shows the same administrative
+	// events as the admin API makes, by the portal actor.
+	testkit.Eventually(t, 10*time.Second, func() error {
 		ov = b.must(http.StatusOK, "GET", "/api/overview", "")
-		if a := ov["audit"].([]any); len(a) < 2 || a[0].(map[string]any)["actor"] != "portal:ada@example.com" {
-			return errorf("audit %v", ov["audit"])
+		a := ov["audit"].([]any)
+		if len(a) != 2 {
+			return errorf("audit %v", a)
+		}
+		for i, action := range []string{"token.add", "tenant.add"} {
+			if en := a[i].(map[string]any); en["action"] != action || en["actor"] != "portal:ada@example.com" || en["tenantId"] != "acme" {
+				return errorf("audit entry %d: %v", i, en)
+			}
+		}
+		return nil
+	})
+	// A checkpoint signed by the log shows as the latest.
+	if err := e.Log.Checkpointer("acme").Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		cp, _ := b.must(http.StatusOK, "GET", "/api/overview", "")["latestCheckpoint"].(map[string]any)
+		if cp == nil || cp["treeSize"] != 2.0 || cp["signedAt"] == "" {
+			return errorf("latestCheckpoint %v", cp)
 		}
 		return nil
 	})

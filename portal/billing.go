@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/httplimits"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
@@ -138,7 +140,7 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	ev, err := webhook.ConstructEventWithOptions(body, sig, p.billing.cfg.WebhookSecret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
-		p.log.Warn("billing webhook refused", "addr", clientAddr(r, p.cfg.TrustProxy), "err", err)
+		p.log.Warn("billing webhook refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "err", err)
 		writeError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
 		return
 	}

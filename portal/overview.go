@@ -2,8 +2,9 @@ package portal
 
 import (
 	"net/http"
-	"strings"
 	"time"
+
+	"svc.dev/svc/internal/logserver"
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/admin"
@@ -126,20 +127,12 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 	})
 }
 
-// auditEntry is SPEC.md's audit entry { id, at, actor, action, tenantId, detail }.
-type auditEntry struct {
-	ID       string `json:"id"`
-	At       string `json:"at"`
-	Actor    string `json:"actor"`
-	Action   string `json:"action"`
-	TenantID string `json:"tenantId"`
-	Detail   string `json:"detail"`
-}
-
-func auditJSON(evs []tenancy.Event) []auditEntry {
-	out := make([]auditEntry, 0, len(evs))
+// auditJSON is the audit entries of SPEC.md ({ id, at, actor, action, tenantId,
+// detail }), without the fold's fields of the events.
+func auditJSON(evs []tenancy.Event) []logserver.AuditEntry {
+	out := make([]logserver.AuditEntry, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, auditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: strings.TrimSpace(e.Action), TenantID: e.TenantID, Detail: e.Detail})
+		out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
 	}
 	return out
 }

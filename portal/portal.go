@@ -42,7 +42,7 @@ type Config struct {
 	// CheckpointsURL is the public checkpoints host (urls.checkpoints); optional.
 	CheckpointsURL string
 	// PortalURL is the portal's own public address, where billing returns the
-	// browser; default PublicURL. A https URL makes the session cookie Secure.
+	// browser; required with Billing. A https URL makes the session cookie Secure.
 	PortalURL string
 	// Billing, when set, turns on checkout, the billing portal and the webhook.
 	Billing *Billing
@@ -122,11 +122,11 @@ func New(cfg Config) (*Portal, error) {
 		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
 		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery)}
 	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
-	if p.portalURL == "" {
-		p.portalURL = cfg.PublicURL
-	}
 	p.secure = strings.HasPrefix(cfg.PublicURL, "https://") || strings.HasPrefix(p.portalURL, "https://")
 	if cfg.Billing != nil {
+		if cfg.PortalURL == "" {
+			return nil, errors.New("portal: billing needs the portal's own public URL (--portal-url), where the payment provider returns the browser")
+		}
 		b, err := newBilling(*cfg.Billing)
 		if err != nil {
 			return nil, err

@@ -200,6 +200,25 @@ func TestForgedAndReplayedCookies(t *testing.T) {
 	if code := with(c.Value); code != http.StatusUnauthorized {
 		t.Fatalf("cookie replayed after logout: %d", code)
 	}
+	b.must(http.StatusUnauthorized, "POST", "/api/logout", `{}`)
+
+	// A session past its lifetime ends, cookie or not.
+	short := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.SessionTTL = time.Second }})
+	sb := newBrowser(t, short.URL)
+	_, sh, _ := sb.do("POST", "/api/register", registerBody("ada@example.com", "acme"))
+	kept := sessionCookie(t, sh).Value
+	sb.must(http.StatusOK, "GET", "/api/me", "")
+	time.Sleep(1100 * time.Millisecond)
+	req, _ := http.NewRequest("GET", short.URL+"/api/me", nil)
+	req.AddCookie(&http.Cookie{Name: portal.CookieName, Value: kept})
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an expired session: %d", resp.StatusCode)
+	}
 }
 
 // TestCredentialsBeforeBody: a write without a session is refused 401 before its

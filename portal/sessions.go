@@ -40,7 +40,12 @@ func (p *Portal) newSession(ctx context.Context, w http.ResponseWriter, email st
 	if _, err := rand.Read(id[:]); err != nil {
 		return err
 	}
-	exp := p.cfg.Now().Add(p.cfg.SessionTTL)
+	now := p.cfg.Now()
+	exp := now.Add(p.cfg.SessionTTL)
+	// The account's expired sessions go when it gets a new one.
+	if _, err := p.cfg.Store.Pool.Exec(ctx, `DELETE FROM portal_sessions WHERE email = $1 AND expires_at <= $2`, email, now); err != nil {
+		return err
+	}
 	if _, err := p.cfg.Store.Pool.Exec(ctx, `INSERT INTO portal_sessions (id_hash, email, expires_at) VALUES ($1, $2, $3)`, idHash(id[:]), email, exp); err != nil {
 		return err
 	}

@@ -33,8 +33,8 @@ portal:<email>); accounts and sessions are rows of the same PostgreSQL database.
 It reaches the log servers' broker at --nats-url. The session cookie is signed with
 the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
 Secure when --public-url or --portal-url is https. Billing is on when
---stripe-secret-env, --stripe-webhook-secret-env and --stripe-price are given; the
-provider then sends its events to <portal>/stripe/webhook.
+--stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
+given; the provider then sends its events to <portal-url>/stripe/webhook.
 
 Example:
   export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
@@ -66,7 +66,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	fs.StringVar(&o.secretEnv, "secret-env", "", "environment `variable` holding the session cookie secret, at least 32 bytes (required)")
 	fs.StringVar(&o.publicURL, "public-url", "", "the log's public base `URL` (required): shown to tenants, used by the export command")
 	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "the public `URL` of the checkpoints host")
-	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (default --public-url)")
+	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "throttles use the first X-Forwarded-For address (only behind a proxy)")

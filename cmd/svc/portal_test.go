@@ -75,6 +75,12 @@ func TestPortalCommand(t *testing.T) {
 			t.Fatalf("svc portal %v started", bad)
 		}
 	}
+	t.Setenv("TEST_STRIPE_KEY", "sk_test_1")
+	t.Setenv("TEST_STRIPE_HOOK", "whsec_1")
+	noPortalURL := append(args[:len(args):len(args)], "--stripe-secret-env", "TEST_STRIPE_KEY", "--stripe-webhook-secret-env", "TEST_STRIPE_HOOK", "--stripe-price", "price_team")
+	if err := servePortal(context.Background(), noPortalURL, &testkit.LockedBuffer{}, nil); err == nil || !strings.Contains(err.Error(), "--portal-url") {
+		t.Fatalf("billing without --portal-url: %v", err)
+	}
 	t.Setenv("TEST_SHORT_SECRET", "short")
 	short := append(args[:len(args):len(args)], "--secret-env", "TEST_SHORT_SECRET")
 	if err := servePortal(context.Background(), short, &testkit.LockedBuffer{}, nil); err == nil || !strings.Contains(err.Error(), "32") {

@@ -123,11 +123,17 @@ func Start(t testing.TB, o Options) *Env {
 	if o.Configure != nil {
 		o.Configure(&cfg)
 	}
+	ps := httptest.NewUnstartedServer(nil)
+	if cfg.PortalURL == "" {
+		cfg.PortalURL = "http://" + ps.Listener.Addr().String()
+	}
 	e.Config = cfg
 	if e.Portal, err = portal.New(cfg); err != nil {
+		ps.Close()
 		t.Fatal(err)
 	}
-	ps := httptest.NewServer(e.Portal)
+	ps.Config.Handler = e.Portal
+	ps.Start()
 	t.Cleanup(ps.Close)
 	e.URL = ps.URL
 	return e
