@@ -17,7 +17,6 @@ import (
 	"svc.dev/svc/internal/logimport"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
-	"svc.dev/svc/pipeline"
 )
 
 func init() {
@@ -83,18 +82,11 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer st.Close()
-	nc, err := nats.Connect(o.natsURL, nats.Name("svc-log-admin"))
+	js, nc, err := connectBroker(ctx, o.natsURL, "svc-log-admin")
 	if err != nil {
-		return fmt.Errorf("connect to NATS at %s: %w (is the log server running with --nats-url or --nats-listen?)", o.natsURL, err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{}); err != nil {
-		return err
-	}
 	vctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	view := tenancy.NewView(js, nil, nil)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 )
@@ -98,7 +99,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.Serv
 // MaxFailures wrong attempts.
 func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		addr := clientAddr(r, h.cfg.TrustProxy)
+		addr := httplimits.ClientAddr(r, h.cfg.TrustProxy)
 		now := h.cfg.Now()
 		if left, blocked := h.thr.blocked(addr, now); blocked {
 			w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))

@@ -3,7 +3,6 @@ package admin
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -61,24 +60,6 @@ func (t *throttle) fail(addr string, now time.Time) {
 	if f.n >= MaxFailures {
 		f.blocked = now
 	}
-}
-
-// clientAddr is the address per-address limits use: the peer, or with trustProxy
-// the first X-Forwarded-For entry when it is an IP address.
-func clientAddr(r *http.Request, trustProxy bool) string {
-	if trustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			first := strings.TrimSpace(strings.Split(xff, ",")[0])
-			if ip := net.ParseIP(first); ip != nil {
-				return ip.String()
-			}
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // credentials returns the presented token and the actor it stands for: "bearer" for

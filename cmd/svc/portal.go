@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/httplimits"
+	"svc.dev/svc/internal/tenancy"
+	"svc.dev/svc/pipeline"
+	"svc.dev/svc/portal"
+)
+
+func init() {
+	register("portal", "run the self-serve portal of the hosted log: registration, keys, dashboard, billing", runPortal)
+}
+
+const portalHelp = `Runs the portal of the database-backed log (svc log --db-env): people register a
+tenant and get its first API key, log in, create and revoke keys, see usage against
+their plan's quota, the tree, checkpoints and audit trail, copy the export command,
+and upgrade to the team plan through the payment provider (Stripe). Tenants, keys and
+plans change through the same administrative events as svc log-admin (audit actor
+portal:<email>); accounts and sessions are rows of the same PostgreSQL database.
+
+It reaches the log servers' broker at --nats-url. The session cookie is signed with
+the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
+Secure when --public-url or --portal-url is https. Billing is on when
+--stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
+given; the provider then sends its events to <portal-url>/stripe/webhook.
+
+Example:
+  export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
+  svc portal --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
+    --secret-env SVC_PORTAL_SECRET --public-url https://log.example.com \
+    --portal-url https://portal.example.com --port 8070`
+
+type portalOptions struct {
+	dbEnv, natsURL, secretEnv          string
+	publicURL, checkpointsURL, portURL string
+	host                               string
+	port                               int
+	trustProxy                         bool
+	stripeKeyEnv, stripeHookEnv, price string
+	stripeAPI                          string
+}
+
+func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return servePortal(ctx, args, stderr, nil)
+}
+
+// servePortal runs the portal until ctx ends; ready, when set, is called with the
+// address it listens on.
+func servePortal(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy]", portalHelp, stderr)
+	var o portalOptions
+	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL of the log's database (required)")
+	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
+	fs.StringVar(&o.secretEnv, "secret-env", "", "environment `variable` holding the session cookie secret, at least 32 bytes (required)")
+	fs.StringVar(&o.publicURL, "public-url", "", "the log's public base `URL` (required): shown to tenants, used by the export command")
+	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "the public `URL` of the checkpoints host")
+	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
+	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
+	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
+	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "throttles use the first X-Forwarded-For address (only behind a proxy)")
+	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
+	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
+	fs.StringVar(&o.price, "stripe-price", "", "billing: the Stripe price `id` of the team plan")
+	fs.StringVar(&o.stripeAPI, "stripe-api-url", "", "billing: the Stripe API base `URL` (default Stripe's; stripe-mock in tests)")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if o.dbEnv == "" || o.natsURL == "" || o.secretEnv == "" || o.publicURL == "" {
+		return usagef("--db-env, --nats-url, --secret-env and --public-url are required")
+	}
+	secret, err := envValue("--secret-env", o.secretEnv, "a secret of at least 32 bytes (openssl rand -hex 32)")
+	if err != nil {
+		return err
+	}
+	bill, err := portalBilling(o)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, nil))
+	st, err := openStore(ctx, o.dbEnv)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	js, nc, err := connectBroker(ctx, o.natsURL, "svc-portal")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	vctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	view := tenancy.NewView(js, logger, nil)
+	if err := view.Start(vctx, errc); err != nil {
+		return err
+	}
+	p, err := portal.New(portal.Config{
+		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
+		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
+		Billing: bill, TrustProxy: o.trustProxy, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.port)))
+	if err != nil {
+		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
+	}
+	// Headers within 10 s, a body (at most 8 KiB, 256 KiB for the webhook) within
+	// 30 s, an answer within 2 min, idle connections closed after 2 min.
+	lim := httplimits.Default()
+	hs := lim.Server(p)
+	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
+	logger.Info("portal listening", "addr", ln.Addr().String(), "public", o.publicURL, "billing", bill != nil)
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	_ = hs.Shutdown(sctx)
+	if errors.Is(runErr, http.ErrServerClosed) {
+		runErr = nil
+	}
+	logger.Info("portal stopped")
+	return runErr
+}
+
+// portalBilling reads the billing options: all of them or none.
+func portalBilling(o portalOptions) (*portal.Billing, error) {
+	if o.stripeKeyEnv == "" && o.stripeHookEnv == "" && o.price == "" {
+		return nil, nil
+	}
+	if o.stripeKeyEnv == "" || o.stripeHookEnv == "" || o.price == "" {
+		return nil, usagef("billing needs all of --stripe-secret-env, --stripe-webhook-secret-env and --stripe-price")
+	}
+	key, err := envValue("--stripe-secret-env", o.stripeKeyEnv, "the Stripe API key (sk_...)")
+	if err != nil {
+		return nil, err
+	}
+	hook, err := envValue("--stripe-webhook-secret-env", o.stripeHookEnv, "the Stripe webhook signing secret (whsec_...)")
+	if err != nil {
+		return nil, err
+	}
+	return &portal.Billing{SecretKey: key, WebhookSecret: hook, TeamPrice: o.price, APIURL: o.stripeAPI}, nil
+}
+
+// connectBroker connects to the log servers' broker and makes sure the pipeline's
+// streams exist.
+func connectBroker(ctx context.Context, natsURL, name string) (jetstream.JetStream, *nats.Conn, error) {
+	nc, err := nats.Connect(natsURL, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is the log server running with --nats-url or --nats-listen?)", natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		err = pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{})
+	}
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return js, nc, nil
+}

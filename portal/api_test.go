@@ -1,0 +1,153 @@
+package portal_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/portal/portaltest"
+)
+
+var (
+	hex64 = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	hex12 = regexp.MustCompile(`^[0-9a-f]{12}$`)
+)
+
+// TestRegisterAppendKeysLogout walks the API as the front does: register (the token
+// appends to the hosted log at once), me, overview, keys created, listed and
+// revoked (the revoked key's appends refused), logout, login.
+func TestRegisterAppendKeysLogout(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{})
+	b := newBrowser(t, e.URL)
+	reg := b.must(http.StatusOK, "POST", "/api/register", registerBody("Ada@Example.com", "acme"))
+	token, _ := reg["token"].(string)
+	if !hex64.MatchString(token) || !hex12.MatchString(reg["tokenHash"].(string)) || reg["plan"] != "free" || reg["tenant"] != "acme" || reg["logId"] == "" {
+		t.Fatalf("register answered %v", reg)
+	}
+	if !strings.Contains(reg["exportCommand"].(string), "svc log-export --log-url "+e.LogURL+" --tenant acme --token-env SVC_TOKEN") || !strings.Contains(reg["welcome"].(string), "/t/acme/append") {
+		t.Fatalf("register answered %v", reg)
+	}
+	// The token appends at once, to the hosted log.
+	logtest.AppendAt(t, e.LogURL, "acme", token, strings.Repeat("ab", 32))
+	logtest.AppendAt(t, e.LogURL, "acme", token, strings.Repeat("cd", 32))
+
+	me := b.must(http.StatusOK, "GET", "/api/me", "")
+	if me["email"] != "ada@example.com" || me["tenant"] != "acme" || me["plan"] != "free" || me["used"] != 2.0 || me["quota"] != 10000.0 || me["disabled"] != false || me["billing"] != false {
+		t.Fatalf("me answered %v", me)
+	}
+	ov := b.must(http.StatusOK, "GET", "/api/overview", "")
+	if ov["treeSize"] != 2.0 || !hex64.MatchString(ov["rootHash"].(string)) || ov["stripe"] != false || ov["billing"] != nil || ov["used"] != 2.0 {
+		t.Fatalf("overview answered %v", ov)
+	}
+	months := ov["months"].([]any)
+	if len(months) != 6 || months[5].(map[string]any)["appends"] != 2.0 || !regexp.MustCompile(`^\d{4}-\d{2}$`).MatchString(months[0].(map[string]any)["month"].(string)) {
+		t.Fatalf("months %v", months)
+	}
+	urls := ov["urls"].(map[string]any)
+	if urls["log"] != e.LogURL+"/t/acme" || urls["keys"] != client.KeyDocumentURL(e.LogURL, "acme") || urls["checkpoints"] != e.CheckpointsURL+"/acme/" {
+		t.Fatalf("urls %v", urls)
+	}
+	if ov["latestCheckpoint"] != nil {
+		t.Fatalf("a checkpoint before any was signed: %v", ov["latestCheckpoint"])
+	}
+	// The audit trail (a projection behind the broker) shows the same administrative
+	// events as the admin API makes, by the portal actor.
+	testkit.Eventually(t, 10*time.Second, func() error {
+		ov = b.must(http.StatusOK, "GET", "/api/overview", "")
+		a := ov["audit"].([]any)
+		if len(a) != 2 {
+			return errorf("audit %v", a)
+		}
+		for i, action := range []string{"token.add", "tenant.add"} {
+			if en := a[i].(map[string]any); en["action"] != action || en["actor"] != "portal:ada@example.com" || en["tenantId"] != "acme" {
+				return errorf("audit entry %d: %v", i, en)
+			}
+		}
+		return nil
+	})
+	// A checkpoint signed by the log shows as the latest.
+	if err := e.Log.Checkpointer("acme").Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		cp, _ := b.must(http.StatusOK, "GET", "/api/overview", "")["latestCheckpoint"].(map[string]any)
+		if cp == nil || cp["treeSize"] != 2.0 || cp["signedAt"] == "" {
+			return errorf("latestCheckpoint %v", cp)
+		}
+		return nil
+	})
+
+	// A second key: shown once, listed by hash, revoked; its appends then refused.
+	k := b.must(http.StatusOK, "POST", "/api/keys", `{"label":"ci"}`)
+	tok2 := k["token"].(string)
+	if !hex64.MatchString(tok2) || k["label"] != "ci" || !hex12.MatchString(k["tokenHash"].(string)) {
+		t.Fatalf("new key %v", k)
+	}
+	logtest.AppendAt(t, e.LogURL, "acme", tok2, strings.Repeat("ef", 32))
+	keys := b.must(http.StatusOK, "GET", "/api/keys", "")["keys"].([]any)
+	if len(keys) != 2 || keys[1].(map[string]any)["hash"] != k["tokenHash"] || keys[1].(map[string]any)["revokedAt"] != nil {
+		t.Fatalf("keys %v", keys)
+	}
+	if r := b.must(http.StatusOK, "POST", "/api/keys/"+k["tokenHash"].(string)+"/revoke", `{}`); r["revoked"] != 1.0 {
+		t.Fatalf("revoke %v", r)
+	}
+	code, _, _ := testkit.Do(t, "POST", e.LogURL+"/t/acme/append", tok2, `{"leaf":"`+strings.Repeat("01", 32)+`"}`)
+	if code != http.StatusUnauthorized {
+		t.Fatalf("append with a revoked key: %d", code)
+	}
+	keys = b.must(http.StatusOK, "GET", "/api/keys", "")["keys"].([]any)
+	if keys[1].(map[string]any)["revokedAt"] == nil {
+		t.Fatalf("keys after revoke %v", keys)
+	}
+
+	// Log out: the session is gone; log in again.
+	b.must(http.StatusOK, "POST", "/api/logout", `{}`)
+	b.must(http.StatusUnauthorized, "GET", "/api/me", "")
+	b.must(http.StatusUnauthorized, "POST", "/api/login", `{"email":"ada@example.com","password":"wrong password!"}`)
+	if l := b.must(http.StatusOK, "POST", "/api/login", `{"email":"ADA@example.com","password":"correct horse battery"}`); l["email"] != "ada@example.com" {
+		t.Fatalf("login %v", l)
+	}
+	b.must(http.StatusOK, "GET", "/api/me", "")
+	if h := newBrowser(t, e.URL).must(http.StatusOK, "GET", "/health", ""); h["ok"] != true || h["stripe"] != false {
+		t.Fatalf("health %v", h)
+	}
+}
+
+// TestExportCommandWorks runs the overview's export command with the registration's
+// token against the log: the export adds up.
+func TestExportCommandWorks(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{})
+	b := newBrowser(t, e.URL)
+	reg := b.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "bo-team"))
+	for i := range 3 {
+		logtest.AppendAt(t, e.LogURL, "bo-team", reg["token"].(string), strings.Repeat(string("abc"[i]), 64))
+	}
+	bin := svcBinary(t)
+	dir := t.TempDir()
+	args := strings.Fields(b.must(http.StatusOK, "GET", "/api/overview", "")["exportCommand"].(string))
+	if args[0] != "svc" {
+		t.Fatalf("export command %v", args)
+	}
+	cmd := exec.Command(bin, args[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "SVC_TOKEN="+reg["token"].(string))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v: %v\n%s", args, err, out)
+	}
+	if strings.Contains(string(out), "DOES NOT ADD UP") {
+		t.Fatalf("export: %s", out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "bo-team-export", "log.jsonl")); err != nil {
+		t.Fatalf("export wrote no log.jsonl: %v\n%s", err, out)
+	}
+}

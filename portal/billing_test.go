@@ -1,0 +1,194 @@
+package portal_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v85"
+	"github.com/stripe/stripe-go/v85/webhook"
+
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/portal/portaltest"
+)
+
+// TestBillingNotConfigured: stripe and billing false, checkout and the billing
+// portal 503, the webhook 503.
+func TestBillingNotConfigured(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{})
+	b := newBrowser(t, e.URL)
+	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["stripe"] != false || ov["billing"] != nil {
+		t.Fatalf("overview %v", ov)
+	}
+	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["billing"] != false {
+		t.Fatalf("me %v", me)
+	}
+	b.must(http.StatusServiceUnavailable, "POST", "/api/checkout", `{}`)
+	b.must(http.StatusServiceUnavailable, "POST", "/api/billing-portal", `{}`)
+	newBrowser(t, e.URL).must(http.StatusUnauthorized, "POST", "/api/checkout", `{}`)
+}
+
+// event is a checkout.session.completed event for tenant.
+func event(id, tenant, customer string) []byte {
+	data, _ := json.Marshal(map[string]any{
+		"id": id, "object": "event", "type": "checkout.session.completed", "api_version": stripe.APIVersion,
+		"created": time.Now().Unix(), "livemode": false,
+		"data": map[string]any{"object": map[string]any{
+			"id": "cs_test_" + id, "object": "checkout.session", "mode": "subscription", "status": "complete",
+			"payment_status": "paid", "client_reference_id": tenant, "customer": customer,
+			"metadata": map[string]string{"tenant": tenant},
+		}},
+	})
+	return data
+}
+
+// deliver posts payload to the webhook signed with secret at ts.
+func deliver(t *testing.T, e *portaltest.Env, payload []byte, secret string, ts time.Time) (int, string) {
+	t.Helper()
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: payload, Secret: secret, Timestamp: ts})
+	req, _ := http.NewRequest("POST", e.URL+"/stripe/webhook", strings.NewReader(string(payload)))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("Stripe-Signature", sp.Header)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&m)
+	s, _ := json.Marshal(m)
+	return resp.StatusCode, string(s)
+}
+
+// planChanges counts tenant's plan.set events in the audit trail once the
+// database's projection caught up with the view.
+func planChanges(t *testing.T, e *portaltest.Env, tenant string) (n int, actors []string) {
+	t.Helper()
+	ctx := context.Background()
+	testkit.Eventually(t, 10*time.Second, func() error {
+		pos, err := e.Store.Position(ctx, "admin")
+		if err != nil || pos < e.Log.View().Seq() {
+			return errorf("admin projection at %d, view at %d (%v)", pos, e.Log.View().Seq(), err)
+		}
+		return nil
+	})
+	evs, err := e.Store.Audit(ctx, tenant, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		if ev.Action == "plan.set" {
+			n++
+			actors = append(actors, ev.Actor)
+		}
+	}
+	return n, actors
+}
+
+// TestBillingCheckoutAndWebhook against stripe-mock: checkout answers a hosted
+// address; a signed checkout.session.completed moves the tenant to team with actor
+// billing:<event id>, once however often (and however concurrently) it is
+// redelivered; then checkout is 409 and the billing portal answers an address. A
+// stale signature, a wrong secret, a changed body and no signature get 400 and
+// change nothing.
+func TestBillingCheckoutAndWebhook(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Billing: true})
+	if h := newBrowser(t, e.URL).must(http.StatusOK, "GET", "/health", ""); h["stripe"] != true {
+		t.Fatalf("health %v", h)
+	}
+	b := newBrowser(t, e.URL)
+	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	other := newBrowser(t, e.URL)
+	other.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "bravo"))
+	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["stripe"] != true || ov["billing"] != nil {
+		t.Fatalf("overview %v", ov)
+	}
+	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["billing"] != true {
+		t.Fatalf("me %v", me)
+	}
+	co := b.must(http.StatusOK, "POST", "/api/checkout", `{}`)
+	if u, _ := co["url"].(string); !strings.HasPrefix(u, "https://") {
+		t.Fatalf("checkout %v", co)
+	}
+	b.must(http.StatusConflict, "POST", "/api/billing-portal", `{}`) // no customer yet
+
+	// Refused deliveries change nothing.
+	for name, c := range map[string]struct {
+		payload []byte
+		secret  string
+		at      time.Time
+	}{
+		"stale":        {event("evt_stale", "bravo", "cus_x"), e.WebhookSecret, time.Now().Add(-10 * time.Minute)},
+		"wrong secret": {event("evt_wrong", "bravo", "cus_x"), "whsec_other", time.Now()},
+	} {
+		if code, body := deliver(t, e, c.payload, c.secret, c.at); code != http.StatusBadRequest || !strings.Contains(body, "error") {
+			t.Fatalf("%s delivery: %d %s", name, code, body)
+		}
+	}
+	sp := webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: event("evt_body", "bravo", "cus_x"), Secret: e.WebhookSecret})
+	for name, hdr := range map[string]string{"changed body": sp.Header, "no signature": ""} {
+		req, _ := http.NewRequest("POST", e.URL+"/stripe/webhook", strings.NewReader(strings.Replace(string(sp.Payload), "bravo", "acme", 1)))
+		if hdr != "" {
+			req.Header.Set("Stripe-Signature", hdr)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("%s: %d", name, resp.StatusCode)
+		}
+	}
+	if n, _ := planChanges(t, e, "bravo"); n != 0 {
+		t.Fatalf("refused deliveries changed bravo's plan %d times", n)
+	}
+	if n, _ := planChanges(t, e, "acme"); n != 0 {
+		t.Fatalf("refused deliveries changed acme's plan %d times", n)
+	}
+
+	// The delivery, then redeliveries: one after another and four at once.
+	payload := event("evt_1", "acme", "cus_acme")
+	if code, body := deliver(t, e, payload, e.WebhookSecret, time.Now()); code != http.StatusOK || body != `{"received":true}` {
+		t.Fatalf("delivery: %d %s", code, body)
+	}
+	deliver(t, e, payload, e.WebhookSecret, time.Now().Add(time.Second))
+	var wg sync.WaitGroup
+	codes := make([]int, 4)
+	for i := range codes {
+		wg.Go(func() { codes[i], _ = deliver(t, e, payload, e.WebhookSecret, time.Now()) })
+	}
+	wg.Wait()
+	for _, c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("redeliveries answered %v", codes)
+		}
+	}
+	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["plan"] != "team" || me["quota"] != 1000000.0 {
+		t.Fatalf("after checkout: %v", me)
+	}
+	if n, actors := planChanges(t, e, "acme"); n != 1 || actors[0] != "billing:evt_1" {
+		t.Fatalf("plan changes %d by %v; want one by billing:evt_1", n, actors)
+	}
+	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["plan"] != "team" || ov["billing"].(map[string]any)["status"] != "active" {
+		t.Fatalf("overview after checkout %v", ov)
+	}
+	// A second event for a tenant already on team changes nothing either.
+	deliver(t, e, event("evt_2", "acme", "cus_acme"), e.WebhookSecret, time.Now())
+	if n, _ := planChanges(t, e, "acme"); n != 1 {
+		t.Fatalf("a second completed checkout changed the plan again (%d)", n)
+	}
+	b.must(http.StatusConflict, "POST", "/api/checkout", `{}`)
+	bp := b.must(http.StatusOK, "POST", "/api/billing-portal", `{}`)
+	if u, _ := bp["url"].(string); !strings.HasPrefix(u, "https://") {
+		t.Fatalf("billing portal %v", bp)
+	}
+	if me := other.must(http.StatusOK, "GET", "/api/me", ""); me["plan"] != "free" {
+		t.Fatalf("bravo %v", me)
+	}
+}

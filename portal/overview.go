@@ -1,0 +1,138 @@
+package portal
+
+import (
+	"net/http"
+	"time"
+
+	"svc.dev/svc/internal/logserver"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/admin"
+	"svc.dev/svc/internal/tenancy"
+)
+
+// MonthsShown is how many calendar months the overview's usage chart covers.
+const MonthsShown = 6
+
+// AuditShown caps the audit entries of the overview.
+const AuditShown = 50
+
+type monthJSON struct {
+	Month   string `json:"month"`
+	Appends uint64 `json:"appends"`
+}
+
+type checkpointJSON struct {
+	TreeSize uint64 `json:"treeSize"`
+	SignedAt string `json:"signedAt"`
+}
+
+// lastMonths lists the n months up to the one of now, oldest first, as YYYY-MM.
+func lastMonths(now time.Time, n int) []string {
+	now = now.UTC()
+	first := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	out := make([]string, n)
+	for i := range n {
+		out[n-1-i] = first.AddDate(0, -i, 0).Format("2006-01")
+	}
+	return out
+}
+
+// exportCommand is the command line that exports tenant's log, with its token in
+// the environment variable SVC_TOKEN.
+func (p *Portal) exportCommand(tenant string) string {
+	return "svc log-export --log-url " + p.cfg.PublicURL + " --tenant " + tenant + " --token-env SVC_TOKEN --out " + tenant + "-export"
+}
+
+// urls are where a tenant's log, key document and checkpoints are.
+func (p *Portal) urls(tenant string) map[string]string {
+	cps := client.TenantBase(p.cfg.PublicURL, tenant) + "/checkpoints"
+	if p.cfg.CheckpointsURL != "" {
+		cps = p.cfg.CheckpointsURL + "/" + tenant + "/"
+	}
+	return map[string]string{
+		"log":         client.TenantBase(p.cfg.PublicURL, tenant),
+		"keys":        client.KeyDocumentURL(p.cfg.PublicURL, tenant),
+		"checkpoints": cps,
+	}
+}
+
+// head reads the tenant's tree size and root from the log's public routes; when
+// the log does not answer, the size is the database's and the root empty.
+func (p *Portal) head(tenant string, fallback uint64) (uint64, string) {
+	ls := &client.LogServer{Base: client.TenantBase(p.cfg.PublicURL, tenant), Client: &http.Client{Timeout: 3 * time.Second}}
+	size, err := ls.Size()
+	if err != nil {
+		p.log.Warn("portal: log head unavailable", "tenant", tenant, "err", err)
+		return fallback, ""
+	}
+	root, err := ls.RootAt(size)
+	if err != nil {
+		return size, ""
+	}
+	return size, root.String()
+}
+
+func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a account) {
+	ctx := r.Context()
+	t, err := p.tenant(ctx, a)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	now := p.cfg.Now()
+	used, err := tenancy.MonthAppends(ctx, p.cfg.JS, t.ID, now)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	var months []monthJSON
+	var dbSize uint64
+	for _, m := range lastMonths(now, MonthsShown) {
+		n, total, err := p.cfg.Store.Usage(ctx, t.ID, m)
+		if err != nil {
+			p.fail(w, r, err)
+			return
+		}
+		months = append(months, monthJSON{Month: m, Appends: n})
+		dbSize = max(dbSize, total)
+	}
+	// This month's count is the broker's (exact); the projection may lag behind it.
+	months[len(months)-1].Appends = max(months[len(months)-1].Appends, used)
+	size, root := p.head(t.ID, dbSize)
+	var latest *checkpointJSON
+	cp, err := p.cfg.Store.LatestCheckpoint(ctx, t.ID)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	if cp != nil {
+		latest = &checkpointJSON{TreeSize: cp.TreeSize, SignedAt: cp.SignedAt}
+	}
+	audit, err := p.cfg.Store.Audit(ctx, t.ID, AuditShown)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	var bill map[string]string
+	if a.Billing != "" {
+		bill = map[string]string{"status": a.Billing}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used, "quota": quota(t.Plan),
+		"treeSize": size, "rootHash": root, "latestCheckpoint": latest, "months": months,
+		"keys": keysOf(t), "audit": auditJSON(audit), "billing": bill, "urls": p.urls(t.ID),
+		"exportCommand": p.exportCommand(t.ID), "welcome": admin.Welcome(p.cfg.PublicURL, t.ID),
+		"stripe": p.billing != nil,
+	})
+}
+
+// auditJSON is the audit entries of SPEC.md ({ id, at, actor, action, tenantId,
+// detail }), without the fold's fields of the events.
+func auditJSON(evs []tenancy.Event) []logserver.AuditEntry {
+	out := make([]logserver.AuditEntry, 0, len(evs))
+	for _, e := range evs {
+		out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+	}
+	return out
+}
