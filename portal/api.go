@@ -209,7 +209,8 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 	err := p.cfg.Store.Pool.QueryRow(r.Context(), `SELECT password_hash FROM portal_accounts WHERE email = $1`, email).Scan(&stored)
 	known := err == nil
 	if !known {
-		stored = dummyHash
+		// An unknown email costs the same scrypt as a wrong password.
+		stored = p.dummy()
 	}
 	ok, herr := checkPassword(q.Password, stored)
 	if herr != nil {

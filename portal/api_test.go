@@ -14,6 +14,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/portal"
 	"svc.dev/svc/portal/portaltest"
 )
 
@@ -120,6 +121,15 @@ func TestRegisterAppendKeysLogout(t *testing.T) {
 	if h := newBrowser(t, e.URL).must(http.StatusOK, "GET", "/health", ""); h["ok"] != true || h["stripe"] != false {
 		t.Fatalf("health %v", h)
 	}
+	// The front: served at the root, loading only its own files, never framed.
+	code, h, page := b.raw("GET", "/", "", "")
+	if code != http.StatusOK || !strings.Contains(strings.ToLower(page), "<html") ||
+		h.Get("Content-Security-Policy") != "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'" {
+		t.Fatalf("GET /: %d %v", code, h)
+	}
+	if code, _, _ := b.raw("POST", "/", "application/json", "{}"); code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /: %d", code)
+	}
 }
 
 // TestExportCommandWorks runs the overview's export command with the registration's
@@ -150,4 +160,27 @@ func TestExportCommandWorks(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "bo-team-export", "log.jsonl")); err != nil {
 		t.Fatalf("export wrote no log.jsonl: %v\n%s", err, out)
 	}
+}
+
+// TestOverviewWithoutTheLog: when the portal cannot read the log's head, the
+// overview shows the latest checkpoint's size and root (a pair the log signed).
+func TestOverviewWithoutTheLog(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.LogURL = "http://127.0.0.1:1" }})
+	b := newBrowser(t, e.URL)
+	reg := b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	logtest.AppendAt(t, e.LogURL, "acme", reg["token"].(string), strings.Repeat("ab", 32))
+	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["treeSize"] != 0.0 || ov["rootHash"] != "" {
+		t.Fatalf("no head, no checkpoint: %v %v", ov["treeSize"], ov["rootHash"])
+	}
+	if err := e.Log.Checkpointer("acme").Tick(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		ov := b.must(http.StatusOK, "GET", "/api/overview", "")
+		cp, _ := ov["latestCheckpoint"].(map[string]any)
+		if cp == nil || ov["treeSize"] != 1.0 || !hex64.MatchString(ov["rootHash"].(string)) {
+			return errorf("overview %v %v %v", ov["treeSize"], ov["rootHash"], cp)
+		}
+		return nil
+	})
 }

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"time"
 
+	"svc.dev/svc/merkle"
+
 	"svc.dev/svc/internal/logserver"
 
 	"svc.dev/svc/client"
@@ -57,20 +59,27 @@ func (p *Portal) urls(tenant string) map[string]string {
 	}
 }
 
-// head reads the tenant's tree size and root from the log's public routes; when
-// the log does not answer, the size is the database's and the root empty.
-func (p *Portal) head(tenant string, fallback uint64) (uint64, string) {
-	ls := &client.LogServer{Base: client.TenantBase(p.cfg.PublicURL, tenant), Client: &http.Client{Timeout: 3 * time.Second}}
+// head reads the tenant's tree size and root from the log's public routes (the
+// current head); when the log does not answer from here, the latest checkpoint's
+// size and root (older, but a pair the log signed), and with none 0 and "".
+func (p *Portal) head(tenant string, cp *client.CheckpointFile) (uint64, string) {
+	ls := &client.LogServer{Base: client.TenantBase(p.cfg.LogURL, tenant), Client: p.logClient}
 	size, err := ls.Size()
-	if err != nil {
-		p.log.Warn("portal: log head unavailable", "tenant", tenant, "err", err)
-		return fallback, ""
+	var root string
+	if err == nil {
+		var h merkle.Hash
+		if h, err = ls.RootAt(size); err == nil {
+			root = h.String()
+		}
 	}
-	root, err := ls.RootAt(size)
 	if err != nil {
-		return size, ""
+		p.log.Warn("portal: the log's head is unavailable; showing the latest checkpoint", "tenant", tenant, "err", err)
+		if cp == nil {
+			return 0, ""
+		}
+		return cp.TreeSize, cp.RootHash
 	}
-	return size, root.String()
+	return size, root
 }
 
 func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a account) {
@@ -87,25 +96,23 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 		return
 	}
 	var months []monthJSON
-	var dbSize uint64
 	for _, m := range lastMonths(now, MonthsShown) {
-		n, total, err := p.cfg.Store.Usage(ctx, t.ID, m)
+		n, _, err := p.cfg.Store.Usage(ctx, t.ID, m)
 		if err != nil {
 			p.fail(w, r, err)
 			return
 		}
 		months = append(months, monthJSON{Month: m, Appends: n})
-		dbSize = max(dbSize, total)
 	}
 	// This month's count is the broker's (exact); the projection may lag behind it.
 	months[len(months)-1].Appends = max(months[len(months)-1].Appends, used)
-	size, root := p.head(t.ID, dbSize)
 	var latest *checkpointJSON
 	cp, err := p.cfg.Store.LatestCheckpoint(ctx, t.ID)
 	if err != nil {
 		p.fail(w, r, err)
 		return
 	}
+	size, root := p.head(t.ID, cp)
 	if cp != nil {
 		latest = &checkpointJSON{TreeSize: cp.TreeSize, SignedAt: cp.SignedAt}
 	}

@@ -66,15 +66,3 @@ func checkPassword(password, stored string) (bool, error) {
 	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
-
-// dummyHash is checked against when a login names no account, so that an unknown
-// email costs the same time as a wrong password.
-var dummyHash string
-
-func init() {
-	h, err := hashPassword("no such account", DefaultScrypt)
-	if err != nil {
-		panic(err)
-	}
-	dummyHash = h
-}

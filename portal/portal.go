@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -39,6 +40,9 @@ type Config struct {
 	// PublicURL is the log's public base URL (urls.log, the export command, the
 	// tree size and root). A https URL makes the session cookie Secure.
 	PublicURL string
+	// LogURL is where this process reads the log's head (/head, /root); default
+	// PublicURL (set it when the portal reaches the log by another address).
+	LogURL string
 	// CheckpointsURL is the public checkpoints host (urls.checkpoints); optional.
 	CheckpointsURL string
 	// PortalURL is the portal's own public address, where billing returns the
@@ -77,6 +81,8 @@ type Portal struct {
 	login     *throttle
 	billing   *billing
 	portalURL string
+	dummy     func() string // a hash at cfg.Scrypt that no password matches
+	logClient *http.Client
 }
 
 // New checks cfg and builds the routes.
@@ -118,10 +124,21 @@ func New(cfg Config) (*Portal, error) {
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	cfg.CheckpointsURL = strings.TrimRight(cfg.CheckpointsURL, "/")
+	cfg.LogURL = strings.TrimRight(cfg.LogURL, "/")
+	if cfg.LogURL == "" {
+		cfg.LogURL = cfg.PublicURL
+	}
 	p := &Portal{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
 		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
-		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery)}
+		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second}}
 	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
+	p.dummy = sync.OnceValue(func() string {
+		h, err := hashPassword(fmt.Sprintf("no such account %p", p), cfg.Scrypt)
+		if err != nil {
+			panic(err) // only crypto/rand failing
+		}
+		return h
+	})
 	p.secure = strings.HasPrefix(cfg.PublicURL, "https://") || strings.HasPrefix(p.portalURL, "https://")
 	if cfg.Billing != nil {
 		if cfg.PortalURL == "" {
@@ -171,7 +188,7 @@ func (p *Portal) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.mux.Serve
 // setPageHeaders: the front loads only its own files and is never framed.
 func setPageHeaders(w http.ResponseWriter) {
 	h := w.Header()
-	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'")
+	h.Set("Content-Security-Policy", "default-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "same-origin")
 	h.Set("X-Frame-Options", "DENY")

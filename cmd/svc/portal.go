@@ -45,6 +45,7 @@ Example:
 type portalOptions struct {
 	dbEnv, natsURL, secretEnv          string
 	publicURL, checkpointsURL, portURL string
+	logURL                             string
 	host                               string
 	port                               int
 	trustProxy                         bool
@@ -65,6 +66,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
 	fs.StringVar(&o.secretEnv, "secret-env", "", "environment `variable` holding the session cookie secret, at least 32 bytes (required)")
 	fs.StringVar(&o.publicURL, "public-url", "", "the log's public base `URL` (required): shown to tenants, used by the export command")
+	fs.StringVar(&o.logURL, "log-url", "", "`URL` where this process reads the log's head (default --public-url)")
 	fs.StringVar(&o.checkpointsURL, "checkpoints-url", "", "the public `URL` of the checkpoints host")
 	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
@@ -108,7 +110,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	}
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
-		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
+		PublicURL: o.publicURL, LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
 		Billing: bill, TrustProxy: o.trustProxy, Logger: logger,
 	})
 	if err != nil {
