@@ -59,7 +59,8 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // servePortal runs the portal until ctx ends; ready, when set, is called with the
 // address it listens on.
-func servePortal(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+// portalFlags parses svc portal's flags.
+func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy]", portalHelp, stderr)
 	var o portalOptions
 	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL of the log's database (required)")
@@ -76,7 +77,13 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
 	fs.StringVar(&o.price, "stripe-price", "", "billing: the Stripe price `id` of the team plan")
 	fs.StringVar(&o.stripeAPI, "stripe-api-url", "", "billing: the Stripe API base `URL` (default Stripe's; stripe-mock in tests)")
-	if _, err := parseFlags(fs, args); err != nil {
+	_, err := parseFlags(fs, args)
+	return o, err
+}
+
+func servePortal(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+	o, err := portalFlags(args, stderr)
+	if err != nil {
 		return err
 	}
 	if o.dbEnv == "" || o.natsURL == "" || o.secretEnv == "" || o.publicURL == "" {
