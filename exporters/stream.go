@@ -120,6 +120,7 @@ func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exp
 	if len(exps) > 0 {
 		rc := opts.Router
 		rc.Queue = cfg
+		rc.Replicas = opts.Replicas
 		if s.router, err = NewRouter(ctx, nc, tenant, exps, rc, s.log, &s.count); err != nil {
 			return nil, err
 		}
