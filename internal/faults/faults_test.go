@@ -1,0 +1,348 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/pgtest"
+	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+var svcPath string
+
+func TestMain(m *testing.M) { svcbin.Main(m, &svcPath) }
+
+// full reports whether the whole suite runs (go tool task test:faults); plain go
+// test runs the short subset.
+func full() bool { return os.Getenv("SVC_FAULTS") == "full" }
+
+// rig is a 3-node JetStream cluster, PostgreSQL behind a proxy, an in-process signer
+// service, and two `svc log --replicas 3` processes in database mode competing for
+// the tenants' sequencers, under load.
+type rig struct {
+	t      testing.TB
+	c      *cluster
+	js     jetstream.JetStream
+	procs  []*svcProc
+	db     *proxy // in front of PostgreSQL for every process
+	dbURL  string // the direct URL (for the test's own queries)
+	nats   *proxy // in front of node 0 for procs[1]
+	signer *signerService
+	load   *load
+	rows   []row
+}
+
+// row is one line of the summary table.
+type row struct {
+	fault    string
+	recovery time.Duration
+	note     string
+}
+
+// signerService is svc signer's server on a port that outlives a stop, so the log
+// processes find it again after a restart.
+type signerService struct {
+	h    http.Handler
+	addr string
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func (s *signerService) start(t testing.TB) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	waitFor(t, 10*time.Second, func() error {
+		ln, err = net.Listen("tcp", s.addr)
+		return err
+	})
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+func (s *signerService) stop() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+func newRig(t *testing.T, tenants ...string) *rig {
+	t.Helper()
+	r := &rig{t: t, c: startCluster(t, 3)}
+	nc, err := nats.Connect(r.c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r.js, _ = jetstream.New(nc)
+
+	key, _ := signer.GenerateKey()
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.signer = &signerService{h: h, addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	r.signer.start(t)
+	t.Cleanup(r.signer.stop)
+
+	r.dbURL = pgtest.New(t)
+	pgHost := strings.TrimPrefix(strings.SplitN(strings.SplitN(r.dbURL, "@", 2)[1], "/", 2)[0], "")
+	r.db = startProxy(t, pgHost)
+	viaProxy := strings.Replace(r.dbURL, pgHost, r.db.Addr(), 1)
+	r.nats = startProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
+
+	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+	common := []string{"--db-env", "TEST_DATABASE_URL", "--replicas", "3", "--signer-url", "http://" + r.signer.addr,
+		"--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--checkpoint-every", "1"}
+	r.procs = append(r.procs, startProc(t, "log-a", env, append([]string{"--nats-url", r.c.URLs()}, common...)...))
+	// The second process reaches the cluster only through the proxy in front of node 0.
+	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr()}, common...)...))
+
+	tokens := map[string]string{}
+	for _, tenant := range tenants {
+		if tenant != "default" {
+			r.admin(env, "tenant", "add", tenant, "--log-id", "log.example/"+tenant)
+		}
+		tokens[tenant] = strings.TrimSpace(r.admin(env, "token", "add", tenant, "--label", "load"))
+	}
+	for _, p := range r.procs {
+		for tenant, token := range tokens {
+			waitFor(t, 30*time.Second, func() error {
+				_, err := fetchLeaves(http.DefaultClient, p.Base(), tenant, token)
+				return err
+			})
+		}
+	}
+	checkReplicas(t, r.js, 3)
+	r.load = &load{procs: r.procs, tokens: tokens, workers: 2}
+	r.load.start()
+	t.Cleanup(r.summary)
+	return r
+}
+
+func (r *rig) admin(env []string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command(svcPath, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", r.c.URLs()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		r.t.Fatalf("svc log-admin %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return string(out)
+}
+
+// warm lets the load run before a fault, so the fault lands on a busy log.
+func (r *rig) warm() { time.Sleep(2 * time.Second) }
+
+// record adds a summary row and checks the invariants against the log so far.
+func (r *rig) record(fault string, recovery time.Duration, note string) {
+	r.t.Helper()
+	r.rows = append(r.rows, row{fault, recovery, note})
+	r.t.Logf("%s: recovered in %s %s", fault, recovery.Round(time.Millisecond), note)
+}
+
+func (r *rig) summary() {
+	r.load.stop()
+	acks, heads, lat := r.load.snapshot()
+	r.load.verify(r.t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-52s %12s  %s\n", "fault", "recovery", "note")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "%-52s %12s  %s\n", x.fault, x.recovery.Round(time.Millisecond), x.note)
+	}
+	exits := 0
+	for _, p := range r.procs {
+		p.mu.Lock()
+		exits += p.exits
+		p.mu.Unlock()
+	}
+	r.load.mu.Lock()
+	fmt.Fprintf(&b, "%d acknowledged appends, %d heads, p99 %s (first attempt to acknowledgement), %d retries, failed attempts by status %v, %d unplanned process exits (restarted)\n",
+		len(acks), len(heads), p99(lat).Round(time.Millisecond), r.load.retries, r.load.statuses, exits)
+	r.load.mu.Unlock()
+	r.t.Log(b.String())
+	if !r.t.Failed() {
+		fmt.Fprint(os.Stdout, b.String())
+	}
+}
+
+// holderProc is the process that holds tenant's sequencer lease.
+func (r *rig) holderProc(tenant string) *svcProc {
+	r.t.Helper()
+	var found *svcProc
+	waitFor(r.t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		pid, err := leaseHolder(ctx, r.js, tenant)
+		if err != nil {
+			return err
+		}
+		for _, p := range r.procs {
+			if p.pid() == pid {
+				found = p
+				return nil
+			}
+		}
+		return fmt.Errorf("lease of %s held by pid %d, no process of ours", tenant, pid)
+	})
+	return found
+}
+
+// kill9 kills the holder of tenant's sequencer with SIGKILL under load; a standby
+// takes over when the lease runs out.
+func (r *rig) kill9(tenant string) {
+	r.warm()
+	p := r.holderProc(tenant)
+	t0 := time.Now()
+	if err := p.kill9(2 * time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record("kill -9 of the active sequencer's process", rec, "("+p.name+" held "+tenant+")")
+}
+
+// nodeLoss shuts down one NATS node (the SVC_LEAVES leader, or a follower), then
+// brings it back.
+func (r *rig) nodeLoss(leader bool) {
+	r.warm()
+	l := r.c.leaderOf("SVC_LEAVES")
+	if l < 0 {
+		r.t.Fatal("SVC_LEAVES has no leader")
+	}
+	i, what := l, "loss of the SVC_LEAVES leader node"
+	if !leader {
+		i, what = (l+1)%3, "loss of a follower NATS node"
+		if i == 0 { // node 0 is procs[1]'s only way in; lose the other follower
+			i = (l + 2) % 3
+		}
+	}
+	t0 := time.Now()
+	r.c.stop(i)
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record(what, rec, fmt.Sprintf("(node n%d)", i))
+	time.Sleep(2 * time.Second)
+	t1 := time.Now()
+	r.c.start(i)
+	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record("  the node back", rec, "")
+}
+
+// netCut cuts the network between procs[1] and its NATS node, then heals it.
+func (r *rig) netCut(hold time.Duration) {
+	r.warm()
+	t0 := time.Now()
+	r.nats.setCut(true)
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record("network log-b ↔ NATS cut", rec, fmt.Sprintf("(cut for %s; appends through log-a)", hold))
+	time.Sleep(hold)
+	t1 := time.Now()
+	r.nats.setCut(false)
+	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record("  healed", rec, "")
+}
+
+// dbDown cuts every process from PostgreSQL: appends go on, the projections pause and
+// catch up once it is back.
+func (r *rig) dbDown(hold time.Duration) {
+	r.warm()
+	t0 := time.Now()
+	r.db.setCut(true)
+	acked := 0
+	time.Sleep(hold)
+	for tenant := range r.load.tokens {
+		acked += r.load.ackedSince(tenant, t0)
+	}
+	if acked == 0 {
+		r.t.Errorf("no append acknowledged in %s without PostgreSQL", hold)
+	}
+	r.record("PostgreSQL unreachable", 0, fmt.Sprintf("(%d appends acknowledged during the %s outage)", acked, hold))
+	t1 := time.Now()
+	r.db.setCut(false)
+	// Caught up: log_sizes holds at least what was acknowledged before the heal.
+	acks, _, _ := r.load.snapshot()
+	want := map[string]uint64{}
+	for _, a := range acks {
+		if a.at.Before(t1) {
+			want[a.tenant] = max(want[a.tenant], a.index+1)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), r.dbURL)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	waitFor(r.t, 90*time.Second, func() error {
+		for tenant, n := range want {
+			var got uint64
+			if err := conn.QueryRow(context.Background(), "SELECT total_leaves FROM log_sizes WHERE tenant_id=$1", tenant).Scan(&got); err != nil {
+				return fmt.Errorf("log_sizes of %s: %w", tenant, err)
+			}
+			if got < n {
+				return fmt.Errorf("log_sizes of %s: %d, %d acknowledged", tenant, got, n)
+			}
+		}
+		return nil
+	})
+	r.record("  PostgreSQL back: projections caught up", time.Since(t1), "")
+}
+
+// signerDown stops the signer service: appends are refused (503) and go on once it is
+// back.
+func (r *rig) signerDown(hold time.Duration) {
+	r.warm()
+	r.signer.stop()
+	time.Sleep(hold)
+	r.load.mu.Lock()
+	refused := r.load.statuses[http.StatusServiceUnavailable]
+	r.load.mu.Unlock()
+	t1 := time.Now()
+	r.signer.start(r.t)
+	rec := r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 so far)", refused))
+}
+
+// TestFaults: the short subset runs in every go test; SVC_FAULTS=full (go tool task
+// test:faults) runs every case.
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite starts a cluster and two processes")
+	}
+	r := newRig(t, "default", "acme", "beta")
+	r.kill9("acme")
+	r.nodeLoss(true)
+	if !full() {
+		return
+	}
+	r.nodeLoss(false)
+	r.kill9("default")
+	r.netCut(5 * time.Second)
+	r.dbDown(5 * time.Second)
+	r.signerDown(3 * time.Second)
+}
+
