@@ -88,7 +88,14 @@ func (s *signerService) stop() {
 	}
 }
 
-func newRig(t *testing.T, tenants ...string) *rig {
+// rigConfig sizes the load: workers per tenant, tokens per tenant.
+type rigConfig struct {
+	tenants []string
+	workers int
+	tokens  int
+}
+
+func newRig(t *testing.T, cfg rigConfig) *rig {
 	t.Helper()
 	r := &rig{t: t, c: startCluster(t, 3)}
 	nc, err := nats.Connect(r.c.URLs())
@@ -120,23 +127,27 @@ func newRig(t *testing.T, tenants ...string) *rig {
 	// The second process reaches the cluster only through the proxy in front of node 0.
 	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr()}, common...)...))
 
-	tokens := map[string]string{}
-	for _, tenant := range tenants {
+	tokens := map[string][]string{}
+	for _, tenant := range cfg.tenants {
 		if tenant != "default" {
 			r.admin(env, "tenant", "add", tenant, "--log-id", "log.example/"+tenant)
 		}
-		tokens[tenant] = strings.TrimSpace(r.admin(env, "token", "add", tenant, "--label", "load"))
+		// enterprise: no monthly allowance to run into under a long load
+		r.admin(env, "tenant", "plan", tenant, "enterprise")
+		for i := range max(cfg.tokens, 1) {
+			tokens[tenant] = append(tokens[tenant], strings.TrimSpace(r.admin(env, "token", "add", tenant, "--label", fmt.Sprint("load", i))))
+		}
 	}
 	for _, p := range r.procs {
-		for tenant, token := range tokens {
+		for tenant, tks := range tokens {
 			waitFor(t, 30*time.Second, func() error {
-				_, err := fetchLeaves(http.DefaultClient, p.Base(), tenant, token)
+				_, err := fetchLeaves(http.DefaultClient, p.Base(), tenant, tks[0])
 				return err
 			})
 		}
 	}
 	checkReplicas(t, r.js, 3)
-	r.load = &load{procs: r.procs, tokens: tokens, workers: 2}
+	r.load = &load{procs: r.procs, tokens: tokens, workers: max(cfg.workers, 1)}
 	r.load.start()
 	t.Cleanup(r.summary)
 	return r
@@ -316,15 +327,21 @@ func (r *rig) dbDown(hold time.Duration) {
 // back.
 func (r *rig) signerDown(hold time.Duration) {
 	r.warm()
+	r.load.mu.Lock()
+	before := r.load.statuses[http.StatusServiceUnavailable]
+	r.load.mu.Unlock()
 	r.signer.stop()
 	time.Sleep(hold)
 	r.load.mu.Lock()
-	refused := r.load.statuses[http.StatusServiceUnavailable]
+	refused := r.load.statuses[http.StatusServiceUnavailable] - before
 	r.load.mu.Unlock()
+	if refused == 0 {
+		r.t.Errorf("no append answered 503 in %s without the signer", hold)
+	}
 	t1 := time.Now()
 	r.signer.start(r.t)
 	rec := r.load.waitRecovered(r.t, t1, 60*time.Second)
-	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 so far)", refused))
+	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 while it was down %s)", refused, hold))
 }
 
 // TestFaults: the short subset runs in every go test; SVC_FAULTS=full (go tool task
@@ -333,7 +350,7 @@ func TestFaults(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault suite starts a cluster and two processes")
 	}
-	r := newRig(t, "default", "acme", "beta")
+	r := newRig(t, rigConfig{tenants: []string{"default", "acme", "beta"}, workers: 2, tokens: 1})
 	r.kill9("acme")
 	r.nodeLoss(true)
 	if !full() {
@@ -345,4 +362,3 @@ func TestFaults(t *testing.T) {
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)
 }
-

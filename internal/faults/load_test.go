@@ -37,8 +37,8 @@ type head struct {
 // acknowledged or the load stops.
 type load struct {
 	procs   []*svcProc
-	tokens  map[string]string // tenant → token
-	workers int               // per tenant
+	tokens  map[string][]string // tenant → tokens (the front limits each token to logserver.AppendRate)
+	workers int                 // per tenant; worker w uses token w mod len
 	pace    time.Duration     // pause between a worker's appends (0: none)
 
 	mu       sync.Mutex
@@ -57,15 +57,22 @@ func (l *load) start() {
 	l.cancel = cancel
 	l.hc = &http.Client{Timeout: 15 * time.Second}
 	l.statuses = map[int]int{}
-	for tenant, token := range l.tokens {
+	for tenant, tokens := range l.tokens {
 		for w := range l.workers {
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
-				l.worker(ctx, tenant, token, w)
+				l.worker(ctx, tenant, tokens[w%len(tokens)], w)
 			}()
 		}
 	}
+}
+
+// pace sets the pause between a worker's appends.
+func (l *load) setPace(d time.Duration) {
+	l.mu.Lock()
+	l.pace = d
+	l.mu.Unlock()
 }
 
 func (l *load) stop() {
@@ -106,10 +113,13 @@ func (l *load) worker(ctx context.Context, tenant, token string, w int) {
 			case <-time.After(pause):
 			}
 		}
-		if l.pace > 0 {
+		l.mu.Lock()
+		pace := l.pace
+		l.mu.Unlock()
+		if pace > 0 {
 			select {
 			case <-ctx.Done():
-			case <-time.After(l.pace):
+			case <-time.After(pace):
 			}
 		}
 	}
@@ -221,7 +231,8 @@ func p99(lat []time.Duration) time.Duration {
 func (l *load) verify(t testing.TB) {
 	t.Helper()
 	acks, heads, _ := l.snapshot()
-	for tenant, token := range l.tokens {
+	for tenant, tokens := range l.tokens {
+		token := tokens[0]
 		var want uint64
 		for _, a := range acks {
 			if a.tenant == tenant {
