@@ -68,6 +68,9 @@ func startCluster(t testing.TB, n int) *cluster {
 			// in front of one node isolates a process (no reconnect around it).
 			Cluster: server.ClusterOpts{Name: "svc", Host: "127.0.0.1", Port: routes[i], NoAdvertise: true},
 		}
+		if n == 1 {
+			o.Cluster = server.ClusterOpts{} // a single node: plain JetStream
+		}
 		for j := range n {
 			if j != i {
 				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)

@@ -1,13 +1,17 @@
 package faults
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +47,8 @@ type rig struct {
 	dbURL  string // the direct URL (for the test's own queries)
 	nats   *proxy // in front of node 0 for procs[1]
 	signer *signerService
+	cpRoot string // checkpoint directories (a small tmpfs in the full suite), one per process
+	tmpfs  error  // why cpRoot is no tmpfs, if it is not
 	load   *load
 	rows   []row
 }
@@ -121,11 +127,15 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	r.nats = startProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
 
 	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+	r.cpRoot, r.tmpfs = t.TempDir(), errors.New("the short suite has no disk-full case")
+	if full() {
+		r.tmpfs = mountTmpfs(t, r.cpRoot, "8m")
+	}
 	common := []string{"--db-env", "TEST_DATABASE_URL", "--replicas", "3", "--signer-url", "http://" + r.signer.addr,
 		"--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--checkpoint-every", "1"}
-	r.procs = append(r.procs, startProc(t, "log-a", env, append([]string{"--nats-url", r.c.URLs()}, common...)...))
+	r.procs = append(r.procs, startProc(t, "log-a", env, append([]string{"--nats-url", r.c.URLs(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-a")}, common...)...))
 	// The second process reaches the cluster only through the proxy in front of node 0.
-	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr()}, common...)...))
+	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-b")}, common...)...))
 
 	tokens := map[string][]string{}
 	for _, tenant := range cfg.tenants {
@@ -344,6 +354,81 @@ func (r *rig) signerDown(hold time.Duration) {
 	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 while it was down %s)", refused, hold))
 }
 
+// mountTmpfs mounts a tmpfs of size on dir (root only), unmounted with the test.
+func mountTmpfs(t testing.TB, dir, size string) error {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount -t tmpfs: %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return nil
+}
+
+// diskFull fills the checkpoint directories' file system: appends go on, checkpoints
+// are not published (and say so), and resume once space is freed.
+func (r *rig) diskFull(hold time.Duration) {
+	if r.tmpfs != nil {
+		r.record("checkpoint directory's disk full", 0, "NOT RUN: "+r.tmpfs.Error())
+		return
+	}
+	r.warm()
+	filler := filepath.Join(r.cpRoot, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break // ENOSPC
+		}
+	}
+	f.Close()
+	t0 := time.Now()
+	time.Sleep(hold)
+	if n := r.ackedSince(t0); n == 0 {
+		r.t.Errorf("no append acknowledged in %s with the checkpoint disk full", hold)
+	}
+	refused := false
+	for _, p := range r.procs {
+		if strings.Contains(p.log.String(), "no space left on device") {
+			refused = true
+		}
+	}
+	if !refused {
+		r.t.Errorf("no process reported the full disk (no space left on device)")
+	}
+	os.Remove(filler)
+	t1 := time.Now()
+	acks, _, _ := r.load.snapshot()
+	want := map[string]uint64{}
+	for _, a := range acks {
+		want[a.tenant] = max(want[a.tenant], a.index+1)
+	}
+	waitFor(r.t, 60*time.Second, func() error {
+		for tenant, n := range want {
+			var best uint64
+			for _, p := range r.procs {
+				data, err := os.ReadFile(filepath.Join(r.cpRoot, p.name, tenant, "latest.json"))
+				var cp struct {
+					TreeSize uint64 `json:"treeSize"`
+				}
+				if err == nil && json.Unmarshal(data, &cp) == nil {
+					best = max(best, cp.TreeSize)
+				}
+			}
+			if best < n {
+				return fmt.Errorf("latest checkpoint file of %s at %d, %d acknowledged before space was freed", tenant, best, n)
+			}
+		}
+		return nil
+	})
+	r.record("checkpoint disk full (tmpfs), then space freed", time.Since(t1), fmt.Sprintf("(%d appends acknowledged while full for %s)", r.ackedSince(t0)-r.ackedSince(t1), hold))
+}
+
 // TestFaults: the short subset runs in every go test; SVC_FAULTS=full (go tool task
 // test:faults) runs every case.
 func TestFaults(t *testing.T) {
@@ -361,4 +446,5 @@ func TestFaults(t *testing.T) {
 	r.netCut(5 * time.Second)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)
+	r.diskFull(4 * time.Second)
 }

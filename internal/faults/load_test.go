@@ -39,7 +39,7 @@ type load struct {
 	procs   []*svcProc
 	tokens  map[string][]string // tenant → tokens (the front limits each token to logserver.AppendRate)
 	workers int                 // per tenant; worker w uses token w mod len
-	pace    time.Duration     // pause between a worker's appends (0: none)
+	pace    time.Duration       // pause between a worker's appends (0: none)
 
 	mu       sync.Mutex
 	acks     []ack
