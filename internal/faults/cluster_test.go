@@ -183,7 +183,9 @@ type svcProc struct {
 	cmd      *exec.Cmd
 	base     string
 	port     int
-	exits    int // exits the test did not ask for
+	exits    int      // exits the test did not ask for
+	reasons  []string // each such exit: when, and the last error the process logged
+	lastErr  string
 	stopping bool
 	done     chan struct{}
 }
@@ -247,6 +249,11 @@ func (p *svcProc) launch() error {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintf(p.log, "%s %s\n", p.name, line)
+			if strings.Contains(line, "level=ERROR") || strings.Contains(line, " err=") {
+				p.mu.Lock()
+				p.lastErr = line
+				p.mu.Unlock()
+			}
 			if m := listening.FindStringSubmatch(line); m != nil {
 				n, _ := strconv.Atoi(m[1])
 				select {
@@ -264,6 +271,7 @@ func (p *svcProc) launch() error {
 		again := !p.stopping && p.cmd == cmd
 		if again {
 			p.exits++
+			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), p.name, tail(p.lastErr, 300)))
 			fmt.Fprintf(p.log, "%s exited on its own (%s); restarting\n", p.name, cmd.ProcessState)
 		}
 		p.mu.Unlock()

@@ -185,7 +185,7 @@ func (r *rig) warm() { time.Sleep(2 * time.Second) }
 func (r *rig) record(fault string, recovery time.Duration, note string) {
 	r.t.Helper()
 	r.rows = append(r.rows, row{fault, recovery, note})
-	r.t.Logf("%s: recovered in %s %s", fault, recovery.Round(time.Millisecond), note)
+	r.t.Logf("%s %s: recovered in %s %s", time.Now().Format("15:04:05.000"), fault, recovery.Round(time.Millisecond), note)
 }
 
 func (r *rig) summary() {
@@ -198,15 +198,20 @@ func (r *rig) summary() {
 		fmt.Fprintf(&b, "%-52s %12s  %s\n", x.fault, x.recovery.Round(time.Millisecond), x.note)
 	}
 	exits := 0
+	var reasons []string
 	for _, p := range r.procs {
 		p.mu.Lock()
 		exits += p.exits
+		reasons = append(reasons, p.reasons...)
 		p.mu.Unlock()
 	}
 	r.load.mu.Lock()
 	fmt.Fprintf(&b, "%d acknowledged appends, %d heads, p99 %s (first attempt to acknowledgement), %d retries, failed attempts by status %v, %d unplanned process exits (restarted)\n",
 		len(acks), len(heads), p99(lat).Round(time.Millisecond), r.load.retries, r.load.statuses, exits)
 	r.load.mu.Unlock()
+	for _, x := range reasons {
+		fmt.Fprintf(&b, "  exit %s\n", x)
+	}
 	r.t.Log(b.String())
 	if !r.t.Failed() {
 		fmt.Fprint(os.Stdout, b.String())
