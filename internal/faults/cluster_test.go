@@ -315,11 +315,17 @@ func (p *svcProc) pid() int {
 // kill9 kills the process with SIGKILL and starts it again after restartAfter, as a
 // supervisor would.
 func (p *svcProc) kill9(restartAfter time.Duration) error {
+	return p.signalAndRestart(syscall.SIGKILL, restartAfter)
+}
+
+// signalAndRestart sends sig, waits for the exit and starts the process again after
+// restartAfter.
+func (p *svcProc) signalAndRestart(sig syscall.Signal, restartAfter time.Duration) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
 	p.cmd = nil // the waiter must not restart it: this does
 	p.mu.Unlock()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		return err
 	}
 	<-done

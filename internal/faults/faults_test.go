@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
 )
@@ -73,7 +75,7 @@ func (s *signerService) start(t testing.TB) {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	waitFor(t, 10*time.Second, func() error {
+	testkit.Eventually(t, 10*time.Second, func() error {
 		ln, err = net.Listen("tcp", s.addr)
 		return err
 	})
@@ -150,7 +152,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	}
 	for _, p := range r.procs {
 		for tenant, tks := range tokens {
-			waitFor(t, 30*time.Second, func() error {
+			testkit.Eventually(t, 30*time.Second, func() error {
 				_, err := fetchLeaves(http.DefaultClient, p.Base(), tenant, tks[0])
 				return err
 			})
@@ -222,7 +224,7 @@ func (r *rig) summary() {
 func (r *rig) holderProc(tenant string) *svcProc {
 	r.t.Helper()
 	var found *svcProc
-	waitFor(r.t, 20*time.Second, func() error {
+	testkit.Eventually(r.t, 20*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		pid, err := leaseHolder(ctx, r.js, tenant)
@@ -253,6 +255,19 @@ func (r *rig) kill9(tenant string) {
 	r.record("kill -9 of the active sequencer's process", rec, "("+p.name+" held "+tenant+")")
 }
 
+// cleanStop stops the holder of tenant's sequencer with SIGTERM: it releases the
+// lease and a standby's watch takes the tenant over at once.
+func (r *rig) cleanStop(tenant string) {
+	r.warm()
+	p := r.holderProc(tenant)
+	t0 := time.Now()
+	if err := p.signalAndRestart(syscall.SIGTERM, 2*time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record("clean stop (SIGTERM) of the active sequencer's process", rec, "("+p.name+" held "+tenant+"; lease released)")
+}
+
 // nodeLoss shuts down one NATS node (the SVC_LEAVES leader, or a follower), then
 // brings it back.
 func (r *rig) nodeLoss(leader bool) {
@@ -268,29 +283,27 @@ func (r *rig) nodeLoss(leader bool) {
 			i = (l + 2) % 3
 		}
 	}
+	r.outage(what, fmt.Sprintf("(node n%d)", i), "  the node back", 2*time.Second, func() { r.c.stop(i) }, func() { r.c.start(i) })
+}
+
+// outage injects a fault and records how long producers stalled, keeps it for hold,
+// heals it and records the stall after healing.
+func (r *rig) outage(what, note, healed string, hold time.Duration, inject, heal func()) {
 	t0 := time.Now()
-	r.c.stop(i)
+	inject()
 	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
-	r.record(what, rec, fmt.Sprintf("(node n%d)", i))
-	time.Sleep(2 * time.Second)
+	r.record(what, rec, note)
+	time.Sleep(hold)
 	t1 := time.Now()
-	r.c.start(i)
+	heal()
 	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
-	r.record("  the node back", rec, "")
+	r.record(healed, rec, fmt.Sprintf("(after %s of outage)", t1.Sub(t0).Round(100*time.Millisecond)))
 }
 
 // netCut cuts the network between procs[1] and its NATS node, then heals it.
 func (r *rig) netCut(hold time.Duration) {
 	r.warm()
-	t0 := time.Now()
-	r.nats.setCut(true)
-	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
-	r.record("network log-b ↔ NATS cut", rec, fmt.Sprintf("(cut for %s; appends through log-a)", hold))
-	time.Sleep(hold)
-	t1 := time.Now()
-	r.nats.setCut(false)
-	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
-	r.record("  healed", rec, "")
+	r.outage("network log-b ↔ NATS cut", "(log-b's tenants move to log-a)", "  healed", hold, func() { r.nats.setCut(true) }, func() { r.nats.setCut(false) })
 }
 
 // dbDown cuts every process from PostgreSQL: appends go on, the projections pause and
@@ -323,7 +336,7 @@ func (r *rig) dbDown(hold time.Duration) {
 		r.t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	waitFor(r.t, 90*time.Second, func() error {
+	testkit.Eventually(r.t, 90*time.Second, func() error {
 		for tenant, n := range want {
 			var got uint64
 			if err := conn.QueryRow(context.Background(), "SELECT total_leaves FROM log_sizes WHERE tenant_id=$1", tenant).Scan(&got); err != nil {
@@ -413,7 +426,7 @@ func (r *rig) diskFull(hold time.Duration) {
 	for _, a := range acks {
 		want[a.tenant] = max(want[a.tenant], a.index+1)
 	}
-	waitFor(r.t, 60*time.Second, func() error {
+	testkit.Eventually(r.t, 60*time.Second, func() error {
 		for tenant, n := range want {
 			var best uint64
 			for _, p := range r.procs {
@@ -448,6 +461,7 @@ func TestFaults(t *testing.T) {
 	}
 	r.nodeLoss(false)
 	r.kill9("default")
+	r.cleanStop("beta")
 	r.netCut(5 * time.Second)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)

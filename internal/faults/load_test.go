@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 )
@@ -243,7 +244,7 @@ func (l *load) verify(t testing.TB) {
 		// Every process must serve the same log (the read-only trees follow the holder).
 		for _, p := range l.procs {
 			var got []merkle.Hash
-			waitFor(t, 60*time.Second, func() error {
+			testkit.Eventually(t, 60*time.Second, func() error {
 				var err error
 				got, err = fetchLeaves(l.hc, p.Base(), tenant, token)
 				if err == nil && uint64(len(got)) < want {
@@ -328,21 +329,5 @@ func fetchLeaves(hc *http.Client, base, tenant, token string) ([]merkle.Hash, er
 		if uint64(len(out)) >= page.Size || len(page.Leaves) == 0 {
 			return out, nil
 		}
-	}
-}
-
-// waitFor is testkit.Eventually with a pause fit for HTTP polling.
-func waitFor(t testing.TB, within time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", within, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -32,9 +32,10 @@ func TestSoak(t *testing.T) {
 	every := soakEnv(t, "SVC_SOAK_KILL_EVERY", 5*time.Minute)
 	tenants := []string{"default", "acme", "beta"}
 	const workers = 8
-	r := newRig(t, rigConfig{tenants: tenants, workers: workers, tokens: 4})
+	r := newRig(t, rigConfig{tenants: tenants, workers: workers, tokens: workers})
 
-	// Peak: every worker appending back to back.
+	// Peak: every worker appending back to back, each with its own token (the front
+	// limits each token to logserver.AppendRate a second per process).
 	time.Sleep(3 * time.Second)
 	t0 := time.Now()
 	time.Sleep(15 * time.Second)
