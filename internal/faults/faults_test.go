@@ -447,7 +447,8 @@ func (r *rig) diskFull(hold time.Duration) {
 	r.record("checkpoint disk full (tmpfs), then space freed", time.Since(t1), fmt.Sprintf("(%d appends acknowledged while full for %s)", r.ackedSince(t0)-r.ackedSince(t1), hold))
 }
 
-// TestFaults: the short subset runs in every go test; SVC_FAULTS=full (go tool task
+// TestFaults: the short subset (kill -9 and clean stop of a holder, loss of the
+// stream leader node) runs in every go test; SVC_FAULTS=full (go tool task
 // test:faults) runs every case.
 func TestFaults(t *testing.T) {
 	if testing.Short() {
@@ -455,13 +456,13 @@ func TestFaults(t *testing.T) {
 	}
 	r := newRig(t, rigConfig{tenants: []string{"default", "acme", "beta"}, workers: 2, tokens: 1})
 	r.kill9("acme")
+	r.cleanStop("beta")
 	r.nodeLoss(true)
 	if !full() {
 		return
 	}
 	r.nodeLoss(false)
 	r.kill9("default")
-	r.cleanStop("beta")
 	r.netCut(5 * time.Second)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)
