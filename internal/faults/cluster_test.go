@@ -184,7 +184,7 @@ type svcProc struct {
 	base     string
 	port     int
 	exits    int      // exits the test did not ask for
-	reasons  []string // each such exit: when, and the last error the process logged
+	reasons  []string // each such exit: when, and the last line the process wrote
 	lastErr  string
 	stopping bool
 	done     chan struct{}
@@ -214,6 +214,9 @@ func startProc(t testing.TB, name string, env []string, args ...string) *svcProc
 		}
 		if t.Failed() {
 			t.Logf("stderr of %s:\n%s", p.name, tail(p.log.String(), 4000))
+		}
+		if dir := os.Getenv("SVC_FAULTS_LOGS"); dir != "" { // keep every process's stderr
+			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
 		}
 	})
 	return p
@@ -249,11 +252,9 @@ func (p *svcProc) launch() error {
 		for sc.Scan() {
 			line := sc.Text()
 			fmt.Fprintf(p.log, "%s %s\n", p.name, line)
-			if strings.Contains(line, "level=ERROR") || strings.Contains(line, " err=") {
-				p.mu.Lock()
-				p.lastErr = line
-				p.mu.Unlock()
-			}
+			p.mu.Lock()
+			p.lastErr = line // the last thing it said before an exit
+			p.mu.Unlock()
 			if m := listening.FindStringSubmatch(line); m != nil {
 				n, _ := strconv.Atoi(m[1])
 				select {

@@ -43,6 +43,7 @@ func full() bool { return os.Getenv("SVC_FAULTS") == "full" }
 type rig struct {
 	t      testing.TB
 	c      *cluster
+	nc     *nats.Conn
 	js     jetstream.JetStream
 	procs  []*svcProc
 	db     *proxy // in front of PostgreSQL for every process
@@ -111,6 +112,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	r.nc = nc
 	r.js, _ = jetstream.New(nc)
 
 	key, _ := signer.GenerateKey()
@@ -272,10 +274,20 @@ func (r *rig) cleanStop(tenant string) {
 // brings it back.
 func (r *rig) nodeLoss(leader bool) {
 	r.warm()
+	// Node 0 is log-b's only way in; its loss is the network-cut case. Move the
+	// leadership off it first, so this case loses only a node.
+	testkit.Eventually(r.t, 30*time.Second, func() error {
+		switch l := r.c.leaderOf("SVC_LEAVES"); l {
+		case -1:
+			return errors.New("SVC_LEAVES has no leader")
+		case 0:
+			_, _ = r.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.SVC_LEAVES", nil, 2*time.Second)
+			time.Sleep(500 * time.Millisecond)
+			return errors.New("SVC_LEAVES led by node 0")
+		}
+		return nil
+	})
 	l := r.c.leaderOf("SVC_LEAVES")
-	if l < 0 {
-		r.t.Fatal("SVC_LEAVES has no leader")
-	}
 	i, what := l, "loss of the SVC_LEAVES leader node"
 	if !leader {
 		i, what = (l+1)%3, "loss of a follower NATS node"
