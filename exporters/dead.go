@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -48,10 +49,7 @@ func DeadStreamConfig(replicas int) jetstream.StreamConfig {
 
 // EnsureDeadStream creates or updates SVC_DEAD.
 func EnsureDeadStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	if _, err := js.CreateOrUpdateStream(ctx, DeadStreamConfig(replicas)); err != nil {
-		return fmt.Errorf("stream %s: %w", DeadStream, err)
-	}
-	return nil
+	return pipeline.EnsureStream(ctx, js, DeadStreamConfig(replicas))
 }
 
 // DeadLetter is one receipt in SVC_DEAD.

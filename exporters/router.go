@@ -37,6 +37,10 @@ type RouterConfig struct {
 	PerSecond int
 	// Queue.MinBackoff and Queue.MaxBackoff bound the retry backoff.
 	Queue QueueConfig
+	// Replicas of SVC_RECEIPTS, SVC_DEAD and the status bucket: 1 on one node (the
+	// default), 3 in a cluster. It must match what the sink created, else the router
+	// would scale the streams down again.
+	Replicas int
 }
 
 func (c RouterConfig) withDefaults() (RouterConfig, error) {
@@ -99,10 +103,10 @@ func NewRouter(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporte
 	if err != nil {
 		return nil, err
 	}
-	if err := EnsureReceiptStream(ctx, js, 0); err != nil {
+	if err := EnsureReceiptStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if err := EnsureDeadStream(ctx, js, 0); err != nil {
+	if err := EnsureDeadStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
 	logger := watermill.NopLogger{}
@@ -111,7 +115,7 @@ func NewRouter(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporte
 		return nil, err
 	}
 	rt := &Router{r: r, done: make(chan struct{}), stats: &RouterStats{}}
-	st := newStatusBoard(js, tenant)
+	st := newStatusBoard(js, tenant, cfg.Replicas)
 	cache := &decodeCache{readers: len(exps), m: map[string]*cachedRecord{}}
 	for _, e := range exps {
 		cons, err := durableConsumer(ctx, js, tenant, e.Name(), cfg)

@@ -17,15 +17,16 @@ const StatusBucket = "SVC_EXPORTS"
 
 // statusBoard records failures, at most once a second per exporter.
 type statusBoard struct {
-	js     jetstream.JetStream
-	tenant string
-	mu     sync.Mutex
-	kv     jetstream.KeyValue
-	last   map[string]time.Time
+	js       jetstream.JetStream
+	tenant   string
+	replicas int
+	mu       sync.Mutex
+	kv       jetstream.KeyValue
+	last     map[string]time.Time
 }
 
-func newStatusBoard(js jetstream.JetStream, tenant string) *statusBoard {
-	return &statusBoard{js: js, tenant: tenant, last: map[string]time.Time{}}
+func newStatusBoard(js jetstream.JetStream, tenant string, replicas int) *statusBoard {
+	return &statusBoard{js: js, tenant: tenant, replicas: max(replicas, 1), last: map[string]time.Time{}}
 }
 
 type lastError struct {
@@ -50,7 +51,7 @@ func (b *statusBoard) failed(exporter string, err error) {
 		defer cancel()
 		if kv == nil {
 			var err error
-			if kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: StatusBucket, Description: "the last error of each exporter"}); err != nil {
+			if kv, err = b.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: StatusBucket, Replicas: b.replicas, Description: "the last error of each exporter"}); err != nil {
 				return
 			}
 			b.mu.Lock()

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -58,10 +59,7 @@ func ReceiptStreamConfig(replicas int) jetstream.StreamConfig {
 // EnsureReceiptStream creates or updates SVC_RECEIPTS; safe to call from every
 // process at start.
 func EnsureReceiptStream(ctx context.Context, js jetstream.JetStream, replicas int) error {
-	if _, err := js.CreateOrUpdateStream(ctx, ReceiptStreamConfig(replicas)); err != nil {
-		return fmt.Errorf("stream %s: %w", ReceiptsStream, err)
-	}
-	return nil
+	return pipeline.EnsureStream(ctx, js, ReceiptStreamConfig(replicas))
 }
 
 // StreamOptions configure a StreamSink.
@@ -120,6 +118,7 @@ func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exp
 	if len(exps) > 0 {
 		rc := opts.Router
 		rc.Queue = cfg
+		rc.Replicas = opts.Replicas
 		if s.router, err = NewRouter(ctx, nc, tenant, exps, rc, s.log, &s.count); err != nil {
 			return nil, err
 		}

@@ -76,9 +76,24 @@ func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig
 		Duplicates:  2 * time.Minute,
 	}}
 	for _, sc := range streams {
-		if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
-			return fmt.Errorf("stream %s: %w", sc.Name, err)
+		if err := EnsureStream(ctx, js, sc); err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// EnsureStream creates stream sc or updates it, never lowering the replicas it
+// already has: a tool started without --replicas (svc log-admin, svc replay) must not
+// scale a cluster's R3 stream down to one copy.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, sc jetstream.StreamConfig) error {
+	if st, err := js.Stream(ctx, sc.Name); err == nil {
+		sc.Replicas = max(sc.Replicas, st.CachedInfo().Config.Replicas)
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("stream %s: %w", sc.Name, err)
+	}
+	if _, err := js.CreateOrUpdateStream(ctx, sc); err != nil {
+		return fmt.Errorf("stream %s: %w", sc.Name, err)
 	}
 	return nil
 }

@@ -31,13 +31,19 @@ type Hosted struct {
 	// Now is the quota's clock; default time.Now (tests inject one).
 	Now func() time.Time
 	// LeaseTTL is how long a process holds a tenant's sequencer without renewing;
-	// default 10 s. Another process takes the tenant over within about LeaseTTL of
-	// the holder's death.
+	// default DefaultLeaseTTL. The holder renews every LeaseTTL/3; a standby takes the
+	// tenant over at once when the holder releases it on a clean stop, and within
+	// about LeaseTTL + LeaseTTL/4 of the holder's death (docs/design/cluster.md).
 	LeaseTTL time.Duration
 }
 
 // LeaseBucket is the KV bucket of sequencer leases: key = tenant, value = holder.
 const LeaseBucket = "svc_sequencer_leases"
+
+// DefaultLeaseTTL bounds a tenant's outage after its holder dies. Five seconds
+// leaves a renewal (every TTL/3) two chances to land through a JetStream leader
+// election of the R3 lease bucket (about two seconds) before the holder gives up.
+const DefaultLeaseTTL = 5 * time.Second
 
 // hostedState is what the hosted mode adds to a Service.
 type hostedState struct {
@@ -59,13 +65,13 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return errors.New("logservice: hosted mode needs a store")
 	}
 	if h.LeaseTTL <= 0 {
-		h.LeaseTTL = 10 * time.Second
+		h.LeaseTTL = DefaultLeaseTTL
 	}
 	host, _ := os.Hostname()
 	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
-	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Description: "which process runs each tenant's sequencer"}); err != nil {
+	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
@@ -198,28 +204,51 @@ func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) err
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		tick := time.NewTicker(st.cfg.LeaseTTL / 2)
-		defer tick.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				stopReplica()
-				return
-			case <-tick.C:
-			}
-			if _, err := st.kv.Create(runCtx, t.ID, []byte(st.id)); err != nil {
-				continue
-			}
-			stopReplica()
-			<-replicaDone
-			s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-			if err := s.holdTenant(runCtx, runCtx, t); err != nil {
-				s.report(fmt.Errorf("tenant %s: taking over: %w", t.ID, err))
-			}
+		err := st.awaitLease(runCtx, t.ID)
+		stopReplica()
+		<-replicaDone
+		if err != nil {
 			return
+		}
+		s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
+		if err := s.holdTenant(runCtx, runCtx, t); err != nil {
+			s.report(fmt.Errorf("tenant %s: taking over: %w", t.ID, err))
 		}
 	}()
 	return nil
+}
+
+// awaitLease returns once this process holds tenant's lease (nil) or ctx ends. It
+// tries at once when the holder releases the lease (a clean stop deletes it) and
+// every LeaseTTL/4 otherwise, since a lease that ran out leaves no marker to watch.
+func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
+	released := make(chan struct{}, 1)
+	if w, err := st.kv.Watch(ctx, tenant, jetstream.UpdatesOnly()); err == nil {
+		defer func() { _ = w.Stop() }()
+		go func() {
+			for e := range w.Updates() {
+				if e != nil && e.Operation() != jetstream.KeyValuePut {
+					select {
+					case released <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(st.cfg.LeaseTTL / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		case <-released:
+		}
+		if _, err := st.kv.Create(ctx, tenant, []byte(st.id)); err == nil {
+			return nil
+		}
+	}
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease.
@@ -274,23 +303,23 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
+	var rev uint64
 	for {
 		select {
 		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			_ = st.kv.Delete(dctx, tenant) // hand the tenant over at once on a clean stop
-			cancel()
+			st.release(tenant, rev)
 			return nil
 		case <-tick.C:
 		}
 		e, err := st.kv.Get(ctx, tenant)
 		if err == nil && string(e.Value()) == st.id {
-			if _, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
+			if rev, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
 				renewed = time.Now()
 				continue
 			}
 		}
 		if ctx.Err() != nil {
+			st.release(tenant, rev)
 			return nil
 		}
 		if err == nil {
@@ -302,6 +331,22 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 		}
 		return fmt.Errorf("lost the sequencer lease of %s: not renewed for %s: %w", tenant, time.Since(renewed).Round(time.Millisecond), err)
 	}
+}
+
+// release hands tenant over at once on a clean stop: it deletes the lease when it is
+// still this process's (revision rev, or unknown before the first renewal), which
+// wakes the standbys' watches.
+func (st *hostedState) release(tenant string, rev uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if rev == 0 {
+		e, err := st.kv.Get(ctx, tenant)
+		if err != nil || string(e.Value()) != st.id {
+			return
+		}
+		rev = e.Revision()
+	}
+	_ = st.kv.Delete(ctx, tenant, jetstream.LastRevision(rev))
 }
 
 // hostedFront is the HTTP front's view of a hosted tenant: tokens from the folded

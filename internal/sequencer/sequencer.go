@@ -237,7 +237,11 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
 	}
 	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch))
+	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
+	// pull request it held is lost too and the client re-issues one only after two
+	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
+	// (docs/design/cluster.md).
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,364 @@
+package faults
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/pipeline"
+)
+
+// cluster is an in-process JetStream cluster of three servers on 127.0.0.1. Client
+// ports are picked by the first start and kept, so a node that comes back is reached
+// at the URLs the svc processes were given.
+type cluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	opts  []*server.Options
+	nodes []*server.Server
+}
+
+// freePorts picks n free TCP ports: listen on :0, note the port, close.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	routes := freePorts(t, n)
+	clients := freePorts(t, n)
+	c := &cluster{t: t, nodes: make([]*server.Server, n)}
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
+			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
+			// NoAdvertise: clients know only the URLs they were given, so a proxy
+			// in front of one node isolates a process (no reconnect around it).
+			Cluster: server.ClusterOpts{Name: "svc", Host: "127.0.0.1", Port: routes[i], NoAdvertise: true},
+		}
+		if n == 1 {
+			o.Cluster = server.ClusterOpts{} // a single node: plain JetStream
+		}
+		for j := range n {
+			if j != i {
+				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
+			}
+		}
+		c.opts = append(c.opts, o)
+	}
+	for i := range n {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range n {
+			c.stop(i)
+		}
+	})
+	// The cluster is usable once an R3 stream can be created.
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	testkit.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: n, Storage: jetstream.MemoryStorage})
+		return err
+	})
+	return c
+}
+
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	s, err := server.NewServer(c.opts[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		c.t.Fatalf("nats node %d did not start", i)
+	}
+	c.mu.Lock()
+	c.nodes[i] = s
+	c.mu.Unlock()
+}
+
+func (c *cluster) stop(i int) {
+	c.mu.Lock()
+	s := c.nodes[i]
+	c.nodes[i] = nil
+	c.mu.Unlock()
+	if s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// URL is node i's client URL; URLs all of them, as nats.Connect takes them.
+func (c *cluster) URL(i int) string {
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port)
+}
+
+func (c *cluster) URLs() string {
+	var u []string
+	for i := range c.opts {
+		u = append(u, c.URL(i))
+	}
+	return strings.Join(u, ",")
+}
+
+// leaderOf is the index of the node that leads stream, or -1.
+func (c *cluster) leaderOf(stream string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, s := range c.nodes {
+		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			return i
+		}
+	}
+	return -1
+}
+
+// leaseHolder reads the process id out of tenant's sequencer lease ("host/pid/nanos").
+func leaseHolder(ctx context.Context, js jetstream.JetStream, tenant string) (int, error) {
+	kv, err := js.KeyValue(ctx, logservice.LeaseBucket)
+	if err != nil {
+		return 0, err
+	}
+	e, err := kv.Get(ctx, tenant)
+	if err != nil {
+		return 0, err
+	}
+	parts := strings.Split(string(e.Value()), "/")
+	if len(parts) != 3 {
+		return 0, fmt.Errorf("lease value %q", e.Value())
+	}
+	return strconv.Atoi(parts[1])
+}
+
+// svcProc is one `svc log` process in database mode, restarted like a supervisor
+// (systemd Restart=always) would when it exits on its own.
+type svcProc struct {
+	name string
+	args []string
+	env  []string
+	dir  string
+	log  *testkit.LockedBuffer
+
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	base     string
+	port     int
+	exits    int      // exits the test did not ask for
+	reasons  []string // each such exit: when, and the last line the process wrote
+	lastErr  string
+	stopping bool
+	done     chan struct{}
+}
+
+var listening = regexp.MustCompile(`msg="log server listening" addr=127\.0\.0\.1:(\d+)`)
+
+func startProc(t testing.TB, name string, env []string, args ...string) *svcProc {
+	t.Helper()
+	p := &svcProc{name: name, args: args, env: env, dir: t.TempDir(), log: &testkit.LockedBuffer{}}
+	if err := p.launch(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.mu.Lock()
+		p.stopping = true
+		cmd, done := p.cmd, p.done
+		p.mu.Unlock()
+		if cmd != nil && cmd.Process != nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("stderr of %s:\n%s", p.name, tail(p.log.String(), 4000))
+		}
+		if dir := os.Getenv("SVC_FAULTS_LOGS"); dir != "" { // keep every process's stderr
+			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// launch starts the process (on the port of its previous life, if any) and waits
+// for it to listen.
+func (p *svcProc) launch() error {
+	p.mu.Lock()
+	port := p.port
+	p.mu.Unlock()
+	args := append([]string{"log", "--port", strconv.Itoa(port), "--data", filepath.Join(p.dir, "data")}, p.args...)
+	cmd := exec.Command(svcPath, args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	pr, pw := io.Pipe()
+	cmd.Stderr = pw
+	cmd.Stdout = io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	addr := make(chan int, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			fmt.Fprintf(p.log, "%s %s\n", p.name, line)
+			p.mu.Lock()
+			p.lastErr = line // the last thing it said before an exit
+			p.mu.Unlock()
+			if m := listening.FindStringSubmatch(line); m != nil {
+				n, _ := strconv.Atoi(m[1])
+				select {
+				case addr <- n:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+		close(done)
+		p.mu.Lock()
+		again := !p.stopping && p.cmd == cmd
+		if again {
+			p.exits++
+			p.reasons = append(p.reasons, fmt.Sprintf("%s %s: %s", time.Now().Format("15:04:05.000"), p.name, tail(p.lastErr, 300)))
+			fmt.Fprintf(p.log, "%s exited on its own (%s); restarting\n", p.name, cmd.ProcessState)
+		}
+		p.mu.Unlock()
+		if again {
+			time.Sleep(500 * time.Millisecond)
+			_ = p.launch()
+		}
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	select {
+	case n := <-addr:
+		p.mu.Lock()
+		p.port, p.base = n, fmt.Sprintf("http://127.0.0.1:%d", n)
+		p.mu.Unlock()
+		return nil
+	case <-done:
+		return fmt.Errorf("%s exited before listening:\n%s", p.name, tail(p.log.String(), 3000))
+	case <-time.After(60 * time.Second):
+		return fmt.Errorf("%s did not listen within 60 s", p.name)
+	}
+}
+
+// Base is the process's URL (empty while it is down).
+func (p *svcProc) Base() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.base
+}
+
+func (p *svcProc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// kill9 kills the process with SIGKILL and starts it again after restartAfter, as a
+// supervisor would.
+func (p *svcProc) kill9(restartAfter time.Duration) error {
+	return p.signalAndRestart(syscall.SIGKILL, restartAfter)
+}
+
+// signalAndRestart sends sig, waits for the exit and starts the process again after
+// restartAfter.
+func (p *svcProc) signalAndRestart(sig syscall.Signal, restartAfter time.Duration) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.cmd = nil // the waiter must not restart it: this does
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		return err
+	}
+	<-done
+	time.Sleep(restartAfter)
+	return p.launch()
+}
+
+// ensureStreamsR3 fails the test unless every stream and bucket on the cluster has
+// the replicas the processes were given.
+func checkReplicas(t testing.TB, js jetstream.JetStream, want int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	names := js.StreamNames(ctx)
+	n := 0
+	for name := range names.Name() {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "PROBE" {
+			continue
+		}
+		n++
+		if r := st.CachedInfo().Config.Replicas; r != want {
+			t.Errorf("stream %s has %d replicas, want %d", name, r, want)
+		}
+	}
+	for _, must := range []string{pipeline.AppendStream, pipeline.LeavesStream, pipeline.AdminStream, "KV_" + logservice.LeaseBucket} {
+		if _, err := js.Stream(ctx, must); err != nil {
+			t.Errorf("stream %s: %v", must, err)
+		}
+	}
+	t.Logf("%d streams and buckets, each R%d", n, want)
+}

@@ -1,0 +1,482 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/pgtest"
+	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+var svcPath string
+
+func TestMain(m *testing.M) { svcbin.Main(m, &svcPath) }
+
+// full reports whether the whole suite runs (go tool task test:faults); plain go
+// test runs the short subset.
+func full() bool { return os.Getenv("SVC_FAULTS") == "full" }
+
+// rig is a 3-node JetStream cluster, PostgreSQL behind a proxy, an in-process signer
+// service, and two `svc log --replicas 3` processes in database mode competing for
+// the tenants' sequencers, under load.
+type rig struct {
+	t      testing.TB
+	c      *cluster
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	procs  []*svcProc
+	db     *proxy // in front of PostgreSQL for every process
+	dbURL  string // the direct URL (for the test's own queries)
+	nats   *proxy // in front of node 0 for procs[1]
+	signer *signerService
+	cpRoot string // checkpoint directories (a small tmpfs in the full suite), one per process
+	tmpfs  error  // why cpRoot is no tmpfs, if it is not
+	load   *load
+	rows   []row
+}
+
+// row is one line of the summary table.
+type row struct {
+	fault    string
+	recovery time.Duration
+	note     string
+}
+
+// signerService is svc signer's server on a port that outlives a stop, so the log
+// processes find it again after a restart.
+type signerService struct {
+	h    http.Handler
+	addr string
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func (s *signerService) start(t testing.TB) {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	testkit.Eventually(t, 10*time.Second, func() error {
+		ln, err = net.Listen("tcp", s.addr)
+		return err
+	})
+	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
+	s.mu.Lock()
+	s.srv = srv
+	s.mu.Unlock()
+	go func() { _ = srv.Serve(ln) }()
+}
+
+func (s *signerService) stop() {
+	s.mu.Lock()
+	srv := s.srv
+	s.srv = nil
+	s.mu.Unlock()
+	if srv != nil {
+		_ = srv.Close()
+	}
+}
+
+// rigConfig sizes the load: workers per tenant, tokens per tenant.
+type rigConfig struct {
+	tenants []string
+	workers int
+	tokens  int
+}
+
+func newRig(t *testing.T, cfg rigConfig) *rig {
+	t.Helper()
+	r := &rig{t: t, c: startCluster(t, 3)}
+	nc, err := nats.Connect(r.c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r.nc = nc
+	r.js, _ = jetstream.New(nc)
+
+	key, _ := signer.GenerateKey()
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.signer = &signerService{h: h, addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	r.signer.start(t)
+	t.Cleanup(r.signer.stop)
+
+	r.dbURL = pgtest.New(t)
+	pgHost := strings.TrimPrefix(strings.SplitN(strings.SplitN(r.dbURL, "@", 2)[1], "/", 2)[0], "")
+	r.db = startProxy(t, pgHost)
+	viaProxy := strings.Replace(r.dbURL, pgHost, r.db.Addr(), 1)
+	r.nats = startProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
+
+	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+	r.cpRoot, r.tmpfs = t.TempDir(), errors.New("the short suite has no disk-full case")
+	if full() {
+		r.tmpfs = mountTmpfs(t, r.cpRoot, "8m")
+	}
+	common := []string{"--db-env", "TEST_DATABASE_URL", "--replicas", "3", "--signer-url", "http://" + r.signer.addr,
+		"--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--checkpoint-every", "1"}
+	r.procs = append(r.procs, startProc(t, "log-a", env, append([]string{"--nats-url", r.c.URLs(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-a")}, common...)...))
+	// The second process reaches the cluster only through the proxy in front of node 0.
+	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-b")}, common...)...))
+
+	tokens := map[string][]string{}
+	for _, tenant := range cfg.tenants {
+		if tenant != "default" {
+			r.admin(env, "tenant", "add", tenant, "--log-id", "log.example/"+tenant)
+		}
+		// enterprise: no monthly allowance to run into under a long load
+		r.admin(env, "tenant", "plan", tenant, "enterprise")
+		for i := range max(cfg.tokens, 1) {
+			tokens[tenant] = append(tokens[tenant], strings.TrimSpace(r.admin(env, "token", "add", tenant, "--label", fmt.Sprint("load", i))))
+		}
+	}
+	for _, p := range r.procs {
+		for tenant, tks := range tokens {
+			testkit.Eventually(t, 30*time.Second, func() error {
+				_, err := fetchLeaves(http.DefaultClient, p.Base(), tenant, tks[0])
+				return err
+			})
+		}
+	}
+	checkReplicas(t, r.js, 3)
+	r.load = &load{procs: r.procs, tokens: tokens, workers: max(cfg.workers, 1)}
+	r.load.start()
+	t.Cleanup(r.summary)
+	return r
+}
+
+func (r *rig) admin(env []string, args ...string) string {
+	r.t.Helper()
+	cmd := exec.Command(svcPath, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", r.c.URLs()}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		r.t.Fatalf("svc log-admin %s: %v\n%s", strings.Join(args, " "), err, stderr)
+	}
+	return string(out)
+}
+
+// warm lets the load run before a fault, so the fault lands on a busy log.
+func (r *rig) warm() { time.Sleep(2 * time.Second) }
+
+// record adds a summary row and checks the invariants against the log so far.
+func (r *rig) record(fault string, recovery time.Duration, note string) {
+	r.t.Helper()
+	r.rows = append(r.rows, row{fault, recovery, note})
+	r.t.Logf("%s %s: recovered in %s %s", time.Now().Format("15:04:05.000"), fault, recovery.Round(time.Millisecond), note)
+}
+
+func (r *rig) summary() {
+	r.load.stop()
+	acks, heads, lat := r.load.snapshot()
+	r.load.verify(r.t)
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n%-52s %12s  %s\n", "fault", "recovery", "note")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "%-52s %12s  %s\n", x.fault, x.recovery.Round(time.Millisecond), x.note)
+	}
+	exits := 0
+	var reasons []string
+	for _, p := range r.procs {
+		p.mu.Lock()
+		exits += p.exits
+		reasons = append(reasons, p.reasons...)
+		p.mu.Unlock()
+	}
+	r.load.mu.Lock()
+	fmt.Fprintf(&b, "%d acknowledged appends, %d heads, p99 %s (first attempt to acknowledgement), %d retries, failed attempts by status %v, %d unplanned process exits (restarted)\n",
+		len(acks), len(heads), p99(lat).Round(time.Millisecond), r.load.retries, r.load.statuses, exits)
+	r.load.mu.Unlock()
+	for _, x := range reasons {
+		fmt.Fprintf(&b, "  exit %s\n", x)
+	}
+	r.t.Log(b.String())
+	if !r.t.Failed() {
+		fmt.Fprint(os.Stdout, b.String())
+	}
+}
+
+// holderProc is the process that holds tenant's sequencer lease.
+func (r *rig) holderProc(tenant string) *svcProc {
+	r.t.Helper()
+	var found *svcProc
+	testkit.Eventually(r.t, 20*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		pid, err := leaseHolder(ctx, r.js, tenant)
+		if err != nil {
+			return err
+		}
+		for _, p := range r.procs {
+			if p.pid() == pid {
+				found = p
+				return nil
+			}
+		}
+		return fmt.Errorf("lease of %s held by pid %d, no process of ours", tenant, pid)
+	})
+	return found
+}
+
+// kill9 kills the holder of tenant's sequencer with SIGKILL under load; a standby
+// takes over when the lease runs out.
+func (r *rig) kill9(tenant string) {
+	r.warm()
+	p := r.holderProc(tenant)
+	t0 := time.Now()
+	if err := p.kill9(2 * time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record("kill -9 of the active sequencer's process", rec, "("+p.name+" held "+tenant+")")
+}
+
+// cleanStop stops the holder of tenant's sequencer with SIGTERM: it releases the
+// lease and a standby's watch takes the tenant over at once.
+func (r *rig) cleanStop(tenant string) {
+	r.warm()
+	p := r.holderProc(tenant)
+	t0 := time.Now()
+	if err := p.signalAndRestart(syscall.SIGTERM, 2*time.Second); err != nil {
+		r.t.Fatal(err)
+	}
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record("clean stop (SIGTERM) of the active sequencer's process", rec, "("+p.name+" held "+tenant+"; lease released)")
+}
+
+// nodeLoss shuts down one NATS node (the SVC_LEAVES leader, or a follower), then
+// brings it back.
+func (r *rig) nodeLoss(leader bool) {
+	r.warm()
+	// Node 0 is log-b's only way in; its loss is the network-cut case. Move the
+	// leadership off it first, so this case loses only a node.
+	testkit.Eventually(r.t, 30*time.Second, func() error {
+		switch l := r.c.leaderOf("SVC_LEAVES"); l {
+		case -1:
+			return errors.New("SVC_LEAVES has no leader")
+		case 0:
+			_, _ = r.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.SVC_LEAVES", nil, 2*time.Second)
+			time.Sleep(500 * time.Millisecond)
+			return errors.New("SVC_LEAVES led by node 0")
+		}
+		return nil
+	})
+	l := r.c.leaderOf("SVC_LEAVES")
+	i, what := l, "loss of the SVC_LEAVES leader node"
+	if !leader {
+		i, what = (l+1)%3, "loss of a follower NATS node"
+		if i == 0 { // node 0 is procs[1]'s only way in; lose the other follower
+			i = (l + 2) % 3
+		}
+	}
+	r.outage(what, fmt.Sprintf("(node n%d)", i), "  the node back", 2*time.Second, func() { r.c.stop(i) }, func() { r.c.start(i) })
+}
+
+// outage injects a fault and records how long producers stalled, keeps it for hold,
+// heals it and records the stall after healing.
+func (r *rig) outage(what, note, healed string, hold time.Duration, inject, heal func()) {
+	t0 := time.Now()
+	inject()
+	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
+	r.record(what, rec, note)
+	time.Sleep(hold)
+	t1 := time.Now()
+	heal()
+	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record(healed, rec, fmt.Sprintf("(after %s of outage)", t1.Sub(t0).Round(100*time.Millisecond)))
+}
+
+// netCut cuts the network between procs[1] and its NATS node, then heals it.
+func (r *rig) netCut(hold time.Duration) {
+	r.warm()
+	r.outage("network log-b ↔ NATS cut", "(log-b's tenants move to log-a)", "  healed", hold, func() { r.nats.setCut(true) }, func() { r.nats.setCut(false) })
+}
+
+// dbDown cuts every process from PostgreSQL: appends go on, the projections pause and
+// catch up once it is back.
+func (r *rig) dbDown(hold time.Duration) {
+	r.warm()
+	t0 := time.Now()
+	r.db.setCut(true)
+	acked := 0
+	time.Sleep(hold)
+	for tenant := range r.load.tokens {
+		acked += r.load.ackedSince(tenant, t0)
+	}
+	if acked == 0 {
+		r.t.Errorf("no append acknowledged in %s without PostgreSQL", hold)
+	}
+	r.record("PostgreSQL unreachable", 0, fmt.Sprintf("(%d appends acknowledged during the %s outage)", acked, hold))
+	t1 := time.Now()
+	r.db.setCut(false)
+	// Caught up: log_sizes holds at least what was acknowledged before the heal.
+	acks, _, _ := r.load.snapshot()
+	want := map[string]uint64{}
+	for _, a := range acks {
+		if a.at.Before(t1) {
+			want[a.tenant] = max(want[a.tenant], a.index+1)
+		}
+	}
+	conn, err := pgx.Connect(context.Background(), r.dbURL)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	testkit.Eventually(r.t, 90*time.Second, func() error {
+		for tenant, n := range want {
+			var got uint64
+			if err := conn.QueryRow(context.Background(), "SELECT total_leaves FROM log_sizes WHERE tenant_id=$1", tenant).Scan(&got); err != nil {
+				return fmt.Errorf("log_sizes of %s: %w", tenant, err)
+			}
+			if got < n {
+				return fmt.Errorf("log_sizes of %s: %d, %d acknowledged", tenant, got, n)
+			}
+		}
+		return nil
+	})
+	r.record("  PostgreSQL back: projections caught up", time.Since(t1), "")
+}
+
+// signerDown stops the signer service: appends are refused (503) and go on once it is
+// back.
+func (r *rig) signerDown(hold time.Duration) {
+	r.warm()
+	r.load.mu.Lock()
+	before := r.load.statuses[http.StatusServiceUnavailable]
+	r.load.mu.Unlock()
+	r.signer.stop()
+	time.Sleep(hold)
+	r.load.mu.Lock()
+	refused := r.load.statuses[http.StatusServiceUnavailable] - before
+	r.load.mu.Unlock()
+	if refused == 0 {
+		r.t.Errorf("no append answered 503 in %s without the signer", hold)
+	}
+	t1 := time.Now()
+	r.signer.start(r.t)
+	rec := r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 while it was down %s)", refused, hold))
+}
+
+// mountTmpfs mounts a tmpfs of size on dir (root only), unmounted with the test.
+func mountTmpfs(t testing.TB, dir, size string) error {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
+		return fmt.Errorf("mount -t tmpfs: %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return nil
+}
+
+// diskFull fills the checkpoint directories' file system: appends go on, checkpoints
+// are not published (and say so), and resume once space is freed.
+func (r *rig) diskFull(hold time.Duration) {
+	if r.tmpfs != nil {
+		r.record("checkpoint directory's disk full", 0, "NOT RUN: "+r.tmpfs.Error())
+		return
+	}
+	r.warm()
+	filler := filepath.Join(r.cpRoot, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break // ENOSPC
+		}
+	}
+	f.Close()
+	t0 := time.Now()
+	time.Sleep(hold)
+	if n := r.ackedSince(t0); n == 0 {
+		r.t.Errorf("no append acknowledged in %s with the checkpoint disk full", hold)
+	}
+	refused := false
+	for _, p := range r.procs {
+		if strings.Contains(p.log.String(), "no space left on device") {
+			refused = true
+		}
+	}
+	if !refused {
+		r.t.Errorf("no process reported the full disk (no space left on device)")
+	}
+	os.Remove(filler)
+	t1 := time.Now()
+	acks, _, _ := r.load.snapshot()
+	want := map[string]uint64{}
+	for _, a := range acks {
+		want[a.tenant] = max(want[a.tenant], a.index+1)
+	}
+	testkit.Eventually(r.t, 60*time.Second, func() error {
+		for tenant, n := range want {
+			var best uint64
+			for _, p := range r.procs {
+				data, err := os.ReadFile(filepath.Join(r.cpRoot, p.name, tenant, "latest.json"))
+				var cp struct {
+					TreeSize uint64 `json:"treeSize"`
+				}
+				if err == nil && json.Unmarshal(data, &cp) == nil {
+					best = max(best, cp.TreeSize)
+				}
+			}
+			if best < n {
+				return fmt.Errorf("latest checkpoint file of %s at %d, %d acknowledged before space was freed", tenant, best, n)
+			}
+		}
+		return nil
+	})
+	r.record("checkpoint disk full (tmpfs), then space freed", time.Since(t1), fmt.Sprintf("(%d appends acknowledged while full for %s)", r.ackedSince(t0)-r.ackedSince(t1), hold))
+}
+
+// TestFaults: the short subset (kill -9 and clean stop of a holder, loss of the
+// stream leader node) runs in every go test; SVC_FAULTS=full (go tool task
+// test:faults) runs every case.
+func TestFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault suite starts a cluster and two processes")
+	}
+	r := newRig(t, rigConfig{tenants: []string{"default", "acme", "beta"}, workers: 2, tokens: 1})
+	r.kill9("acme")
+	r.cleanStop("beta")
+	r.nodeLoss(true)
+	if !full() {
+		return
+	}
+	r.nodeLoss(false)
+	r.kill9("default")
+	r.netCut(5 * time.Second)
+	r.dbDown(5 * time.Second)
+	r.signerDown(3 * time.Second)
+	r.diskFull(4 * time.Second)
+}
