@@ -202,10 +202,34 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 		return nil, err
 	}
 	fileState := filepath.Join(dir, "logfile.json")
+	seq, err := s.startSequencer(ctx, runCtx, spec, dir, fileState)
+	if err != nil {
+		return nil, err
+	}
+	if spec.File != "" {
+		if err := s.startLogFile(ctx, runCtx, js, spec, fileState); err != nil {
+			return nil, err
+		}
+	}
+	cp, err := s.newCheckpointer(spec, seq)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := s.startEntries(runCtx, js, spec.ID, dir)
+	if err != nil {
+		return nil, err
+	}
+	s.cps[spec.ID] = cp
+	s.goRun("checkpoints "+spec.ID, func() error { return cp.Run(runCtx) })
+	return s.front(spec, seq, cp, entries), nil
+}
+
+// startSequencer runs the tenant's sequencer and waits until it is ready. On the first
+// start on an existing log file, whatever the file holds is adopted into the log.
+func (s *Service) startSequencer(ctx, runCtx context.Context, spec TenantSpec, dir, fileState string) (*sequencer.Sequencer, error) {
 	var adopt []pipeline.Leaf
 	if spec.File != "" {
 		if _, err := os.Stat(fileState); errors.Is(err, fs.ErrNotExist) {
-			// First start on this file: whatever it holds must be in the log.
 			if adopt, err = readLeaves(spec.File); err != nil {
 				return nil, err
 			}
@@ -228,33 +252,42 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 	}()
 	select {
 	case <-seq.Ready():
+		return seq, nil
 	case err := <-failed:
 		return nil, err
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	if spec.File != "" {
-		caught := make(chan struct{})
-		var once sync.Once
-		p := &projections.LogFile{Path: spec.File, StatePath: fileState, Tenant: spec.ID, JS: js, Logger: s.cfg.Logger,
-			CaughtUp: func() { once.Do(func() { close(caught) }) }}
-		pfail := make(chan error, 1)
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := p.Run(runCtx); err != nil {
-				pfail <- err
-				s.report(fmt.Errorf("log file %s: %w", spec.File, err))
-			}
-		}()
-		select {
-		case <-caught:
-		case err := <-pfail:
-			return nil, err
-		case <-ctx.Done():
-			return nil, ctx.Err()
+}
+
+// startLogFile runs the tenant's SPEC log file projection and waits until it caught up.
+func (s *Service) startLogFile(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec, fileState string) error {
+	caught := make(chan struct{})
+	var once sync.Once
+	p := &projections.LogFile{Path: spec.File, StatePath: fileState, Tenant: spec.ID, JS: js, Logger: s.cfg.Logger,
+		CaughtUp: func() { once.Do(func() { close(caught) }) }}
+	pfail := make(chan error, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := p.Run(runCtx); err != nil {
+			pfail <- err
+			s.report(fmt.Errorf("log file %s: %w", spec.File, err))
 		}
+	}()
+	select {
+	case <-caught:
+		return nil
+	case err := <-pfail:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
+}
+
+// newCheckpointer loads the tenant's checkpointer, with C2SP checkpoints (and the
+// verifier key beside them) when the service has a note key.
+func (s *Service) newCheckpointer(spec TenantSpec, seq *sequencer.Sequencer) (*projections.Checkpointer, error) {
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger}
 	if s.cfg.NoteKey != nil {
@@ -272,15 +305,11 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 		}
 		s.cfg.Logger.Info("C2SP checkpoints", "tenant", spec.ID, "origin", origin, "vkey", ns.VerifierKey(), "witnesses", len(s.cfg.Witnesses))
 	}
-	if err := cp.Load(); err != nil {
-		return nil, err
-	}
-	entries, err := s.startEntries(runCtx, js, spec.ID, dir)
-	if err != nil {
-		return nil, err
-	}
-	s.cps[spec.ID] = cp
-	s.goRun("checkpoints "+spec.ID, func() error { return cp.Run(runCtx) })
+	return cp, cp.Load()
+}
+
+// front is what the HTTP front serves of a tenant of the file-backed service.
+func (s *Service) front(spec TenantSpec, seq *sequencer.Sequencer, cp *projections.Checkpointer, entries *projections.Entries) *logserver.Tenant {
 	plan := spec.Plan
 	if plan == "" {
 		plan = "enterprise"
@@ -306,7 +335,7 @@ func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStrea
 			appends, _ := s.metering.Appends(spec.ID, month)
 			return &logserver.Usage{Month: month, Appends: appends, TotalLeaves: seq.Tree().Size(), LiveTokens: len(spec.TokenHashes), Plan: plan, Quota: PlanQuota(plan)}, nil
 		},
-	}, nil
+	}
 }
 
 // reconcileAudit records, as administrative events, how the configured tenant and
