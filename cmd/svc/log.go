@@ -249,20 +249,9 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
-	cpAddr := ""
-	var cps *http.Server
-	if o.checkpointsPort >= 0 {
-		dir := o.checkpointDir
-		if dir == "" {
-			dir = filepath.Join(o.data, "checkpoints")
-		}
-		cln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.checkpointsPort)))
-		if err != nil {
-			return fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
-		}
-		cpAddr = cln.Addr().String()
-		cps = lim.Server(readOnly(http.FileServer(http.Dir(dir)))) // read-only files: the same bounds
-		go func() { errc <- cps.Serve(lim.Listener(cln)) }()
+	cps, cpAddr, err := serveCheckpoints(o, lim, errc)
+	if err != nil {
+		return err
 	}
 	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", headSigner.KeyID(), "tenants", names, "data", o.data)
 	if ready != nil {
@@ -285,6 +274,25 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	logger.Info("log server stopped")
 	return runErr
+}
+
+// serveCheckpoints serves the checkpoint files read-only on --checkpoints-port (none
+// when it is negative), under the same bounds as the log; the server's end goes to errc.
+func serveCheckpoints(o logOptions, lim httplimits.Limits, errc chan<- error) (*http.Server, string, error) {
+	if o.checkpointsPort < 0 {
+		return nil, "", nil
+	}
+	dir := o.checkpointDir
+	if dir == "" {
+		dir = filepath.Join(o.data, "checkpoints")
+	}
+	cln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.checkpointsPort)))
+	if err != nil {
+		return nil, "", fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
+	}
+	cps := lim.Server(readOnly(http.FileServer(http.Dir(dir))))
+	go func() { errc <- cps.Serve(lim.Listener(cln)) }()
+	return cps, cln.Addr().String(), nil
 }
 
 // readOnly allows only GET and HEAD.
