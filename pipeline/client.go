@@ -26,6 +26,7 @@ type Client struct {
 	bundle   int
 	inFlight int
 	header   func(context.Context, nats.Header)
+	status   chan nats.Status // RECONNECTING: the answers awaited are lost
 	prefix   string
 	sub      *nats.Subscription
 	next     atomic.Uint64
@@ -115,11 +116,34 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	}
 	sub.SetPendingLimits(-1, -1)
 	c.sub = sub
+	c.status = nc.StatusChanged(nats.RECONNECTING)
+	go c.failOnDisconnect()
 	return c, nil
 }
 
+// failOnDisconnect answers every append waiting for its reply when the connection to
+// the broker drops: a reply the sequencer sent meanwhile is lost, so waiting for it
+// would only hold the caller until Timeout. The caller retries; a leaf the sequencer
+// did commit keeps its index.
+func (c *Client) failOnDisconnect() {
+	for range c.status {
+		c.mu.Lock()
+		inboxes := make([]string, 0, len(c.waiting))
+		for inbox := range c.waiting {
+			inboxes = append(inboxes, inbox)
+		}
+		c.mu.Unlock()
+		for _, inbox := range inboxes {
+			c.finish(inbox, nil, Refuse(ErrUnavailable, 1, "log unavailable: the connection to the broker dropped while the append waited for its answer; retry (a leaf already committed keeps its index)"))
+		}
+	}
+}
+
 // Close drops the reply subscription.
-func (c *Client) Close() error { return c.sub.Unsubscribe() }
+func (c *Client) Close() error {
+	c.nc.RemoveStatusListener(c.status)
+	return c.sub.Unsubscribe()
+}
 
 // Do sends one append request and waits for its answer, at most Timeout: the proof,
 // or a *Refusal (a timeout or a transport failure is one for ErrUnavailable).
