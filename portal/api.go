@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"svc.dev/svc/internal/admin"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -90,7 +91,7 @@ func (p *Portal) throttled(w http.ResponseWriter, r *http.Request, t *throttle, 
 	}
 	secs := int(wait.Seconds()) + 1
 	w.Header().Set("Retry-After", itoa(secs))
-	writeError(w, http.StatusTooManyRequests, "too many "+what+" from this address; retry in "+itoa(secs)+" s")
+	logserver.WriteError(w, http.StatusTooManyRequests, "too many "+what+" from this address; retry in "+itoa(secs)+" s")
 	return true
 }
 
@@ -109,7 +110,7 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := q.validate(); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// Every well-formed attempt counts, taken names included (no probing for
@@ -132,7 +133,7 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.log.Info("portal registration", "tenant", t.ID, "token", tok.TokenHash)
-	writeJSON(w, http.StatusOK, map[string]any{
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "token": token, "tokenHash": tok.TokenHash,
 		"welcome": admin.Welcome(p.cfg.PublicURL, t.ID), "exportCommand": p.exportCommand(t.ID),
 	})
@@ -219,14 +220,14 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !known || !ok || len(q.Password) > MaxPassword {
 		p.log.Info("portal login refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy))
-		writeError(w, http.StatusUnauthorized, "wrong email or password")
+		logserver.WriteError(w, http.StatusUnauthorized, "wrong email or password")
 		return
 	}
 	if err := p.newSession(r.Context(), w, email); err != nil {
 		p.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"email": email})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"email": email})
 }
 
 func (p *Portal) handleLogout(w http.ResponseWriter, r *http.Request, a account) {
@@ -238,7 +239,7 @@ func (p *Portal) handleLogout(w http.ResponseWriter, r *http.Request, a account)
 		return
 	}
 	p.clearCookie(w)
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 // tenant returns the account's tenant as the view holds it after catching up.
@@ -272,7 +273,7 @@ func (p *Portal) handleMe(w http.ResponseWriter, r *http.Request, a account) {
 		p.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{
 		"email": a.Email, "tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used,
 		"quota": quota(t.Plan), "disabled": t.Disabled, "billing": p.billing != nil,
 	})
@@ -305,7 +306,7 @@ func (p *Portal) handleKeys(w http.ResponseWriter, r *http.Request, a account) {
 		p.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": keysOf(t)})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"keys": keysOf(t)})
 }
 
 func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account) {
@@ -315,7 +316,7 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 	}
 	q.Label = strings.TrimSpace(q.Label)
 	if q.Label == "" || len(q.Label) > tenancy.MaxLabel {
-		writeError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
+		logserver.WriteError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
 		return
 	}
 	token, tok, err := p.cfg.Admin.AddToken(r.Context(), actorOf(a.Email), a.Tenant, q.Label)
@@ -323,7 +324,7 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 		p.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"token": token, "tokenHash": tok.TokenHash, "label": tok.Label})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"token": token, "tokenHash": tok.TokenHash, "label": tok.Label})
 }
 
 func (p *Portal) handleRevoke(w http.ResponseWriter, r *http.Request, a account) {
@@ -336,5 +337,5 @@ func (p *Portal) handleRevoke(w http.ResponseWriter, r *http.Request, a account)
 		p.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"revoked": n})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
 }

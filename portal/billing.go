@@ -14,6 +14,7 @@ import (
 	"github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
 
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -59,7 +60,7 @@ func (p *Portal) noBilling(w http.ResponseWriter) bool {
 	if p.billing != nil {
 		return false
 	}
-	writeError(w, http.StatusServiceUnavailable, "billing is not configured on this portal")
+	logserver.WriteError(w, http.StatusServiceUnavailable, "billing is not configured on this portal")
 	return true
 }
 
@@ -74,7 +75,7 @@ func (p *Portal) handleCheckout(w http.ResponseWriter, r *http.Request, a accoun
 		return
 	}
 	if t.Plan != tenancy.PlanFree {
-		writeError(w, http.StatusConflict, "checkout is for the free plan; this tenant is on "+t.Plan+" (manage billing instead)")
+		logserver.WriteError(w, http.StatusConflict, "checkout is for the free plan; this tenant is on "+t.Plan+" (manage billing instead)")
 		return
 	}
 	params := &stripe.CheckoutSessionCreateParams{
@@ -95,7 +96,7 @@ func (p *Portal) handleCheckout(w http.ResponseWriter, r *http.Request, a accoun
 		p.providerFailed(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"url": s.URL})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
 }
 
 func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a account) {
@@ -104,7 +105,7 @@ func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a a
 		return
 	}
 	if a.Customer == "" {
-		writeError(w, http.StatusConflict, "no billing account yet: upgrade to the team plan first")
+		logserver.WriteError(w, http.StatusConflict, "no billing account yet: upgrade to the team plan first")
 		return
 	}
 	s, err := p.billing.sc.V1BillingPortalSessions.Create(r.Context(), &stripe.BillingPortalSessionCreateParams{
@@ -114,12 +115,12 @@ func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a a
 		p.providerFailed(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"url": s.URL})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
 }
 
 func (p *Portal) providerFailed(w http.ResponseWriter, r *http.Request, err error) {
 	p.log.Warn("payment provider request failed", "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusServiceUnavailable, "the payment provider did not answer; try again shortly")
+	logserver.WriteError(w, http.StatusServiceUnavailable, "the payment provider did not answer; try again shortly")
 }
 
 // handleWebhook takes the provider's events. The signature (Stripe-Signature,
@@ -131,7 +132,7 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	sig := r.Header.Get("Stripe-Signature")
 	if sig == "" {
-		writeError(w, http.StatusBadRequest, "no Stripe-Signature header")
+		logserver.WriteError(w, http.StatusBadRequest, "no Stripe-Signature header")
 		return
 	}
 	body, ok := readBody(w, r, MaxWebhookBody)
@@ -141,21 +142,21 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	ev, err := webhook.ConstructEventWithOptions(body, sig, p.billing.cfg.WebhookSecret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
 	if err != nil {
 		p.log.Warn("billing webhook refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "err", err)
-		writeError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
 		return
 	}
 	if ev.Type == stripe.EventTypeCheckoutSessionCompleted {
 		if err := p.checkoutCompleted(r.Context(), ev); err != nil {
 			var se *statusError
 			if errors.As(err, &se) {
-				writeError(w, se.status, err.Error())
+				logserver.WriteError(w, se.status, err.Error())
 				return
 			}
 			p.fail(w, r, err)
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"received": true})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"received": true})
 }
 
 // checkoutCompleted moves the checkout's tenant from free to team, once per event:

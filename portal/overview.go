@@ -125,7 +125,7 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 	if a.Billing != "" {
 		bill = map[string]string{"status": a.Billing}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used, "quota": quota(t.Plan),
 		"treeSize": size, "rootHash": root, "latestCheckpoint": latest, "months": months,
 		"keys": keysOf(t), "audit": auditJSON(audit), "billing": bill, "urls": p.urls(t.ID),

@@ -1,7 +1,6 @@
 package portal
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/portal/web"
@@ -168,13 +168,13 @@ func (p *Portal) routes() {
 	p.mux.Handle("POST /api/billing-portal", p.write(p.session(p.handleBillingPortal)))
 	p.mux.HandleFunc("POST /stripe/webhook", p.handleWebhook)
 	p.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such portal route: "+r.Method+" "+r.URL.Path)
+		logserver.WriteError(w, http.StatusNotFound, "no such portal route: "+r.Method+" "+r.URL.Path)
 	})
 	files := http.FileServerFS(p.cfg.Web)
 	p.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, http.StatusMethodNotAllowed, "the portal's pages take GET")
+			logserver.WriteError(w, http.StatusMethodNotAllowed, "the portal's pages take GET")
 			return
 		}
 		setPageHeaders(w)
@@ -195,26 +195,7 @@ func setPageHeaders(w http.ResponseWriter) {
 }
 
 func (p *Portal) health(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "stripe": p.billing != nil})
-}
-
-// errorBody is every error answer of the portal: { "error": "<what went wrong>" }.
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "stripe": p.billing != nil})
 }
 
 // fail answers err: administrative errors by kind, anything else 503 (logged).
@@ -233,10 +214,10 @@ func (p *Portal) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status >= 500 {
 		p.log.Warn("portal request failed", "path", r.URL.Path, "err", err)
-		writeError(w, status, "the portal could not complete this request; try again shortly")
+		logserver.WriteError(w, status, "the portal could not complete this request; try again shortly")
 		return
 	}
-	writeError(w, status, err.Error())
+	logserver.WriteError(w, status, err.Error())
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }

@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
+
+	"svc.dev/svc/internal/logserver"
 )
 
 // write refuses, before anything else, a write without Content-Type
@@ -17,7 +19,7 @@ func (p *Portal) write(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 		if err != nil || mt != "application/json" {
-			writeError(w, http.StatusUnsupportedMediaType, "this route takes Content-Type: application/json")
+			logserver.WriteError(w, http.StatusUnsupportedMediaType, "this route takes Content-Type: application/json")
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -30,10 +32,10 @@ func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", limit))
+			logserver.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", limit))
 			return nil, false
 		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return nil, false
 	}
 	return body, true
@@ -59,7 +61,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	if err := decodeJSON(body, v); err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, err.Error())
 		return false
 	}
 	return true

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"svc.dev/svc/httplimits"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 )
@@ -87,7 +88,7 @@ func New(cfg Config) (*Handler, error) {
 		h.mux.Handle(pattern, h.gate(f))
 	}
 	h.mux.Handle("/admin/", h.gate(func(w http.ResponseWriter, r *http.Request, _ string) {
-		writeError(w, http.StatusNotFound, "no such admin route: "+r.Method+" "+r.URL.Path)
+		logserver.WriteError(w, http.StatusNotFound, "no such admin route: "+r.Method+" "+r.URL.Path)
 	}))
 	return h, nil
 }
@@ -103,7 +104,7 @@ func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.
 		now := h.cfg.Now()
 		if left, blocked := h.thr.blocked(addr, now); blocked {
 			w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))
-			writeError(w, http.StatusTooManyRequests, "too many wrong admin credentials from this address; retry in a minute")
+			logserver.WriteError(w, http.StatusTooManyRequests, "too many wrong admin credentials from this address; retry in a minute")
 			return
 		}
 		token, actor := credentials(r, addr)
@@ -113,28 +114,11 @@ func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.
 				h.log.Warn("wrong admin credentials", "addr", addr, "path", r.URL.Path)
 			}
 			w.Header().Set("WWW-Authenticate", basicRealmHdr)
-			writeError(w, http.StatusUnauthorized, "unauthorized")
+			logserver.WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		f(w, r, actor)
 	})
-}
-
-type errorBody struct {
-	Error string `json:"error"`
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, errorBody{Error: msg})
 }
 
 // statusOf maps an administrative error to its status.
@@ -155,7 +139,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		h.log.Warn("admin request failed", "path", r.URL.Path, "err", err)
 	}
-	writeError(w, status, err.Error())
+	logserver.WriteError(w, status, err.Error())
 }
 
 // decode reads a JSON body of at most MaxBody bytes into v, refusing unknown fields.
@@ -164,16 +148,16 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
+			logserver.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
 			return false
 		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return false
 	}
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		writeError(w, http.StatusBadRequest, "body: "+err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, "body: "+err.Error())
 		return false
 	}
 	return true
@@ -206,7 +190,7 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, _ string) 
 	for _, t := range h.cfg.View.Tenants() {
 		out = append(out, toJSON(t))
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenants": out})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenants": out})
 }
 
 func (h *Handler) addTenant(w http.ResponseWriter, r *http.Request, actor string) {
@@ -222,7 +206,7 @@ func (h *Handler) addTenant(w http.ResponseWriter, r *http.Request, actor string
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"tenant": toJSON(t)})
+	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) disable(w http.ResponseWriter, r *http.Request, actor string) {
@@ -231,7 +215,7 @@ func (h *Handler) disable(w http.ResponseWriter, r *http.Request, actor string) 
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
@@ -246,7 +230,7 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
@@ -259,7 +243,7 @@ func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
 	if toks == nil {
 		toks = []tenancy.Token{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tokens": toks})
 }
 
 // Welcome is the text shown once with a new token: how to use it.
@@ -289,7 +273,7 @@ func (h *Handler) addToken(w http.ResponseWriter, r *http.Request, actor string)
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id)})
+	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id)})
 }
 
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {
@@ -298,7 +282,7 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"revoked": n})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
 }
 
 // usageLine is one tenant's usage of a month.
@@ -319,7 +303,7 @@ func (h *Handler) month(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return h.cfg.Now().UTC().Format("2006-01"), true
 	}
 	if _, err := time.Parse("2006-01", m); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", m))
+		logserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", m))
 		return "", false
 	}
 	return m, true
@@ -355,7 +339,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
 }
 
 // CSVHeader is the header line of /admin/usage.csv.
@@ -392,7 +376,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive integer", v))
+			logserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive integer", v))
 			return
 		}
 		limit = min(n, 1000)
@@ -406,7 +390,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 	for i, e := range entries {
 		out[i] = auditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": out})
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{"entries": out})
 }
 
 // auditEntry is SPEC.md's audit entry { id, at, actor, action, tenantId, detail }.
@@ -421,7 +405,7 @@ type auditEntry struct {
 
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, _ string) {
 	dbOK := h.cfg.Store.Pool.Ping(r.Context()) == nil
-	writeJSON(w, http.StatusOK, map[string]any{
+	logserver.WriteJSON(w, http.StatusOK, map[string]any{
 		"publicUrl": h.cfg.PublicURL, "checkpointsUrl": h.cfg.CheckpointsURL, "keyid": h.cfg.KeyID,
 		"tenants": len(h.cfg.View.Tenants()), "adminSeq": h.cfg.View.Seq(), "database": dbOK,
 	})

@@ -12,6 +12,7 @@ import (
 	"net/url"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -105,11 +106,11 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, actor string, d
 func (h *Handler) pageAction(w http.ResponseWriter, r *http.Request, actor string) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	if err := r.ParseForm(); err != nil {
-		writeError(w, http.StatusBadRequest, "form: "+err.Error())
+		logserver.WriteError(w, http.StatusBadRequest, "form: "+err.Error())
 		return
 	}
 	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf())) {
-		writeError(w, http.StatusForbidden, "the form does not come from this page (missing or wrong csrf field); reload /admin")
+		logserver.WriteError(w, http.StatusForbidden, "the form does not come from this page (missing or wrong csrf field); reload /admin")
 		return
 	}
 	d, err := h.act(r.Context(), actor, r.PostForm)

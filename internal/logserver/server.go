@@ -118,7 +118,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.tileRoutes() // C2SP tlog-tiles (tiles.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})
 	return s, nil
 }
@@ -137,7 +137,7 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 			t, ok = s.tenant(id)
 		}
 		if !ok {
-			writeError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
+			WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
 			return
 		}
 		h(w, r, t)
@@ -148,7 +148,7 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 func (s *Server) tenantOnly(h func(http.ResponseWriter, *http.Request, *Tenant)) func(http.ResponseWriter, *http.Request, *Tenant) {
 	return func(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		if !t.authorized(bearer(r)) {
-			writeError(w, http.StatusUnauthorized, "unauthorized")
+			WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		h(w, r, t)
@@ -163,7 +163,9 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(v)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+// WriteJSON answers v as JSON with status, uncached: the log server's, the admin API's
+// and the portal's answers.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
@@ -172,13 +174,14 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, client.ErrorBody{Error: msg})
+// WriteError answers {"error": msg} with status.
+func WriteError(w http.ResponseWriter, status int, msg string) {
+	WriteJSON(w, status, client.ErrorBody{Error: msg})
 }
 
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Warn("log unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
+	WriteError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
 }
 
 // AddTenant serves t from now on, replacing a tenant of the same id (a front end
@@ -210,7 +213,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		s.tmu.RUnlock()
 	}
 	if t == nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -218,15 +221,15 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	size := t.Tree.Size()
 	root, err := t.Tree.RootAt(size)
 	if err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
 		return
 	}
 	// The signer answers when it signs the current head.
 	if _, err := receipt.SignTreeHeadWith(ctx, t.Signer, size, root.String(), s.cfg.Now(), t.LogID); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
+		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "keyid": t.Signer.KeyID(), "checkpoints": s.cfg.Checkpoints})
+	WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "keyid": t.Signer.KeyID(), "checkpoints": s.cfg.Checkpoints})
 }
 
 func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -239,7 +242,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.LogID != "" {
 		out.Log = t.LogID
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -254,7 +257,7 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"treeHead": env})
+	WriteJSON(w, http.StatusOK, map[string]any{"treeHead": env})
 }
 
 // uintParam reads an optional non-negative integer query parameter.
@@ -274,11 +277,11 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	cur := t.Tree.Size()
 	size, err := uintParam(r, "size", cur)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if size > cur {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("size %d is outside 0..%d (the current size)", size, cur))
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("size %d is outside 0..%d (the current size)", size, cur))
 		return
 	}
 	root, err := t.Tree.RootAt(size)
@@ -286,27 +289,27 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"treeSize": size, "rootHash": root.String()})
+	WriteJSON(w, http.StatusOK, map[string]any{"treeSize": size, "rootHash": root.String()})
 }
 
 func (s *Server) consistency(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	cur := t.Tree.Size()
 	if r.URL.Query().Get("old") == "" {
-		writeError(w, http.StatusBadRequest, "query old is required: /consistency?old=M&new=N")
+		WriteError(w, http.StatusBadRequest, "query old is required: /consistency?old=M&new=N")
 		return
 	}
 	oldSize, err := uintParam(r, "old", 0)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	newSize, err := uintParam(r, "new", cur)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if oldSize > newSize || newSize > cur {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("want 0 <= old <= new <= %d (the current size); got old=%d new=%d", cur, oldSize, newSize))
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("want 0 <= old <= new <= %d (the current size); got old=%d new=%d", cur, oldSize, newSize))
 		return
 	}
 	proof, err := t.Tree.ConsistencyProof(oldSize, newSize)
@@ -314,13 +317,13 @@ func (s *Server) consistency(w http.ResponseWriter, r *http.Request, t *Tenant) 
 		s.unavailable(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"oldSize": oldSize, "newSize": newSize, "hashes": receipt.HashStrings(proof)})
+	WriteJSON(w, http.StatusOK, map[string]any{"oldSize": oldSize, "newSize": newSize, "hashes": receipt.HashStrings(proof)})
 }
 
 func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	since, err := uintParam(r, "since", 0)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	cps := []Checkpoint{}
@@ -330,19 +333,19 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) 
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+	WriteJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
 }
 
 // checkpointNote serves the latest checkpoint in C2SP signed-note form (tlog-tiles'
 // /checkpoint), cosignatures included.
 func (s *Server) checkpointNote(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.CheckpointNote == nil {
-		writeError(w, http.StatusNotFound, "this log publishes no signed-note checkpoints")
+		WriteError(w, http.StatusNotFound, "this log publishes no signed-note checkpoints")
 		return
 	}
 	data, err := t.CheckpointNote()
 	if err != nil {
-		writeError(w, http.StatusNotFound, "no checkpoint published yet")
+		WriteError(w, http.StatusNotFound, "no checkpoint published yet")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -466,7 +469,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	leaf, err := ParseAppendBody(body)
 	if err != nil {
 		telemetry.Current().Refused(telemetry.ReasonInvalid)
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !s.allow(w, token) {
@@ -488,7 +491,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 	token = bearer(r)
 	if t.tokenRequired() && !t.authorized(token) {
 		telemetry.Current().Refused(telemetry.ReasonUnauthorized)
-		writeError(w, http.StatusUnauthorized, "unauthorized")
+		WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return "", nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -496,10 +499,10 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			telemetry.Current().Refused(telemetry.ReasonTooLarge)
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
+			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
 			return "", nil, false
 		}
-		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return "", nil, false
 	}
 	return token, body, true
@@ -515,7 +518,7 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 	if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
 		telemetry.Current().Refused(telemetry.ReasonTokenRate)
 		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
+		WriteError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
 		return false
 	}
 	return true
@@ -539,7 +542,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf 
 	if status >= 500 {
 		s.log.Warn(what+" failed", "tenant", t.ID, "status", status, "err", ref.Message)
 	}
-	writeError(w, status, ref.Message)
+	WriteError(w, status, ref.Message)
 	return nil, false
 }
 
@@ -561,17 +564,17 @@ func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	size := t.Tree.Size()
 	since, err := uintParam(r, "since", 0)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	limit, err := uintParam(r, "limit", MaxLeavesPage)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	limit = min(limit, MaxLeavesPage)
 	if since > size {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("since %d is beyond the current size %d", since, size))
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("since %d is beyond the current size %d", since, size))
 		return
 	}
 	end := min(since+limit, size)
@@ -584,7 +587,7 @@ func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		}
 		out = append(out, h.String())
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"since": since, "size": size, "leaves": out})
+	WriteJSON(w, http.StatusOK, map[string]any{"since": since, "size": size, "leaves": out})
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -593,11 +596,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		month = s.cfg.Now().UTC().Format("2006-01")
 	}
 	if _, err := time.Parse("2006-01", month); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
+		WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
 		return
 	}
 	if t.Usage == nil {
-		writeError(w, http.StatusNotFound, "metering is not configured for this log")
+		WriteError(w, http.StatusNotFound, "metering is not configured for this log")
 		return
 	}
 	u, err := t.Usage(month)
@@ -605,13 +608,13 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, u)
+	WriteJSON(w, http.StatusOK, u)
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	limit, err := uintParam(r, "limit", 100)
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
+		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	entries := []AuditEntry{}
@@ -621,5 +624,5 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	WriteJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }

@@ -47,29 +47,29 @@ func (s *Server) tileRoutes() {
 
 func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.tokenRequired() && !t.authorized(bearer(r)) {
-		writeError(w, http.StatusUnauthorized, "unauthorized")
+		WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
 	p, err := ParseTilePath(r.PathValue("path"))
 	if err != nil {
-		writeError(w, http.StatusNotFound, err.Error())
+		WriteError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	var body []byte
 	if p.Entries {
 		if t.Entries == nil {
-			writeError(w, http.StatusNotFound, "this log serves no entry bundles")
+			WriteError(w, http.StatusNotFound, "this log serves no entry bundles")
 			return
 		}
 		body, err = t.Entries.Bundle(p.Index, p.Width)
 		if errors.Is(err, fs.ErrNotExist) {
-			writeError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
+			WriteError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
 			return
 		}
 	} else {
 		body, err = t.Tree.TileHashes(p.Level, p.Index, p.Width)
 		if errors.Is(err, merkle.ErrIndexOutOfRange) {
-			writeError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
+			WriteError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
 			return
 		}
 	}
