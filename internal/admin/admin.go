@@ -329,14 +329,24 @@ func (h *Handler) usageLines(ctx context.Context, month string) ([]usageLine, er
 	return out, nil
 }
 
-func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
+// usageOf reads the month a usage request names and every tenant's usage in it; on
+// false the refusal has been written.
+func (h *Handler) usageOf(w http.ResponseWriter, r *http.Request) (string, []usageLine, bool) {
 	month, ok := h.month(w, r)
 	if !ok {
-		return
+		return "", nil, false
 	}
 	lines, err := h.usageLines(r.Context(), month)
 	if err != nil {
 		h.fail(w, r, err)
+		return "", nil, false
+	}
+	return month, lines, true
+}
+
+func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
+	month, lines, ok := h.usageOf(w, r)
+	if !ok {
 		return
 	}
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
@@ -346,13 +356,8 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
 var CSVHeader = []string{"month", "tenant", "log_id", "plan", "appends", "quota", "total_leaves", "live_tokens", "disabled"}
 
 func (h *Handler) usageCSV(w http.ResponseWriter, r *http.Request, _ string) {
-	month, ok := h.month(w, r)
+	month, lines, ok := h.usageOf(w, r)
 	if !ok {
-		return
-	}
-	lines, err := h.usageLines(r.Context(), month)
-	if err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
