@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,7 @@ type row struct {
 type signerService struct {
 	h    http.Handler
 	addr string
+	skew atomic.Int64 // the signer host's clock offset (remote.ServerConfig.Now)
 	mu   sync.Mutex
 	srv  *http.Server
 }
@@ -116,11 +118,13 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	r.js, _ = jetstream.New(nc)
 
 	key, _ := signer.GenerateKey()
-	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler)})
+	r.signer = &signerService{addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler),
+		Now: func() time.Time { return time.Now().Add(time.Duration(r.signer.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.signer = &signerService{h: h, addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	r.signer.h = h
 	r.signer.start(t)
 	t.Cleanup(r.signer.stop)
 
@@ -384,6 +388,40 @@ func (r *rig) signerDown(hold time.Duration) {
 	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 while it was down %s)", refused, hold))
 }
 
+// signerSkew sets the signer host's clock ten minutes ahead: the log must hand out no
+// head (every append 503, saying the clocks disagree) until the clock is right again.
+func (r *rig) signerSkew(hold time.Duration) {
+	r.warm()
+	r.load.mu.Lock()
+	before := r.load.statuses[http.StatusServiceUnavailable]
+	r.load.mu.Unlock()
+	t0 := time.Now()
+	r.signer.skew.Store(int64(10 * time.Minute))
+	time.Sleep(hold)
+	// A batch signed just before the skew may still be answered; nothing sent a
+	// second after it may be.
+	signed := r.ackedSince(t0.Add(time.Second))
+	r.load.mu.Lock()
+	refused := r.load.statuses[http.StatusServiceUnavailable] - before
+	r.load.mu.Unlock()
+	var tenant, token string
+	for tenant = range r.load.tokens {
+		token = r.load.tokens[tenant][0]
+		break
+	}
+	_, code, err := r.load.append(context.Background(), r.procs[0].Base(), tenant, token, fmt.Sprintf("skew probe %d", time.Now().UnixNano()))
+	t1 := time.Now()
+	r.signer.skew.Store(0)
+	if signed != 0 {
+		r.t.Errorf("%d appends acknowledged with the signer's clock 10 minutes off", signed)
+	}
+	if refused == 0 || code != http.StatusServiceUnavailable || err == nil || !strings.Contains(err.Error(), "signer's clock") {
+		r.t.Errorf("signer's clock skewed: %d attempts answered 503; a probe got %d %v, want 503 naming the signer's clock", refused, code, err)
+	}
+	rec := r.load.waitRecovered(r.t, t1, 60*time.Second)
+	r.record("signer's clock 10 min ahead, then right", rec, fmt.Sprintf("(%d attempts answered 503 in %s; 0 heads signed)", refused, hold))
+}
+
 // mountTmpfs mounts a tmpfs of size on dir (root only), unmounted with the test.
 func mountTmpfs(t testing.TB, dir, size string) error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
@@ -478,5 +516,6 @@ func TestFaults(t *testing.T) {
 	r.netCut(5 * time.Second)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)
+	r.signerSkew(3 * time.Second)
 	r.diskFull(4 * time.Second)
 }

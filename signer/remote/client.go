@@ -27,7 +27,18 @@ var (
 	// ErrBadResponse: the signer's answer is malformed, or its envelope is not exactly
 	// the payload sent signed by the signer's key.
 	ErrBadResponse = errors.New("signer's answer does not verify")
+	// ErrClockSkew: the signer's clock (the Date of its answer) and this host's differ
+	// by more than the tolerance (WithMaxSkew). It also wraps receipt.ErrLogUnavailable:
+	// the log hands out no head (503) until one of the clocks is fixed.
+	ErrClockSkew = errors.New("signer's clock disagrees with this host's")
 )
+
+// DefaultMaxSkew is how far the signer's clock may be from the log's before the
+// client refuses its answers. Heads carry the log's clock as their timestamp; a
+// signer a minute away means one of the two hosts keeps the wrong time, and the log
+// cannot tell which, so it signs nothing rather than hand out heads whose time may be
+// wrong (docs/design/cluster.md, "The signer's clock skewed").
+const DefaultMaxSkew = time.Minute
 
 // maxResponse caps what the client reads of an answer: an envelope of a body under
 // MaxSignBody, or a key document.
@@ -40,6 +51,7 @@ type clientOptions struct {
 	timeout time.Duration
 	hc      *http.Client
 	keyID   string
+	maxSkew time.Duration
 }
 
 // WithTimeout bounds each request to the signer (default DefaultTimeout, 10 s).
@@ -48,6 +60,11 @@ func WithTimeout(d time.Duration) Option { return func(o *clientOptions) { o.tim
 // WithHTTPClient sets the HTTP client (TLS settings, a proxy). Redirects are never
 // followed whatever the client's policy, so the token only goes to the address given.
 func WithHTTPClient(hc *http.Client) Option { return func(o *clientOptions) { o.hc = hc } }
+
+// WithMaxSkew sets how far the signer's clock (the Date header of its answers) may be
+// from this host's before an answer is refused with ErrClockSkew; default
+// DefaultMaxSkew. The Date header has one-second resolution, so a second is added.
+func WithMaxSkew(d time.Duration) Option { return func(o *clientOptions) { o.maxSkew = d } }
 
 // WithKeyID pins the signer's key: NewClient fails unless the signer's current key has
 // this keyid. Without it, the client trusts the key the signer names at start-up.
@@ -60,6 +77,7 @@ type Client struct {
 	token   string
 	hc      *http.Client
 	timeout time.Duration
+	maxSkew time.Duration
 	key     signer.PublicKey
 }
 
@@ -68,12 +86,15 @@ var _ receipt.EnvelopeSigner = (*Client)(nil)
 // NewClient checks baseURL, fetches GET /keys once and learns the signer's current
 // key, which every signature must then verify against.
 func NewClient(ctx context.Context, baseURL, token string, opts ...Option) (*Client, error) {
-	o := clientOptions{timeout: DefaultTimeout}
+	o := clientOptions{timeout: DefaultTimeout, maxSkew: DefaultMaxSkew}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.timeout <= 0 {
 		return nil, fmt.Errorf("signer client: timeout %v must be positive", o.timeout)
+	}
+	if o.maxSkew <= 0 {
+		return nil, fmt.Errorf("signer client: clock skew tolerance %v must be positive", o.maxSkew)
 	}
 	base, err := checkBaseURL(baseURL)
 	if err != nil {
@@ -95,7 +116,7 @@ func NewClient(ctx context.Context, baseURL, token string, opts ...Option) (*Cli
 		hc.Transport = tr
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	c := &Client{base: base, token: token, hc: &hc, timeout: o.timeout}
+	c := &Client{base: base, token: token, hc: &hc, timeout: o.timeout, maxSkew: o.maxSkew}
 
 	doc, err := c.Keys(ctx)
 	if err != nil {
@@ -235,7 +256,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, auth 
 	}
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
-		return data, nil
+		return data, c.checkClock(resp.Header.Get("Date"), method, endpoint)
 	case code == http.StatusUnauthorized:
 		return nil, fmt.Errorf("%w: %s %s answered 401; check the token the signer was started with", ErrTokenRefused, method, endpoint)
 	case code >= 500:
@@ -245,6 +266,28 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, auth 
 	default:
 		return nil, fmt.Errorf("%w: %s %s answered %d", ErrBadResponse, method, endpoint, code)
 	}
+}
+
+// checkClock compares the signer's clock, the Date of its answer, with this host's.
+// An answer without a Date header is not checked.
+func (c *Client) checkClock(date, method, endpoint string) error {
+	if date == "" {
+		return nil
+	}
+	at, err := http.ParseTime(date)
+	if err != nil {
+		return fmt.Errorf("%w: %s %s: Date header %q: %w", ErrBadResponse, method, endpoint, truncate([]byte(date)), err)
+	}
+	skew := at.Sub(time.Now())
+	if skew.Abs() <= c.maxSkew+time.Second {
+		return nil
+	}
+	dir := "ahead of"
+	if skew < 0 {
+		dir = "behind"
+	}
+	return fmt.Errorf("%w: %w: %s %s: the signer's clock (Date %s) is %s %s this host's, more than the %s allowed; no head is signed until one of the clocks is fixed",
+		receipt.ErrLogUnavailable, ErrClockSkew, method, endpoint, date, skew.Abs().Round(time.Second), dir, c.maxSkew)
 }
 
 // unavailable wraps a transport failure in receipt.ErrLogUnavailable, naming a timeout.

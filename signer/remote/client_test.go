@@ -264,3 +264,46 @@ func TestNewClientChecks(t *testing.T) {
 		t.Errorf("sign after rotation: %v", err)
 	}
 }
+
+// A signer whose clock is more than the tolerance away from the log's is refused:
+// the error wraps ErrClockSkew and receipt.ErrLogUnavailable (the log answers 503),
+// names the direction and the size of the skew, and signing works again once the
+// clock is right.
+func TestClientRefusesASkewedSigner(t *testing.T) {
+	var offset atomic.Int64
+	s := newSigner(t, 7, testToken, func(c *remote.ServerConfig) {
+		c.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
+	c, err := remote.NewClient(context.Background(), s.http.URL, testToken, remote.WithMaxSkew(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, _ := receipt.Canonical(receipt.TreeHead{TreeSize: 1, RootHash: strings.Repeat("ab", 32), Timestamp: "2026-03-02T00:00:00Z"})
+	sign := func() error {
+		_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, payload)
+		return err
+	}
+	if err := sign(); err != nil {
+		t.Fatalf("in step: %v", err)
+	}
+	for _, tc := range []struct {
+		offset time.Duration
+		words  string
+	}{{10 * time.Minute, "ahead of this host's, more than the 30s allowed"}, {-2 * time.Minute, "behind this host's, more than the 30s allowed"}} {
+		offset.Store(int64(tc.offset))
+		err := sign()
+		if !errors.Is(err, remote.ErrClockSkew) || !errors.Is(err, receipt.ErrLogUnavailable) || !strings.Contains(err.Error(), tc.words) {
+			t.Errorf("signer %v off: %v, want ErrClockSkew and ErrLogUnavailable saying %q", tc.offset, err, tc.words)
+		}
+		if err := c.Health(context.Background()); !errors.Is(err, remote.ErrClockSkew) {
+			t.Errorf("health of a signer %v off: %v", tc.offset, err)
+		}
+	}
+	offset.Store(int64(20 * time.Second)) // within the tolerance
+	if err := sign(); err != nil {
+		t.Errorf("20 s off, 30 s allowed: %v", err)
+	}
+	if _, err := remote.NewClient(context.Background(), s.http.URL, testToken, remote.WithMaxSkew(0)); err == nil {
+		t.Error("a zero tolerance was accepted")
+	}
+}

@@ -88,6 +88,11 @@ type ServerConfig struct {
 	Retired   []RetiredKey // published after the current key, in this order
 	LogID     string       // the key document's "log" when set
 	Logger    *slog.Logger // one line per request; default slog.Default()
+	// Now is the signer host's clock, sent as the Date header of every answer (the
+	// log's client refuses a signer whose clock disagrees with its own by more than
+	// its tolerance, see Client); default time.Now. The fault suite (internal/faults)
+	// sets a skewed clock here to play a signer host whose clock is wrong.
+	Now func() time.Time
 }
 
 // Server is the signer service's http.Handler. It is safe for concurrent use.
@@ -97,6 +102,7 @@ type Server struct {
 	keysJSON  []byte
 	health    []byte
 	log       *slog.Logger
+	now       func() time.Time
 }
 
 // NewServer checks cfg and builds the server.
@@ -151,7 +157,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
 	return &Server{
+		now:       now,
 		key:       cfg.Key,
 		tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		keysJSON:  keysJSON,
@@ -184,6 +195,7 @@ func (s *Server) KeyID() string { return s.key.KeyID() }
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &statusWriter{ResponseWriter: w}
+	w.Header().Set("Date", s.now().UTC().Format(http.TimeFormat))
 	var attrs []slog.Attr
 	switch r.URL.Path {
 	case "/sign":
