@@ -322,16 +322,25 @@ func (p *svcProc) kill9(restartAfter time.Duration) error {
 // signalAndRestart sends sig, waits for the exit and starts the process again after
 // restartAfter.
 func (p *svcProc) signalAndRestart(sig syscall.Signal, restartAfter time.Duration) error {
+	if err := p.signal(sig); err != nil {
+		return err
+	}
+	time.Sleep(restartAfter)
+	return p.launch()
+}
+
+// signal sends sig and waits for the exit; the process stays down until launch.
+func (p *svcProc) signal(sig syscall.Signal) error {
 	p.mu.Lock()
 	cmd, done := p.cmd, p.done
-	p.cmd = nil // the waiter must not restart it: this does
+	p.cmd = nil // the waiter must not restart it: the test does
+	p.base = ""
 	p.mu.Unlock()
 	if err := cmd.Process.Signal(sig); err != nil {
 		return err
 	}
 	<-done
-	time.Sleep(restartAfter)
-	return p.launch()
+	return nil
 }
 
 // ensureStreamsR3 fails the test unless every stream and bucket on the cluster has

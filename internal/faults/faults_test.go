@@ -505,6 +505,7 @@ func TestFaults(t *testing.T) {
 		t.Skip("the fault suite starts a cluster and two processes")
 	}
 	r := newRig(t, rigConfig{tenants: []string{"default", "acme", "beta"}, workers: 2, tokens: 1})
+	r.record("tenants spread over the processes at start", r.checkSpread(60*time.Second), "(each holds one or two of three; gauges follow the holders)")
 	r.kill9("acme")
 	r.cleanStop("beta")
 	r.nodeLoss(true)
@@ -513,6 +514,7 @@ func TestFaults(t *testing.T) {
 	}
 	r.nodeLoss(false)
 	r.kill9("default")
+	r.moveAndReturn()
 	r.netCut(5 * time.Second)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)

@@ -54,9 +54,15 @@ type hostedState struct {
 	kv    jetstream.KeyValue
 	js    jetstream.JetStream
 	id    string // this process, in leases
+	// runCtx is the service's run context: a tenant handed over keeps its read-only
+	// tree until the process stops.
+	runCtx context.Context
+
+	members jetstream.KeyValue // live processes and how many tenants each holds
 
 	mu      sync.Mutex
 	started map[string]bool
+	held    map[string]*holding
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -68,12 +74,19 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		h.LeaseTTL = DefaultLeaseTTL
 	}
 	host, _ := os.Hostname()
-	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+	if h.LeaseTTL < 100*time.Millisecond {
+		return fmt.Errorf("logservice: lease TTL %v is below 100 ms", h.LeaseTTL)
+	}
+	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, held: map[string]*holding{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
 	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
+	if st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"}); err != nil {
+		return fmt.Errorf("process bucket: %w", err)
+	}
+	st.runCtx = runCtx
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, func(t tenancy.Tenant) { s.hostedTenant(runCtx, runCtx, t) })
 	st.quota.View = st.view
@@ -86,6 +99,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
+	s.goRun("balance", func() error { return s.balance(runCtx) })
 	return st.view.Start(runCtx, s.errs)
 }
 
@@ -156,7 +170,13 @@ func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) err
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
-	// Another process holds the sequencer: follow the log read-only.
+	return s.follow(ctx, runCtx, t)
+}
+
+// follow serves tenant from a read-only tree that follows the log of record (another
+// process runs its sequencer) and takes the sequencer over when the lease is free.
+func (s *Service) follow(ctx, runCtx context.Context, t tenancy.Tenant) error {
+	st := s.hosted
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
 		return err
@@ -167,23 +187,11 @@ func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) err
 	replicaDone := make(chan struct{})
 	go func() {
 		defer close(replicaDone)
+		defer telemetry.Current().ForgetProjection(pipeline.LeavesSubject(t.ID))
 		err := projections.Follow(rctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
-			size := tree.Size()
-			end := ev.Batch.First + uint64(len(ev.Batch.Leaves))
-			if end <= size {
-				return nil
-			}
-			if ev.Batch.First > size {
-				return fmt.Errorf("read-only tree of %s: batch at %d but the tree holds %d", t.ID, ev.Batch.First, size)
-			}
-			hashes := make([]merkle.Hash, 0, end-size)
-			for _, l := range ev.Batch.Leaves[size-ev.Batch.First:] {
-				hashes = append(hashes, l.Hash)
-			}
-			_, err := tree.AppendBatch(hashes)
-			return err
+			return appendBatch(tree, t.ID, ev.Batch)
 		}, func() { once.Do(func() { close(caught) }) })
-		if err != nil {
+		if err != nil && rctx.Err() == nil {
 			s.report(fmt.Errorf("read-only tree of %s: %w", t.ID, err))
 		}
 	}()
@@ -218,6 +226,24 @@ func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) err
 	return nil
 }
 
+// appendBatch applies a batch of the log of record to a read-only tree.
+func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
+	size := tree.Size()
+	end := b.First + uint64(len(b.Leaves))
+	if end <= size {
+		return nil
+	}
+	if b.First > size {
+		return fmt.Errorf("read-only tree of %s: batch at %d but the tree holds %d", tenant, b.First, size)
+	}
+	hashes := make([]merkle.Hash, 0, end-size)
+	for _, l := range b.Leaves[size-b.First:] {
+		hashes = append(hashes, l.Hash)
+	}
+	_, err := tree.AppendBatch(hashes)
+	return err
+}
+
 // awaitLease returns once this process holds tenant's lease (nil) or ctx ends. It
 // tries at once when the holder releases the lease (a clean stop deletes it) and
 // every LeaseTTL/4 otherwise, since a lease that ran out leaves no marker to watch.
@@ -236,19 +262,32 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 			}
 		}()
 	}
-	tick := time.NewTicker(st.cfg.LeaseTTL / 4)
+	tick := time.NewTicker(st.cfg.LeaseTTL / 8)
 	defer tick.Stop()
-	for {
+	var freeSince time.Time
+	for n := 0; ; n++ {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
+			if n%2 == 0 && freeSince.IsZero() {
+				continue // every LeaseTTL/4, unless a deferred free lease is pending
+			}
 		case <-released:
 		}
-		if _, err := st.kv.Create(ctx, tenant, []byte(st.id)); err == nil {
+		if st.tryLease(ctx, tenant, &freeSince) {
 			return nil
 		}
 	}
+}
+
+// holding is a tenant whose sequencer and checkpointer run here.
+type holding struct {
+	t         tenancy.Tenant
+	stopWork  context.CancelFunc // the sequencer and the checkpointer
+	work      sync.WaitGroup
+	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
+	lease     chan struct{}      // closed when the renewal returned
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease.
@@ -262,14 +301,19 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	if err != nil {
 		return err
 	}
+	workCtx, stopWork := context.WithCancel(runCtx)
+	leaseCtx, stopLease := context.WithCancel(runCtx)
+	h := &holding{t: t, stopWork: stopWork, stopLease: stopLease, lease: make(chan struct{})}
 	s.mu.Lock()
 	s.seqs[t.ID] = seq
 	s.mu.Unlock()
 	failed := make(chan error, 1)
 	s.wg.Add(1)
+	h.work.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := seq.Run(runCtx); err != nil {
+		defer h.work.Done()
+		if err := seq.Run(workCtx); err != nil {
 			failed <- err
 			s.report(fmt.Errorf("sequencer %s: %w", t.ID, err))
 		}
@@ -281,7 +325,10 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.goRun("lease "+t.ID, func() error { return st.renew(runCtx, t.ID) })
+	st.mu.Lock()
+	st.held[t.ID] = h
+	st.mu.Unlock()
+	s.goRun("lease "+t.ID, func() error { defer close(h.lease); return st.renew(leaseCtx, t.ID) })
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
 	}
@@ -293,7 +340,41 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	s.mu.Lock()
 	s.cps[t.ID] = cp
 	s.mu.Unlock()
-	s.goRun("checkpoints "+t.ID, func() error { return cp.Run(runCtx) })
+	h.work.Add(1)
+	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
+	return nil
+}
+
+// stepDown hands a tenant this process holds to another: it serves the tenant from
+// a read-only tree, stops the sequencer and the checkpointer, then releases the lease
+// (which wakes the standbys' watches). Only then may another process sequence, and
+// the fence would refuse this one's commit anyway.
+func (s *Service) stepDown(ctx context.Context, tenant string) error {
+	st := s.hosted
+	st.mu.Lock()
+	h := st.held[tenant]
+	delete(st.held, tenant)
+	st.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	s.cfg.Logger.Info("handing the sequencer of a tenant to a less loaded process", "tenant", tenant)
+	if err := s.follow(ctx, ctx, h.t); err != nil {
+		return err
+	}
+	h.stopWork()
+	h.work.Wait()
+	s.mu.Lock()
+	seq := s.seqs[tenant]
+	delete(s.seqs, tenant)
+	delete(s.cps, tenant)
+	s.mu.Unlock()
+	telemetry.Current().ForgetTenant(tenant)
+	h.stopLease()
+	<-h.lease
+	if seq != nil {
+		return seq.Close()
+	}
 	return nil
 }
 

@@ -221,3 +221,32 @@ func observeConsumers(ctx context.Context, js jetstream.JetStream, stream string
 		f(info.Name, info.NumPending+uint64(info.NumAckPending))
 	}
 }
+
+// ForgetTenant stops reporting tenant's checkpoint and witness gauges: this process no
+// longer runs the tenant's checkpointer (its sequencer moved to another process), so
+// the last values would go stale here while the new holder reports the live ones.
+func (t *Telemetry) ForgetTenant(tenant string) {
+	if t == nil {
+		return
+	}
+	t.state.mu.Lock()
+	delete(t.state.checkpoints, tenant)
+	for k := range t.state.witnesses {
+		if k[0] == tenant {
+			delete(t.state.witnesses, k)
+		}
+	}
+	t.state.mu.Unlock()
+}
+
+// ForgetProjection stops reporting the projection named name (WithConsumer, or its
+// subject): it stopped following the stream (a hosted replica tree whose process took
+// the tenant's sequencer over).
+func (t *Telemetry) ForgetProjection(name string) {
+	if t == nil {
+		return
+	}
+	t.state.mu.Lock()
+	delete(t.state.projections, name)
+	t.state.mu.Unlock()
+}

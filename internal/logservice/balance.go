@@ -1,0 +1,147 @@
+package logservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// MembersBucket is the KV bucket of live log processes: key = the process (its lease
+// id with the characters a key cannot hold replaced), value = how many tenants'
+// sequencers it runs. Entries live for the lease TTL and are put every TTL/3, so a
+// dead process drops out as its leases do.
+const MembersBucket = "svc_log_processes"
+
+// memberKey is id as a KV key (letters, digits, '-', '_', '=', '.' and '/' only).
+func memberKey(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_=./", r) {
+			return r
+		}
+		return '_'
+	}, strings.Trim(id, "/."))
+}
+
+// heldCount is how many tenants this process sequences.
+func (st *hostedState) heldCount() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.held)
+}
+
+// loads reads every live process's count of held tenants (this one's included).
+func (st *hostedState) loads(ctx context.Context) (map[string]int, error) {
+	keys, err := st.members.ListKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = keys.Stop() }()
+	out := map[string]int{}
+	for k := range keys.Keys() {
+		e, err := st.members.Get(ctx, k)
+		if err != nil {
+			continue // gone since listed
+		}
+		if n, err := strconv.Atoi(string(e.Value())); err == nil {
+			out[k] = n
+		}
+	}
+	return out, nil
+}
+
+// balance announces this process every TTL/3 with the number of tenants it holds,
+// and hands one tenant to another process when it holds more than its fair share,
+// ceil(tenants / live processes), while some process holds at least two fewer. One
+// tenant per round, so the counts the others announce catch up in between.
+func (s *Service) balance(ctx context.Context) error {
+	st := s.hosted
+	me := memberKey(st.id)
+	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
+	defer tick.Stop()
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = st.members.Delete(dctx, me)
+	}()
+	for {
+		if _, err := st.members.Put(ctx, me, []byte(strconv.Itoa(st.heldCount()))); err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("announcing this process failed", "err", err)
+		} else if tenant := st.surplus(ctx, me); tenant != "" {
+			if err := s.stepDown(st.runCtx, tenant); err != nil {
+				return fmt.Errorf("handing over %s: %w", tenant, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// surplus names a tenant this process should hand over, or "".
+func (st *hostedState) surplus(ctx context.Context, me string) string {
+	loads, err := st.loads(ctx)
+	if err != nil || len(loads) < 2 {
+		return ""
+	}
+	st.mu.Lock()
+	held := slices.Sorted(maps.Keys(st.held))
+	tenants := len(st.started)
+	st.mu.Unlock()
+	fair := (tenants + len(loads) - 1) / len(loads)
+	least := len(held)
+	for k, n := range loads {
+		if k != me {
+			least = min(least, n)
+		}
+	}
+	if len(held) <= fair || least > len(held)-2 {
+		return ""
+	}
+	return held[len(held)-1]
+}
+
+// shouldDefer reports whether this process should leave a free lease to another for a
+// moment: some live process announces fewer held tenants than this one.
+func (st *hostedState) shouldDefer(ctx context.Context) bool {
+	loads, err := st.loads(ctx)
+	if err != nil {
+		return false
+	}
+	me, mine := memberKey(st.id), st.heldCount()
+	for k, n := range loads {
+		if k != me && n < mine {
+			return true
+		}
+	}
+	return false
+}
+
+// tryLease creates tenant's lease for this process. A process that holds more
+// tenants than another live one first leaves the free lease to the less loaded for
+// LeaseTTL/2 (it is still taken when nobody else does).
+func (st *hostedState) tryLease(ctx context.Context, tenant string, freeSince *time.Time) bool {
+	if st.shouldDefer(ctx) {
+		_, err := st.kv.Get(ctx, tenant)
+		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			*freeSince = time.Time{}
+			return false
+		}
+		if freeSince.IsZero() {
+			*freeSince = time.Now()
+		}
+		if time.Since(*freeSince) < st.cfg.LeaseTTL/2 {
+			return false
+		}
+	}
+	_, err := st.kv.Create(ctx, tenant, []byte(st.id))
+	return err == nil
+}
