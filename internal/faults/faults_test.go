@@ -370,12 +370,18 @@ func (r *rig) dbDown(hold time.Duration) {
 // signerDown stops the signer service: appends are refused (503) and go on once it is
 // back.
 func (r *rig) signerDown(hold time.Duration) {
+	gw := r.startGateway("acme")
+	if _, isErr := gw.write(r.t, "before.txt", "written"); isErr {
+		r.t.Fatal("a pre-committed write through the gateway failed before the fault")
+	}
 	r.warm()
 	r.load.mu.Lock()
 	before := r.load.statuses[http.StatusServiceUnavailable]
 	r.load.mu.Unlock()
+	t0 := time.Now()
 	r.signer.stop()
-	time.Sleep(hold)
+	gw.withheldWhileSignerDown(r.t)
+	time.Sleep(hold - time.Since(t0))
 	r.load.mu.Lock()
 	refused := r.load.statuses[http.StatusServiceUnavailable] - before
 	r.load.mu.Unlock()
@@ -386,6 +392,8 @@ func (r *rig) signerDown(hold time.Duration) {
 	r.signer.start(r.t)
 	rec := r.load.waitRecovered(r.t, t1, 60*time.Second)
 	r.record("signer down, then back", rec, fmt.Sprintf("(%d attempts answered 503 while it was down %s)", refused, hold))
+	gw.worksAgain(r.t, 30*time.Second)
+	r.record("  gateway: pre-committed write withheld, then done", time.Since(t1), "(no file while the signer was down; from its return to the first file written)")
 }
 
 // signerSkew sets the signer host's clock ten minutes ahead: the log must hand out no
