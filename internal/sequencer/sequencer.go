@@ -105,7 +105,8 @@ type Sequencer struct {
 	subject string
 	log     *slog.Logger
 
-	lastSeq   uint64 // stream sequence of the last committed batch; owned by Run
+	lastSeq   uint64    // stream sequence of the last committed batch; owned by Run
+	lastStamp time.Time // timestamp of the last head signed; owned by Run
 	lastCkpt  time.Time
 	statePath string
 
@@ -492,11 +493,17 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request, bundles []bundle
 		if err != nil {
 			return err
 		}
-		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), s.cfg.Now(), s.cfg.LogID)
+		// A clock stepped back (NTP) never makes a head older than the one before.
+		stamp := s.cfg.Now()
+		if stamp.Before(s.lastStamp) {
+			stamp = s.lastStamp
+		}
+		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), stamp, s.cfg.LogID)
 		if err != nil {
 			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
 			return nil // the leaves are committed; retries are answered once the signer is back
 		}
+		s.lastStamp = stamp
 		if headJSON, err = json.Marshal(head); err != nil {
 			return err
 		}

@@ -355,3 +355,44 @@ func TestRecentRemembersCollidingPrefixes(t *testing.T) {
 		}
 	}
 }
+
+// A clock that steps back between batches never makes a head older than the one the
+// sequencer handed out before it.
+func TestHeadTimestampsNeverGoBack(t *testing.T) {
+	_, nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	var mu sync.Mutex
+	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: t.TempDir(), Signer: receipt.KeySigner{Key: key}, LogID: "acme-log",
+		Now: func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; s.Close() })
+	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
+	var prev time.Time
+	for i, step := range []time.Duration{0, -time.Hour, -time.Minute, 2 * time.Hour} {
+		mu.Lock()
+		clock = clock.Add(step)
+		mu.Unlock()
+		leaf := []byte(fmt.Sprintf(`{"i":%d}`, i))
+		p, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := time.Parse(time.RFC3339Nano, checkProof(t, key, leaf, p).Timestamp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.Before(prev) {
+			t.Errorf("head %d stamped %s, before the previous head's %s", i, at, prev)
+		}
+		if step > 0 && !at.Equal(clock) {
+			t.Errorf("head %d stamped %s; the clock moved forward to %s", i, at, clock)
+		}
+		prev = at
+	}
+}
