@@ -5,7 +5,7 @@
 // moved, no index is given twice and every head handed out is a prefix of the final
 // log, and reports the time to recover.
 //
-//	go test ./internal/faults/        kill -9, clean stop, stream leader lost (CI)
+//	go test ./internal/faults/        spread, kill -9, clean stop, stream leader lost (CI)
 //	go tool task test:faults          every case
 //	go tool task soak                 DURATION (30m), KILL_EVERY (5m)
 //	go tool task bench:cluster        one node against three, same run

@@ -2,11 +2,9 @@ package telemetry_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 )
@@ -17,13 +15,7 @@ import (
 func TestForgetTenant(t *testing.T) {
 	ctx := context.Background()
 	_, js := testkit.Broker(t)()
-	tel, err := telemetry.Setup(telemetry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
-	srv := httptest.NewServer(tel.Handler())
-	t.Cleanup(srv.Close)
+	tel, url := serveTelemetry(t)
 	for _, tenant := range []string{"acme", "beta"} {
 		tel.Checkpoint(tenant, 10, time.Now(), func() uint64 { return 12 })
 		tel.Witnessed(tenant, "https://witness.example", 10, time.Now())
@@ -36,7 +28,7 @@ func TestForgetTenant(t *testing.T) {
 		{"svc_witness_age_seconds", "tenant="},
 		{"svc_projection_position", "consumer=svc.leaves."},
 	}
-	fams := scrape(t, srv.URL, "")
+	fams := scrape(t, url, "")
 	for _, s := range series {
 		if sample(fams, s.name, s.label+"acme") == nil {
 			t.Fatalf("%s{%sacme} missing before the tenant moved", s.name, s.label)
@@ -44,7 +36,7 @@ func TestForgetTenant(t *testing.T) {
 	}
 	tel.ForgetTenant("acme")
 	tel.ForgetProjection(pipeline.LeavesSubject("acme"))
-	fams = scrape(t, srv.URL, "")
+	fams = scrape(t, url, "")
 	for _, s := range series {
 		if sample(fams, s.name, s.label+"acme") != nil {
 			t.Errorf("%s{%sacme} still reported after the tenant moved away", s.name, s.label)

@@ -2,8 +2,10 @@ package telemetry_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -126,4 +129,17 @@ func value(fams map[string]*dto.MetricFamily, name string, want ...string) (floa
 		return float64(m.Histogram.GetSampleCount()), nil
 	}
 	return 0, fmt.Errorf("%s%v has no value", name, want)
+}
+
+// serveTelemetry sets up telemetry with its /metrics on a test server.
+func serveTelemetry(t *testing.T) (*telemetry.Telemetry, string) {
+	t.Helper()
+	tel, err := telemetry.Setup(telemetry.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	srv := httptest.NewServer(tel.Handler())
+	t.Cleanup(srv.Close)
+	return tel, srv.URL
 }

@@ -2,7 +2,6 @@ package telemetry_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -21,14 +20,8 @@ import (
 func TestLagGauges(t *testing.T) {
 	ctx := context.Background()
 	_, js := testkit.Broker(t)()
-	tel, err := telemetry.Setup(telemetry.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = tel.Shutdown(ctx) })
+	tel, url := serveTelemetry(t)
 	tel.WatchBroker(js)
-	srv := httptest.NewServer(tel.Handler())
-	t.Cleanup(srv.Close)
 
 	// Two batches on acme's leaves subject, 300 ms apart; the projection applied the first.
 	a1, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), []byte("batch 1"))
@@ -74,7 +67,7 @@ func TestLagGauges(t *testing.T) {
 	tel.Checkpoint("acme", 100, time.Now(), func() uint64 { return 130 })
 	tel.Witnessed("acme", "https://witness.example", 90, time.Now().Add(-2*time.Minute))
 
-	fams := scrape(t, srv.URL, "")
+	fams := scrape(t, url, "")
 	lag, err := value(fams, "svc_projection_lag_seconds", "consumer=entries/acme")
 	if err != nil || lag < 0.25 || lag > 5 {
 		t.Errorf("entries/acme lag %v s (%v), want the 0.3 s between its batch and the newest", lag, err)

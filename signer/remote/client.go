@@ -278,7 +278,7 @@ func (c *Client) checkClock(date, method, endpoint string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s %s: Date header %q: %w", ErrBadResponse, method, endpoint, truncate([]byte(date)), err)
 	}
-	skew := at.Sub(time.Now())
+	skew := time.Until(at)
 	if skew.Abs() <= c.maxSkew+time.Second {
 		return nil
 	}

@@ -17,8 +17,9 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"svc.dev/svc/httplimits"
 	"time"
+
+	"svc.dev/svc/httplimits"
 
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
