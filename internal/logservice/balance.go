@@ -36,24 +36,46 @@ func (st *hostedState) heldCount() int {
 	return len(st.held)
 }
 
-// loads reads every live process's count of held tenants (this one's included).
+// loads reads every live process's count of held tenants (this one's included). An
+// entry more than LeaseTTL/2 older than the newest (two missed announcements; times
+// are the broker's, so hosts' clocks do not matter) is a process that died and is
+// left out, so nobody defers to it.
 func (st *hostedState) loads(ctx context.Context) (map[string]int, error) {
 	keys, err := st.members.ListKeys(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = keys.Stop() }()
-	out := map[string]int{}
+	var entries []jetstream.KeyValueEntry
+	var newest time.Time
 	for k := range keys.Keys() {
-		e, err := st.members.Get(ctx, k)
-		if err != nil {
-			continue // gone since listed
+		if e, err := st.members.Get(ctx, k); err == nil { // else gone since listed
+			entries = append(entries, e)
+			newest = later(newest, e.Created())
 		}
-		if n, err := strconv.Atoi(string(e.Value())); err == nil {
-			out[k] = n
+	}
+	out := map[string]int{}
+	for _, e := range entries {
+		if n, err := strconv.Atoi(string(e.Value())); err == nil && newest.Sub(e.Created()) <= st.cfg.LeaseTTL/2 {
+			out[e.Key()] = n
 		}
 	}
 	return out, nil
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// leave removes this process from the process bucket (a clean stop), before its
+// leases are released, so no standby defers to a process that is going away.
+func (st *hostedState) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = st.members.Delete(ctx, memberKey(st.id))
 }
 
 // balance announces this process every TTL/3 with the number of tenants it holds,
@@ -65,11 +87,7 @@ func (s *Service) balance(ctx context.Context) error {
 	me := memberKey(st.id)
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = st.members.Delete(dctx, me)
-	}()
+	defer st.leave()
 	for {
 		if _, err := st.members.Put(ctx, me, []byte(strconv.Itoa(st.heldCount()))); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("announcing this process failed", "err", err)
@@ -125,11 +143,13 @@ func (st *hostedState) shouldDefer(ctx context.Context) bool {
 	return false
 }
 
-// tryLease creates tenant's lease for this process. A process that holds more
-// tenants than another live one first leaves the free lease to the less loaded for
-// LeaseTTL/2 (it is still taken when nobody else does).
-func (st *hostedState) tryLease(ctx context.Context, tenant string, freeSince *time.Time) bool {
-	if st.shouldDefer(ctx) {
+// tryLease creates tenant's lease for this process. When the holder released the
+// lease (a hand-over), a process that holds more tenants than another live one first
+// leaves it to the less loaded for LeaseTTL/2 (it is still taken when nobody else
+// does). A lease that ran out (its holder died) is taken at once: the outage already
+// lasted a TTL, and the spread is restored by hand-overs afterwards.
+func (st *hostedState) tryLease(ctx context.Context, tenant string, released bool, freeSince *time.Time) bool {
+	if (released || !freeSince.IsZero()) && st.shouldDefer(ctx) {
 		_, err := st.kv.Get(ctx, tenant)
 		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 			*freeSince = time.Time{}

@@ -266,6 +266,7 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 	defer tick.Stop()
 	var freeSince time.Time
 	for n := 0; ; n++ {
+		woken := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -274,8 +275,9 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 				continue // every LeaseTTL/4, unless a deferred free lease is pending
 			}
 		case <-released:
+			woken = true
 		}
-		if st.tryLease(ctx, tenant, &freeSince) {
+		if st.tryLease(ctx, tenant, woken, &freeSince) {
 			return nil
 		}
 	}
@@ -325,9 +327,6 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	st.mu.Lock()
-	st.held[t.ID] = h
-	st.mu.Unlock()
 	s.goRun("lease "+t.ID, func() error { defer close(h.lease); return st.renew(leaseCtx, t.ID) })
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
@@ -342,6 +341,10 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	s.mu.Unlock()
 	h.work.Add(1)
 	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
+	// Registered last: stepDown may stop it only once everything above runs.
+	st.mu.Lock()
+	st.held[t.ID] = h
+	st.mu.Unlock()
 	return nil
 }
 
@@ -370,12 +373,15 @@ func (s *Service) stepDown(ctx context.Context, tenant string) error {
 	delete(s.cps, tenant)
 	s.mu.Unlock()
 	telemetry.Current().ForgetTenant(tenant)
+	// The tree store is closed before the lease goes: this process's own standby may
+	// take the tenant back and open it again.
+	var err error
+	if seq != nil {
+		err = seq.Close()
+	}
 	h.stopLease()
 	<-h.lease
-	if seq != nil {
-		return seq.Close()
-	}
-	return nil
+	return err
 }
 
 // renew keeps the lease on tenant's sequencer; losing it stops the process (the
@@ -388,6 +394,9 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if st.runCtx.Err() != nil { // the process stops: leave before releasing
+				st.leave()
+			}
 			st.release(tenant, rev)
 			return nil
 		case <-tick.C:

@@ -256,6 +256,8 @@ func (s *Sequencer) run(ctx context.Context) error {
 		} else {
 			select {
 			case <-ctx.Done():
+				cc.Stop()
+				handBack(in)
 				return nil
 			case m := <-in:
 				batch = append(batch, m)
@@ -284,6 +286,20 @@ func (s *Sequencer) run(ctx context.Context) error {
 			if err := s.checkpoint(); err != nil {
 				return fmt.Errorf("sequencer %s: checkpoint: %w", s.cfg.Tenant, err)
 			}
+		}
+	}
+}
+
+// handBack returns the requests this sequencer pulled but did not take up (a clean
+// stop, or a hand-over to another process) to the work queue at once, so the next
+// sequencer answers them now rather than after the consumer's AckWait.
+func handBack(in chan jetstream.Msg) {
+	for {
+		select {
+		case m := <-in:
+			_ = m.Nak()
+		default:
+			return
 		}
 	}
 }
