@@ -35,6 +35,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -127,13 +128,7 @@ type Result struct {
 
 // Failed lists the failed checks.
 func (r *Result) Failed() []Check {
-	var out []Check
-	for _, c := range r.Checks {
-		if !c.OK {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(r.Checks), func(c Check) bool { return c.OK })
 }
 
 // WriteText prints the checks and the result line: EXPORT ADDS UP: ..., or exactly

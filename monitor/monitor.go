@@ -26,6 +26,7 @@
 package monitor
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,13 +95,7 @@ type Result struct {
 
 // Failed lists the failed checks.
 func (r *Result) Failed() []Check {
-	var out []Check
-	for _, c := range r.Checks {
-		if !c.OK {
-			out = append(out, c)
-		}
-	}
-	return out
+	return slices.DeleteFunc(slices.Clone(r.Checks), func(c Check) bool { return c.OK })
 }
 
 // WriteText prints one line per check, "PASS|FAIL <tenant> <name>: <detail>", then the
@@ -522,22 +517,12 @@ func (p *probe) latestCheckpoint(ctx context.Context, tenant, base string) (*cli
 			return nil, fmt.Errorf("%s: %w", u, err)
 		}
 		if len(cps) > 0 {
-			return slices.MaxFunc(cps, func(a, b *client.Checkpoint) int { return cmpSize(a.Head.TreeSize, b.Head.TreeSize) }), nil
+			return slices.MaxFunc(cps, func(a, b *client.Checkpoint) int { return cmp.Compare(a.Head.TreeSize, b.Head.TreeSize) }), nil
 		}
 		if since == 0 {
 			return nil, fmt.Errorf("%s/checkpoints lists no checkpoint", base)
 		}
 	}
-}
-
-func cmpSize(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ParseCheckpointList parses a /checkpoints answer, { checkpoints: [API form] }.

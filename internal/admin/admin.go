@@ -391,21 +391,11 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	out := make([]auditEntry, len(entries))
+	out := make([]logserver.AuditEntry, len(entries))
 	for i, e := range entries {
-		out[i] = auditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail}
+		out[i] = logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail}
 	}
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{"entries": out})
-}
-
-// auditEntry is SPEC.md's audit entry { id, at, actor, action, tenantId, detail }.
-type auditEntry struct {
-	ID       string `json:"id"`
-	At       string `json:"at"`
-	Actor    string `json:"actor"`
-	Action   string `json:"action"`
-	TenantID string `json:"tenantId"`
-	Detail   string `json:"detail"`
 }
 
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, _ string) {

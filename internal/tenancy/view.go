@@ -1,6 +1,7 @@
 package tenancy
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -288,18 +289,8 @@ func (v *View) Tenants() []Tenant {
 	for _, t := range v.tenants {
 		out = append(out, t.clone())
 	}
-	slices.SortFunc(out, func(a, b Tenant) int { return cmpString(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Tenant) int { return cmp.Compare(a.ID, b.ID) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Authorized reports whether token is a live token of tenant. Only the token's
