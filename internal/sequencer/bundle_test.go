@@ -23,7 +23,7 @@ import (
 // bundling client; the broker carries bundles, and every caller still gets its own
 // proof under a signed head, or its own refusal.
 func TestBundlingClientCoalescesAndProvesEachLeaf(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	seq := startSequencer(t, nc, t.TempDir(), key)
 	<-seq.Ready()
@@ -139,7 +139,7 @@ func leafIndex(t *testing.T, a pipeline.BundleAnswer) uint64 {
 // the bundle to the next sequencer, which answers every leaf with the index it already
 // has, and the log does not grow.
 func TestRedeliveredBundleAssignsNoIndexTwice(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	replies := make(chan *nats.Msg, 4)
@@ -199,7 +199,7 @@ func (q *quotaOf) AdmitUpTo(_ context.Context, _ string, n int) (int, error) {
 // leaf and a leaf hash of the wrong size are each refused with their own reason, and
 // the others are proven; a bundle malformed as a whole gets one refusal.
 func TestBundleRefusalsStayPerLeaf(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: t.TempDir(), Signer: receipt.KeySigner{Key: key}, LogID: "acme-log", Admit: &quotaOf{left: 2}})
 	if err != nil {
@@ -264,7 +264,7 @@ func TestBundleRefusalsStayPerLeaf(t *testing.T) {
 // its callers after Timeout and frees the tenant's slot, so the appends after it go
 // through once a sequencer runs.
 func TestBundleSlotFreedByTimeout(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Bundle: 8, Timeout: time.Second, Retries: -1})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // was replayed.
 func TestRestartWithLargeLog(t *testing.T) {
 	const n = 300_000
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	leaves := make([]pipeline.Leaf, n)

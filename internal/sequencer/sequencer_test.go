@@ -8,38 +8,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
-// testBroker starts an embedded nats-server with the streams, in t.TempDir().
-func testBroker(t testing.TB) (*server.Server, *nats.Conn) {
-	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := natsembed.Connect(srv, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
-	return srv, nc
+// testBroker starts an embedded nats-server with the streams, in t.TempDir(), and
+// connects to it.
+func testBroker(t testing.TB) *nats.Conn {
+	nc, _ := testkit.Broker(t)()
+	return nc
 }
 
 type testSeq struct {
@@ -116,7 +98,7 @@ func (ix *indices) add(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Pr
 }
 
 func TestConcurrentProducersOneSequence(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	seq := startSequencer(t, nc, t.TempDir(), key)
 	const producers, each = 16, 150
@@ -158,7 +140,7 @@ func TestConcurrentProducersOneSequence(t *testing.T) {
 }
 
 func TestRetryGetsExistingIndex(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	startSequencer(t, nc, t.TempDir(), key)
 	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
@@ -188,7 +170,7 @@ func TestRetryGetsExistingIndex(t *testing.T) {
 }
 
 func TestRestartResumesFromStream(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
@@ -220,7 +202,7 @@ func TestRestartResumesFromStream(t *testing.T) {
 }
 
 func TestSecondSequencerIsFenced(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 3 * time.Second})
 	a := startSequencer(t, nc, t.TempDir(), key)
@@ -279,7 +261,7 @@ func TestSecondSequencerIsFenced(t *testing.T) {
 // sequence"; either way it is our batch, and the sequencer must not think itself
 // fenced.
 func TestCommitRetryAfterLostAnswer(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: t.TempDir(), Signer: receipt.KeySigner{Key: key}})
 	if err != nil {
@@ -313,7 +295,7 @@ func TestCommitRetryAfterLostAnswer(t *testing.T) {
 // 8-byte prefix the idempotency window keys on: a retry of either still gets its own
 // index, never a second one.
 func TestCollidingHashPrefixesKeepTheirIndices(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	startSequencer(t, nc, t.TempDir(), key)
 	c, _ := pipeline.NewClient(nc, pipeline.ClientConfig{})
@@ -359,7 +341,7 @@ func TestRecentRemembersCollidingPrefixes(t *testing.T) {
 // A clock that steps back between batches never makes a head older than the one the
 // sequencer handed out before it.
 func TestHeadTimestampsNeverGoBack(t *testing.T) {
-	_, nc := testBroker(t)
+	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	var mu sync.Mutex
 	clock := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
