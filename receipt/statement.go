@@ -150,8 +150,12 @@ func DecodeStatement(env *Envelope) (*Statement, error) {
 	return &s, nil
 }
 
-// DecodePredicate reads a receipt predicate strictly.
+// DecodePredicate reads a receipt predicate strictly; one in the canonical form
+// issuers sign is read without encoding/json (decodeCanonicalPredicate).
 func (s *Statement) DecodePredicate() (*Predicate, error) {
+	if p, ok := decodeCanonicalPredicate(s.Predicate); ok {
+		return p, nil
+	}
 	var p Predicate
 	if err := unmarshalStrict(s.Predicate, &p); err != nil {
 		return nil, fmt.Errorf("receipt predicate: %w", err)
@@ -159,8 +163,12 @@ func (s *Statement) DecodePredicate() (*Predicate, error) {
 	return &p, nil
 }
 
-// DecodeAuthorization reads an authorization predicate strictly.
+// DecodeAuthorization reads an authorization predicate strictly, canonical form
+// without encoding/json as DecodePredicate does.
 func (s *Statement) DecodeAuthorization() (*AuthorizationPredicate, error) {
+	if p, ok := decodeCanonicalAuthorization(s.Predicate); ok {
+		return p, nil
+	}
 	var p AuthorizationPredicate
 	if err := unmarshalStrict(s.Predicate, &p); err != nil {
 		return nil, fmt.Errorf("authorization predicate: %w", err)
