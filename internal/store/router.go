@@ -87,6 +87,9 @@ func (s *Store) runRouter(ctx context.Context, js jetstream.JetStream, cfg Route
 		return err
 	}
 	if err := exporters.EnsureDeadStream(ctx, js, cfg.Replicas); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
