@@ -35,7 +35,9 @@ collector refused for good is kept in SVC_DEAD.
                          attempts (--exporter to pick one)
   dead replay [--id N]   send dead letters again (all, or those named by their SVC_DEAD
                          sequence; --id repeats); each one its collector takes leaves
-                         SVC_DEAD
+                         SVC_DEAD. Letters of the database projections
+                         (projection-admin, projection-leaves: messages they could not
+                         decode) are applied to the database of --db-env, once each
   replay                 send a period again to one collector (--exporter, --since an
                          RFC 3339 time or an SVC_RECEIPTS sequence), e.g. after it lost
                          data; the exporter's own position does not move
@@ -51,7 +53,7 @@ Example:
 
 // exportsFlags are the flags every exports subcommand takes.
 type exportsFlags struct {
-	config, natsURL, tenant, tokenEnv, exporter, since *string
+	config, natsURL, tenant, tokenEnv, exporter, since, dbEnv *string
 	ids                                                listFlag
 	asJSON                                             *bool
 }
@@ -71,6 +73,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		exporter: fs.String("exporter", "", "`name` of one exporter: otel or splunk (replay: required; dead list: a filter)"),
 		since:    fs.String("since", "", "replay: from this RFC 3339 `time`, or from this SVC_RECEIPTS sequence"),
 		asJSON:   fs.Bool("json", false, "status and dead list: print JSON"),
+		dbEnv:    fs.String("db-env", "", "dead replay: environment `variable` holding the hosted log's PostgreSQL URL, for the database projections' letters"),
 	}
 	fs.Var(&f.ids, "id", "dead replay: the SVC_DEAD `sequence` of a letter to send (repeatable; default all)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -95,7 +98,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	case "dead list":
 		return x.deadList(ctx, stdout, *f.exporter, *f.asJSON)
 	case "dead replay":
-		return x.deadReplay(ctx, stdout, stderr, f.ids)
+		return x.deadReplay(ctx, stdout, stderr, f.ids, *f.dbEnv)
 	default:
 		return x.replay(ctx, stdout, stderr, *f.exporter, *f.since)
 	}
@@ -232,7 +235,7 @@ func (x *exportsEnv) deadList(ctx context.Context, stdout io.Writer, exporter st
 	return tw.Flush()
 }
 
-func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, ids []string) error {
+func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, ids []string, dbEnv string) error {
 	var seqs []uint64
 	for _, s := range ids {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -241,9 +244,18 @@ func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, i
 		}
 		seqs = append(seqs, n)
 	}
+	var others []exporters.DeadHandler
+	if dbEnv != "" {
+		st, err := openStore(ctx, dbEnv)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		others = st.DeadHandlers()
+	}
 	n, err := exporters.ReplayDead(ctx, x.js, x.exps, seqs, func(done, total int) {
 		fmt.Fprintf(stderr, "\rdead letters: %d of %d", done, total)
-	})
+	}, others...)
 	fmt.Fprintln(stderr)
 	fmt.Fprintf(stdout, "delivered %d dead letters\n", n)
 	if err != nil {

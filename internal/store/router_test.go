@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -237,5 +238,44 @@ func TestProjectionsContinueAcrossARestart(t *testing.T) {
 	}
 	if st := second.Stats()[HandlerLeaves]; st.Messages == 0 || st.Messages > 60 {
 		t.Fatalf("the second router applied %d leaves messages, want 1..60 (only what came after the restart)", st.Messages)
+	}
+}
+
+// TestDeadReplayOfAProjectionLetter: a letter that still cannot be decoded stays in
+// SVC_DEAD; one that can (the decoder was fixed) is applied below the saved position,
+// once even when handed twice, and leaves SVC_DEAD.
+func TestDeadReplayOfAProjectionLetter(t *testing.T) {
+	e := startBroker(t)
+	s := open(t)
+	ctx := context.Background()
+	if err := exporters.EnsureDeadStream(ctx, e.js, 1); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().UTC()
+	good := (&pipeline.Batch{First: 7, Leaves: make([]pipeline.Leaf, 3)}).Encode()
+	for _, p := range []struct {
+		seq     string
+		payload []byte
+	}{{"5", []byte("still not a batch")}, {"9", good}} {
+		l := exporters.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", Error: "x", Attempts: 1, SourceSeq: p.seq, At: at}
+		if err := exporters.PublishDead(ctx, e.js, l, p.payload); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := exporters.ReplayDead(ctx, e.js, nil, nil, nil, s.DeadHandlers()...)
+	if n != 1 || err == nil || !strings.Contains(err.Error(), ErrPoison.Error()) {
+		t.Fatalf("replay delivered %d (%v), want 1 and the undecodable letter's error", n, err)
+	}
+	letters, _ := exporters.ListDead(ctx, e.js, "")
+	if len(letters) != 1 || letters[0].SourceSeq != "5" {
+		t.Fatalf("SVC_DEAD after replay: %+v, want only the letter of source seq 5", letters)
+	}
+	// Handed twice (its removal from SVC_DEAD failed): applied once.
+	l := exporters.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", SourceSeq: "9", At: at}
+	if err := s.DeadHandlers()[1].ReplayLetter(ctx, l, good); err != nil {
+		t.Fatal(err)
+	}
+	if a, size, err := s.Usage(ctx, "acme", at.Format("2006-01")); err != nil || a != 3 || size != 10 {
+		t.Fatalf("acme usage after the replayed letter: %d appends, size %d (%v); want 3, 10", a, size, err)
 	}
 }
