@@ -21,8 +21,8 @@ const mdSkip = "svc_skip"
 // deadLetterMiddleware keeps a message that cannot be decoded (a poisonError) in
 // SVC_DEAD with the handler, the error and the attempts, marks it skipped and applies
 // the group again without it, so the projection moves past it. If SVC_DEAD cannot
-// take the letter the group fails (and is tried again): nothing is dropped unseen.
-func deadLetterMiddleware(js jetstream.JetStream, name string) message.HandlerMiddleware {
+// take the letter (it is created, or updated, before each letter: poison is rare) the group fails (and is tried again): nothing is dropped unseen.
+func deadLetterMiddleware(js jetstream.JetStream, name string, replicas int) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
 			ctx := msg.Context() // Timeout below leaves msg with its ended context
@@ -44,7 +44,12 @@ func deadLetterMiddleware(js jetstream.JetStream, name string) message.HandlerMi
 				}
 				letter := exporters.DeadLetter{Handler: name, Tenant: tenant, Error: err.Error(), Attempts: max(attempts, 1),
 					SourceSeq: strconv.FormatUint(pe.seq, 10), At: time.Now().UTC()}
-				if perr := exporters.PublishDead(ctx, js, letter, m.Data()); perr != nil {
+				// SVC_DEAD is made when the first letter needs it, not at every start.
+				perr := exporters.EnsureDeadStream(ctx, js, replicas)
+				if perr == nil {
+					perr = exporters.PublishDead(ctx, js, letter, m.Data())
+				}
+				if perr != nil {
 					return nil, fmt.Errorf("%w (and %s could not keep it: %w)", err, exporters.DeadStream, perr)
 				}
 				slog.Warn("projection message cannot be decoded, kept in "+exporters.DeadStream, "handler", name, "seq", pe.seq, "error", pe.err)

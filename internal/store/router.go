@@ -11,7 +11,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
@@ -35,7 +34,7 @@ type RouterConfig struct {
 	MaxBackoff time.Duration // default 5s
 	Timeout    time.Duration // one attempt (one transaction); default 30s
 	PerSecond  int           // groups a second per projection; 0: no limit
-	Replicas   int           // of SVC_DEAD; default 1
+	Replicas   int           // of SVC_DEAD when a dead letter creates it; default 1
 }
 
 func (c RouterConfig) withDefaults() (RouterConfig, error) {
@@ -86,12 +85,6 @@ func (s *Store) runRouter(ctx context.Context, js jetstream.JetStream, cfg Route
 	if err != nil {
 		return err
 	}
-	if err := exporters.EnsureDeadStream(ctx, js, cfg.Replicas); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
 	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
 	if err != nil {
 		return err
@@ -106,7 +99,7 @@ func (s *Store) runRouter(ctx context.Context, js jetstream.JetStream, cfg Route
 		if t := throttleMiddleware(cfg.PerSecond); t != nil {
 			mws = append(mws, t)
 		}
-		mws = append(mws, metricsMiddleware(s.stats(), p.name), deadLetterMiddleware(js, p.name),
+		mws = append(mws, metricsMiddleware(s.stats(), p.name), deadLetterMiddleware(js, p.name, cfg.Replicas),
 			retryMiddleware(cfg, p.name, s.stats()), timeoutMiddleware(cfg.Timeout))
 		h := r.AddConsumerHandler(p.name, p.subject, sub, s.projectionHandler(js, p))
 		h.AddMiddleware(mws...)
