@@ -54,8 +54,8 @@ Example:
 // exportsFlags are the flags every exports subcommand takes.
 type exportsFlags struct {
 	config, natsURL, tenant, tokenEnv, exporter, since, dbEnv *string
-	ids                                                listFlag
-	asJSON                                             *bool
+	ids                                                       listFlag
+	asJSON                                                    *bool
 }
 
 func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -47,7 +47,7 @@ type rig struct {
 	js     jetstream.JetStream
 	procs  []*svcProc
 	db     *testkit.Proxy // in front of PostgreSQL for every process
-	dbURL  string // the direct URL (for the test's own queries)
+	dbURL  string         // the direct URL (for the test's own queries)
 	nats   *testkit.Proxy // in front of node 0 for procs[1]
 	signer *signerService
 	cpRoot string // checkpoint directories (a small tmpfs in the full suite), one per process
