@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
@@ -96,11 +97,11 @@ func (s *Store) runRouter(ctx context.Context, js jetstream.JetStream, cfg Route
 			sub.reached = func(last uint64) { reached(p.name, last) }
 		}
 		var mws []message.HandlerMiddleware
-		if t := throttleMiddleware(cfg.PerSecond); t != nil {
+		if t := exporters.ThrottleMiddleware(cfg.PerSecond); t != nil {
 			mws = append(mws, t)
 		}
 		mws = append(mws, metricsMiddleware(s.stats(), p.name), deadLetterMiddleware(js, p.name, cfg.Replicas),
-			retryMiddleware(cfg, p.name, s.stats()), timeoutMiddleware(cfg.Timeout))
+			retryMiddleware(cfg, p.name, s.stats()), exporters.TimeoutMiddleware(cfg.Timeout))
 		h := r.AddConsumerHandler(p.name, p.subject, sub, s.projectionHandler(js, p))
 		h.AddMiddleware(mws...)
 	}
