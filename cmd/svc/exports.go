@@ -30,7 +30,9 @@ that acknowledges a receipt only after its collector took it; a receipt the
 collector refused for good is kept in SVC_DEAD.
 
   status                 per exporter: position in SVC_RECEIPTS, backlog, last error,
-                         dead letters
+                         dead letters; with --db-env also the database projections
+                         (projection-admin, projection-leaves: position, backlog, dead
+                         letters)
   dead list              the receipts in SVC_DEAD, with the handler, the error and the
                          attempts (--exporter to pick one)
   dead replay [--id N]   send dead letters again (all, or those named by their SVC_DEAD
@@ -73,7 +75,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		exporter: fs.String("exporter", "", "`name` of one exporter: otel or splunk (replay: required; dead list: a filter)"),
 		since:    fs.String("since", "", "replay: from this RFC 3339 `time`, or from this SVC_RECEIPTS sequence"),
 		asJSON:   fs.Bool("json", false, "status and dead list: print JSON"),
-		dbEnv:    fs.String("db-env", "", "dead replay: environment `variable` holding the hosted log's PostgreSQL URL, for the database projections' letters"),
+		dbEnv:    fs.String("db-env", "", "status and dead replay: environment `variable` holding the hosted log's PostgreSQL URL (the database projections)"),
 	}
 	fs.Var(&f.ids, "id", "dead replay: the SVC_DEAD `sequence` of a letter to send (repeatable; default all)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -94,7 +96,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer x.nc.Close()
 	switch cmd {
 	case "status":
-		return x.status(ctx, stdout, *f.asJSON)
+		return x.status(ctx, stdout, *f.asJSON, *f.dbEnv)
 	case "dead list":
 		return x.deadList(ctx, stdout, *f.exporter, *f.asJSON)
 	case "dead replay":
@@ -189,10 +191,22 @@ func (x *exportsEnv) names() []string {
 	return n
 }
 
-func (x *exportsEnv) status(ctx context.Context, stdout io.Writer, asJSON bool) error {
+func (x *exportsEnv) status(ctx context.Context, stdout io.Writer, asJSON bool, dbEnv string) error {
 	st, err := exporters.Status(ctx, x.js, x.tenant, x.names())
 	if err != nil {
 		return err
+	}
+	if dbEnv != "" {
+		db, err := openStore(ctx, dbEnv)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ps, err := db.Status(ctx, x.js)
+		if err != nil {
+			return fmt.Errorf("database projections: %w", err)
+		}
+		st = append(st, ps...)
 	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(st)

@@ -176,6 +176,11 @@ func TestPoisonGoesToTheDeadLetterStream(t *testing.T) {
 			t.Fatalf("dead letter %+v: want handler %s at source seq %d with an error and attempts", l, l.Handler, want[l.Handler])
 		}
 	}
+	st, err := s.Status(ctx, e.js)
+	leavesLast, _ := lastSeq(t, e.js, pipeline.LeavesStream)
+	if err != nil || len(st) != 2 || st[0].DeadLetters != 1 || st[1].DeadLetters != 1 || st[1].Position != leavesLast || st[1].Backlog != 0 {
+		t.Fatalf("status %+v (%v): want one dead letter each, leaves at %d with no backlog", st, err, leavesLast)
+	}
 	month := time.Now().UTC().Format("2006-01")
 	if a, _, err := s.Usage(ctx, "acme", month); err != nil || a != 30 {
 		t.Fatalf("acme usage: %d appends (%v), want 30", a, err)
