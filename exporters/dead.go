@@ -108,11 +108,21 @@ func letterOf(m *jetstream.RawStreamMsg) DeadLetter {
 	return l
 }
 
+// DeadHandler takes back the dead letters of a handler that is not an exporter (the
+// database projections, internal/store): ReplayLetter applies the letter's payload
+// (the message as it was) or returns why not; the letter leaves SVC_DEAD only after
+// it returned nil, so it must be safe to call twice for one letter.
+type DeadHandler interface {
+	Handler() string
+	ReplayLetter(ctx context.Context, l DeadLetter, payload []byte) error
+}
+
 // ReplayDead delivers dead letters again, each to the exporter that refused it
-// (found by name in exps), and removes a letter from SVC_DEAD once its collector
-// accepted it. ids selects letters by their Seq; none means all. It returns how many
-// were delivered; a letter refused again stays, and its error is reported.
-func ReplayDead(ctx context.Context, js jetstream.JetStream, exps []Exporter, ids []uint64, progress func(done, total int)) (int, error) {
+// (found by name in exps) or to the DeadHandler of that name in others, and removes
+// a letter from SVC_DEAD once it was taken. ids selects letters by their Seq; none
+// means all. It returns how many were delivered; a letter refused again stays, and
+// its error is reported.
+func ReplayDead(ctx context.Context, js jetstream.JetStream, exps []Exporter, ids []uint64, progress func(done, total int), others ...DeadHandler) (int, error) {
 	letters, err := ListDead(ctx, js, "")
 	if err != nil {
 		return 0, err
@@ -135,9 +145,12 @@ func ReplayDead(ctx context.Context, js jetstream.JetStream, exps []Exporter, id
 	if err != nil && len(todo) > 0 {
 		return 0, err
 	}
-	byName := map[string]Exporter{}
+	byName := map[string]func(context.Context, DeadLetter) error{}
 	for _, e := range exps {
-		byName[e.Name()] = e
+		byName[e.Name()] = func(ctx context.Context, l DeadLetter) error { return sendBundle(ctx, e, l.bundle) }
+	}
+	for _, h := range others {
+		byName[h.Handler()] = func(ctx context.Context, l DeadLetter) error { return h.ReplayLetter(ctx, l, l.bundle) }
 	}
 	var errs []error
 	done := 0
@@ -145,12 +158,12 @@ func ReplayDead(ctx context.Context, js jetstream.JetStream, exps []Exporter, id
 		if progress != nil {
 			progress(i, len(todo))
 		}
-		e := byName[l.Handler]
-		if e == nil {
-			errs = append(errs, fmt.Errorf("letter %d: no %s exporter is configured", l.Seq, l.Handler))
+		send := byName[l.Handler]
+		if send == nil {
+			errs = append(errs, fmt.Errorf("letter %d: no %s handler is configured (a projection's letters need --db-env)", l.Seq, l.Handler))
 			continue
 		}
-		if err := sendBundle(ctx, e, l.bundle); err != nil {
+		if err := send(ctx, l); err != nil {
 			errs = append(errs, fmt.Errorf("letter %d (receipt %s): %w", l.Seq, l.ReceiptID, err))
 			continue
 		}

@@ -36,7 +36,7 @@ func deadLetterMiddleware(js jetstream.JetStream, exporter, tenant string, log *
 			attempts, _ := strconv.Atoi(msg.Metadata.Get(mdDelivered))
 			letter := DeadLetter{Handler: exporter, Tenant: tenant, ReceiptID: msg.UUID, Error: err.Error(),
 				Attempts: max(attempts, 1), SourceSeq: msg.Metadata.Get(mdSeq), At: time.Now().UTC()}
-			if perr := publishDead(msg.Context(), js, letter, msg.Payload); perr != nil {
+			if perr := PublishDead(msg.Context(), js, letter, msg.Payload); perr != nil {
 				return nil, fmt.Errorf("%w (and %s could not keep it: %v)", err, DeadStream, perr)
 			}
 			msg.Metadata.Set(mdDead, "1")
@@ -46,8 +46,8 @@ func deadLetterMiddleware(js jetstream.JetStream, exporter, tenant string, log *
 	}
 }
 
-// publishDead stores one dead letter: the receipt as it was, its facts in headers.
-func publishDead(ctx context.Context, js jetstream.JetStream, l DeadLetter, payload []byte) error {
+// PublishDead stores one dead letter: the receipt as it was, its facts in headers.
+func PublishDead(ctx context.Context, js jetstream.JetStream, l DeadLetter, payload []byte) error {
 	m := nats.NewMsg(DeadSubject(l.Handler, l.Tenant))
 	m.Data = payload
 	m.Header.Set(HeaderReceiptID, l.ReceiptID)

@@ -7,9 +7,10 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 )
 
-// throttleMiddleware limits an exporter to perSecond deliveries a second (watermill's
-// Throttle); 0 means no limit and no middleware.
-func throttleMiddleware(perSecond int) message.HandlerMiddleware {
+// ThrottleMiddleware limits a handler to perSecond calls a second (watermill's
+// Throttle): an exporter's deliveries, or a database projection's transactions
+// (internal/store). 0 means no limit and no middleware.
+func ThrottleMiddleware(perSecond int) message.HandlerMiddleware {
 	if perSecond <= 0 {
 		return nil
 	}

@@ -7,9 +7,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 )
 
-// timeoutMiddleware bounds one delivery attempt: the message's context ends after d
-// (watermill's Timeout), which the exporter's request honours. A timeout is a
-// transient failure.
-func timeoutMiddleware(d time.Duration) message.HandlerMiddleware {
+// TimeoutMiddleware bounds one attempt: the message's context ends after d
+// (watermill's Timeout), which an exporter's request and a database projection's
+// transaction (internal/store) honour. A timeout is a transient failure.
+func TimeoutMiddleware(d time.Duration) message.HandlerMiddleware {
 	return middleware.Timeout(d)
 }

@@ -126,11 +126,11 @@ func NewRouter(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporte
 		// Outermost first: throttle, metrics, dead letters, retry, timeout, then the
 		// delivery itself.
 		var mws []message.HandlerMiddleware
-		if t := throttleMiddleware(cfg.PerSecond); t != nil {
+		if t := ThrottleMiddleware(cfg.PerSecond); t != nil {
 			mws = append(mws, t)
 		}
 		mws = append(mws, metricsMiddleware(rt.stats, e.Name(), count), deadLetterMiddleware(js, e.Name(), tenant, log, st),
-			retryMiddleware(cfg, e.Name(), st), timeoutMiddleware(cfg.Timeout))
+			retryMiddleware(cfg, e.Name(), st), TimeoutMiddleware(cfg.Timeout))
 		b := newBatcher(e, cfg.Queue.Batch, cfg.Linger, cfg.Timeout)
 		h := r.AddConsumerHandler(e.Name()+"-"+tenant, ReceiptsSubject(tenant), sub, exportHandler(b))
 		h.AddMiddleware(mws...)

@@ -30,12 +30,16 @@ that acknowledges a receipt only after its collector took it; a receipt the
 collector refused for good is kept in SVC_DEAD.
 
   status                 per exporter: position in SVC_RECEIPTS, backlog, last error,
-                         dead letters
+                         dead letters; with --db-env also the database projections
+                         (projection-admin, projection-leaves: position, backlog, dead
+                         letters)
   dead list              the receipts in SVC_DEAD, with the handler, the error and the
                          attempts (--exporter to pick one)
   dead replay [--id N]   send dead letters again (all, or those named by their SVC_DEAD
                          sequence; --id repeats); each one its collector takes leaves
-                         SVC_DEAD
+                         SVC_DEAD. Letters of the database projections
+                         (projection-admin, projection-leaves: messages they could not
+                         decode) are applied to the database of --db-env, once each
   replay                 send a period again to one collector (--exporter, --since an
                          RFC 3339 time or an SVC_RECEIPTS sequence), e.g. after it lost
                          data; the exporter's own position does not move
@@ -51,9 +55,9 @@ Example:
 
 // exportsFlags are the flags every exports subcommand takes.
 type exportsFlags struct {
-	config, natsURL, tenant, tokenEnv, exporter, since *string
-	ids                                                listFlag
-	asJSON                                             *bool
+	config, natsURL, tenant, tokenEnv, exporter, since, dbEnv *string
+	ids                                                       listFlag
+	asJSON                                                    *bool
 }
 
 func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,6 +75,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		exporter: fs.String("exporter", "", "`name` of one exporter: otel or splunk (replay: required; dead list: a filter)"),
 		since:    fs.String("since", "", "replay: from this RFC 3339 `time`, or from this SVC_RECEIPTS sequence"),
 		asJSON:   fs.Bool("json", false, "status and dead list: print JSON"),
+		dbEnv:    fs.String("db-env", "", "status and dead replay: environment `variable` holding the hosted log's PostgreSQL URL (the database projections)"),
 	}
 	fs.Var(&f.ids, "id", "dead replay: the SVC_DEAD `sequence` of a letter to send (repeatable; default all)")
 	if _, err := parseFlags(fs, args); err != nil {
@@ -91,11 +96,11 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer x.nc.Close()
 	switch cmd {
 	case "status":
-		return x.status(ctx, stdout, *f.asJSON)
+		return x.status(ctx, stdout, *f.asJSON, *f.dbEnv)
 	case "dead list":
 		return x.deadList(ctx, stdout, *f.exporter, *f.asJSON)
 	case "dead replay":
-		return x.deadReplay(ctx, stdout, stderr, f.ids)
+		return x.deadReplay(ctx, stdout, stderr, f.ids, *f.dbEnv)
 	default:
 		return x.replay(ctx, stdout, stderr, *f.exporter, *f.since)
 	}
@@ -186,10 +191,22 @@ func (x *exportsEnv) names() []string {
 	return n
 }
 
-func (x *exportsEnv) status(ctx context.Context, stdout io.Writer, asJSON bool) error {
+func (x *exportsEnv) status(ctx context.Context, stdout io.Writer, asJSON bool, dbEnv string) error {
 	st, err := exporters.Status(ctx, x.js, x.tenant, x.names())
 	if err != nil {
 		return err
+	}
+	if dbEnv != "" {
+		db, err := openStore(ctx, dbEnv)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		ps, err := db.Status(ctx, x.js)
+		if err != nil {
+			return fmt.Errorf("database projections: %w", err)
+		}
+		st = append(st, ps...)
 	}
 	if asJSON {
 		return json.NewEncoder(stdout).Encode(st)
@@ -232,7 +249,7 @@ func (x *exportsEnv) deadList(ctx context.Context, stdout io.Writer, exporter st
 	return tw.Flush()
 }
 
-func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, ids []string) error {
+func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, ids []string, dbEnv string) error {
 	var seqs []uint64
 	for _, s := range ids {
 		n, err := strconv.ParseUint(s, 10, 64)
@@ -241,9 +258,18 @@ func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, i
 		}
 		seqs = append(seqs, n)
 	}
+	var others []exporters.DeadHandler
+	if dbEnv != "" {
+		st, err := openStore(ctx, dbEnv)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		others = st.DeadHandlers()
+	}
 	n, err := exporters.ReplayDead(ctx, x.js, x.exps, seqs, func(done, total int) {
 		fmt.Fprintf(stderr, "\rdead letters: %d of %d", done, total)
-	})
+	}, others...)
 	fmt.Fprintln(stderr)
 	fmt.Fprintf(stdout, "delivered %d dead letters\n", n)
 	if err != nil {

@@ -47,9 +47,9 @@ type rig struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	procs  []*svcProc
-	db     *proxy // in front of PostgreSQL for every process
-	dbURL  string // the direct URL (for the test's own queries)
-	nats   *proxy // in front of node 0 for procs[1]
+	db     *testkit.Proxy // in front of PostgreSQL for every process
+	dbURL  string         // the direct URL (for the test's own queries)
+	nats   *testkit.Proxy // in front of node 0 for procs[1]
 	signer *signerService
 	cpRoot string // checkpoint directories (a small tmpfs in the full suite), one per process
 	tmpfs  error  // why cpRoot is no tmpfs, if it is not
@@ -130,9 +130,9 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 
 	r.dbURL = pgtest.New(t)
 	pgHost := strings.TrimPrefix(strings.SplitN(strings.SplitN(r.dbURL, "@", 2)[1], "/", 2)[0], "")
-	r.db = startProxy(t, pgHost)
+	r.db = testkit.StartProxy(t, pgHost)
 	viaProxy := strings.Replace(r.dbURL, pgHost, r.db.Addr(), 1)
-	r.nats = startProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
+	r.nats = testkit.StartProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
 
 	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
 	r.cpRoot, r.tmpfs = t.TempDir(), errors.New("the short suite has no disk-full case")
@@ -319,7 +319,7 @@ func (r *rig) outage(what, note, healed string, hold time.Duration, inject, heal
 // netCut cuts the network between procs[1] and its NATS node, then heals it.
 func (r *rig) netCut(hold time.Duration) {
 	r.warm()
-	r.outage("network log-b ↔ NATS cut", "(log-b's tenants move to log-a)", "  healed", hold, func() { r.nats.setCut(true) }, func() { r.nats.setCut(false) })
+	r.outage("network log-b ↔ NATS cut", "(log-b's tenants move to log-a)", "  healed", hold, func() { r.nats.SetCut(true) }, func() { r.nats.SetCut(false) })
 }
 
 // dbDown cuts every process from PostgreSQL: appends go on, the projections pause and
@@ -327,7 +327,7 @@ func (r *rig) netCut(hold time.Duration) {
 func (r *rig) dbDown(hold time.Duration) {
 	r.warm()
 	t0 := time.Now()
-	r.db.setCut(true)
+	r.db.SetCut(true)
 	acked := 0
 	time.Sleep(hold)
 	for tenant := range r.load.tokens {
@@ -338,7 +338,7 @@ func (r *rig) dbDown(hold time.Duration) {
 	}
 	r.record("PostgreSQL unreachable", 0, fmt.Sprintf("(%d appends acknowledged during the %s outage)", acked, hold))
 	t1 := time.Now()
-	r.db.setCut(false)
+	r.db.SetCut(false)
 	// Caught up: log_sizes holds at least what was acknowledged before the heal.
 	acks, _, _ := r.load.snapshot()
 	want := map[string]uint64{}

@@ -2,15 +2,12 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/tenancy"
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -22,16 +19,52 @@ func (s *Store) ApplyAdmin(ctx context.Context, seq uint64, e tenancy.Event) err
 	if err != nil {
 		return fmt.Errorf("admin event %s: at %q: %w", e.ID, e.At, err)
 	}
+	return s.applyAdminEvents(ctx, []adminEvent{{seq: seq, at: at, ev: e}}, seq)
+}
+
+// adminEvent is a decoded SVC_ADMIN message.
+type adminEvent struct {
+	seq uint64
+	at  time.Time
+	ev  tenancy.Event
+}
+
+// decodeAdmin reads one SVC_ADMIN message; what fails here is poison.
+func decodeAdmin(data []byte) (adminEvent, error) {
+	e, err := tenancy.DecodeEvent(data)
+	if err != nil {
+		return adminEvent{}, err
+	}
+	at, err := receipt.ParseTime(e.At)
+	if err != nil {
+		return adminEvent{}, fmt.Errorf("admin event %s: at %q: %w", e.ID, e.At, err)
+	}
+	return adminEvent{at: at, ev: e}, nil
+}
+
+// applyAdminEvents applies evs (in stream order) in one transaction, each only when
+// it is past the projection's position, and moves the position to through.
+func (s *Store) applyAdminEvents(ctx context.Context, evs []adminEvent, through uint64) error {
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		fresh, err := claim(ctx, tx, "admin", seq)
-		if err != nil || !fresh {
-			return err
+		for _, a := range evs {
+			fresh, err := claim(ctx, tx, "admin", a.seq)
+			if err != nil {
+				return err
+			}
+			if !fresh {
+				continue
+			}
+			e := a.ev
+			if _, err := tx.Exec(ctx, `INSERT INTO audit (stream_seq, id, at, actor, action, tenant_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT DO NOTHING`, int64(a.seq), e.ID, a.at, e.Actor, e.Action, e.TenantID, e.Detail); err != nil {
+				return err
+			}
+			if err := applyAdmin(ctx, tx, a.seq, a.at, e); err != nil {
+				return err
+			}
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO audit (stream_seq, id, at, actor, action, tenant_id, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT DO NOTHING`, int64(seq), e.ID, at, e.Actor, e.Action, e.TenantID, e.Detail); err != nil {
-			return err
-		}
-		return applyAdmin(ctx, tx, seq, at, e)
+		_, err := claim(ctx, tx, "admin", through)
+		return err
 	})
 }
 
@@ -64,72 +97,4 @@ func applyAdmin(ctx context.Context, tx pgx.Tx, seq uint64, at time.Time, e tena
 		}
 	}
 	return err
-}
-
-// FollowAdmin applies SVC_ADMIN to the database from the projection's position on,
-// until ctx ends (nil) or an error. caughtUp, when not nil, is called once the
-// events the stream held at the start are applied.
-func (s *Store) FollowAdmin(ctx context.Context, js jetstream.JetStream, caughtUp func()) error {
-	err := s.followAdmin(ctx, js, caughtUp)
-	if ctx.Err() != nil {
-		return nil // stopped, possibly by caughtUp itself
-	}
-	return err
-}
-
-func (s *Store) followAdmin(ctx context.Context, js jetstream.JetStream, caughtUp func()) error {
-	pos, err := s.Position(ctx, "admin")
-	if err != nil {
-		return err
-	}
-	stream, err := js.Stream(ctx, pipeline.AdminStream)
-	if err != nil {
-		return err
-	}
-	info, err := stream.Info(ctx)
-	if err != nil {
-		return err
-	}
-	if caughtUp != nil && info.State.LastSeq <= pos {
-		caughtUp()
-		caughtUp = nil
-	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{pipeline.AdminPrefix + ">"},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: pos + 1,
-	})
-	if err != nil {
-		return err
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
-	for {
-		m, err := it.Next()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) && ctx.Err() != nil {
-				return nil
-			}
-			return fmt.Errorf("admin projection: %w", err)
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return err
-		}
-		ev, err := tenancy.DecodeEvent(m.Data())
-		if err != nil {
-			return fmt.Errorf("admin projection: stream seq %d: %w", md.Sequence.Stream, err)
-		}
-		if err := s.ApplyAdmin(ctx, md.Sequence.Stream, ev); err != nil {
-			return fmt.Errorf("admin projection: stream seq %d: %w", md.Sequence.Stream, err)
-		}
-		if caughtUp != nil && md.Sequence.Stream >= info.State.LastSeq {
-			caughtUp()
-			caughtUp = nil
-		}
-	}
 }

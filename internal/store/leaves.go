@@ -5,11 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/projections"
-	"svc.dev/svc/internal/telemetry"
-	"svc.dev/svc/pipeline"
 )
 
 // maxGroup caps the batches applied in one transaction.
@@ -25,7 +22,13 @@ const copyAbove = 16
 // are summed per tenant and month, and written row by row or, for many rows (a
 // rebuild of many tenants), with COPY.
 func (s *Store) ApplyLeaves(ctx context.Context, evs []projections.Event) error {
-	if len(evs) == 0 {
+	return s.applyLeaves(ctx, evs, 0)
+}
+
+// applyLeaves is ApplyLeaves that moves the position to at least through (past
+// messages set aside as dead letters) when that is past it.
+func (s *Store) applyLeaves(ctx context.Context, evs []projections.Event, through uint64) error {
+	if len(evs) == 0 && through == 0 {
 		return nil
 	}
 	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
@@ -39,7 +42,7 @@ func (s *Store) ApplyLeaves(ctx context.Context, evs []projections.Event) error 
 		type key struct{ tenant, month string }
 		usage := map[key]int64{}
 		sizes := map[string]int64{}
-		top := pos
+		top := max(pos, int64(through))
 		for _, ev := range evs {
 			if int64(ev.Seq) <= pos {
 				continue
@@ -99,52 +102,5 @@ func copyMerge(ctx context.Context, tx pgx.Tx, table, columns string, names []st
 		return fmt.Errorf("copy into %s: %w", table, err)
 	}
 	_, err := tx.Exec(ctx, merge)
-	return err
-}
-
-// FollowLeaves applies SVC_LEAVES to the database from the projection's position on,
-// a transaction per group of batches (flushed when the consumer has nothing pending,
-// or at maxGroup), until ctx ends.
-func (s *Store) FollowLeaves(ctx context.Context, js jetstream.JetStream, caughtUp func()) error {
-	pos, err := s.Position(ctx, "leaves")
-	if err != nil {
-		return err
-	}
-	var group []projections.Event
-	var flushErr error
-	flush := func() error {
-		if err := s.ApplyLeaves(ctx, group); err != nil {
-			return fmt.Errorf("usage projection: %w", err)
-		}
-		group = group[:0]
-		return nil
-	}
-	var reached func()
-	if caughtUp != nil {
-		// Called by Follow right after the batch that was last at the start: what is
-		// grouped must be in the database before the caller hears of it.
-		reached = func() {
-			if flushErr = flush(); flushErr == nil {
-				caughtUp()
-			}
-		}
-	}
-	err = projections.Follow(telemetry.WithConsumer(ctx, "store.leaves"), js, pipeline.LeavesPrefix+">", pos+1, func(ev projections.Event) error {
-		if flushErr != nil {
-			return flushErr
-		}
-		ev.Batch = &pipeline.Batch{First: ev.Batch.First, Leaves: make([]pipeline.Leaf, len(ev.Batch.Leaves))} // keep counts, drop data
-		group = append(group, ev)
-		if ev.Pending == 0 || len(group) >= maxGroup {
-			return flush()
-		}
-		return nil
-	}, reached)
-	if err == nil {
-		err = flushErr
-	}
-	if ctx.Err() != nil && flushErr == nil {
-		return nil // stopped, possibly by caughtUp itself
-	}
 	return err
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,6 +24,12 @@ const migrationLock = 0x5f5c_0001
 // Store is the database of the hosted log.
 type Store struct {
 	Pool *pgxpool.Pool
+
+	// Router tunes the projection handlers Run, Rebuild and Follow* start.
+	Router RouterConfig
+
+	statsOnce sync.Once
+	st        *Stats
 }
 
 // Open connects to url (a PostgreSQL URL or key=value string) and applies the

@@ -1,4 +1,4 @@
-package faults
+package testkit
 
 import (
 	"io"
@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// proxy is a TCP proxy the test can cut (every connection closed, new ones refused)
+// Proxy is a TCP proxy the test can cut (every connection closed, new ones refused)
 // and heal: the network between a process and what it talks to.
-type proxy struct {
+type Proxy struct {
 	target string
 	ln     net.Listener
 
@@ -18,21 +18,24 @@ type proxy struct {
 	conns map[net.Conn]bool
 }
 
-func startProxy(t testing.TB, target string) *proxy {
+// StartProxy serves target through a Proxy on a free local port; it closes with the
+// test.
+func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proxy{target: target, ln: ln, conns: map[net.Conn]bool{}}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]bool{}}
 	go p.serve()
-	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	t.Cleanup(func() { ln.Close(); p.SetCut(true) })
 	return p
 }
 
-func (p *proxy) Addr() string { return p.ln.Addr().String() }
+// Addr is where the proxy listens.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-func (p *proxy) serve() {
+func (p *Proxy) serve() {
 	for {
 		c, err := p.ln.Accept()
 		if err != nil {
@@ -49,7 +52,7 @@ func (p *proxy) serve() {
 	}
 }
 
-func (p *proxy) pipe(c net.Conn) {
+func (p *Proxy) pipe(c net.Conn) {
 	up, err := net.Dial("tcp", p.target)
 	if err != nil {
 		c.Close()
@@ -76,8 +79,8 @@ func (p *proxy) pipe(c net.Conn) {
 	p.mu.Unlock()
 }
 
-// setCut cuts (true) or heals (false) the link.
-func (p *proxy) setCut(cut bool) {
+// SetCut cuts (true) or heals (false) the link.
+func (p *Proxy) SetCut(cut bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = cut
