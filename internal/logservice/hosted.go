@@ -315,7 +315,15 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	go func() {
 		defer s.wg.Done()
 		defer h.work.Done()
-		if err := seq.Run(workCtx); err != nil {
+		err := seq.Run(workCtx)
+		switch {
+		case err == nil:
+		case errors.Is(err, sequencer.ErrFenced) && s.isHeld(t.ID):
+			// Another process committed: this one steps down to a standby (in a
+			// goroutine of its own, since stepping down waits for this one).
+			failed <- err
+			go s.loseTenant(t.ID, err)
+		default:
 			failed <- err
 			s.report(fmt.Errorf("sequencer %s: %w", t.ID, err))
 		}
@@ -327,7 +335,15 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	s.goRun("lease "+t.ID, func() error { defer close(h.lease); return st.renew(leaseCtx, t.ID) })
+	s.goRun("lease "+t.ID, func() error {
+		err := st.renew(leaseCtx, t.ID)
+		close(h.lease)
+		if errors.Is(err, errLeaseLost) {
+			s.loseTenant(t.ID, err)
+			return nil
+		}
+		return err
+	})
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
 	}
@@ -352,7 +368,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 // a read-only tree, stops the sequencer and the checkpointer, then releases the lease
 // (which wakes the standbys' watches). Only then may another process sequence, and
 // the fence would refuse this one's commit anyway.
-func (s *Service) stepDown(ctx context.Context, tenant string) error {
+func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
 	st := s.hosted
 	st.mu.Lock()
 	h := st.held[tenant]
@@ -361,7 +377,7 @@ func (s *Service) stepDown(ctx context.Context, tenant string) error {
 	if h == nil {
 		return nil
 	}
-	s.cfg.Logger.Info("handing the sequencer of a tenant to a less loaded process", "tenant", tenant)
+	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
 	if err := s.follow(ctx, ctx, h.t); err != nil {
 		return err
 	}
@@ -384,8 +400,33 @@ func (s *Service) stepDown(ctx context.Context, tenant string) error {
 	return err
 }
 
-// renew keeps the lease on tenant's sequencer; losing it stops the process (the
-// broker's fence would refuse this sequencer's next commit anyway).
+// errLeaseLost: another process holds a tenant's lease this one held, or it could
+// not be renewed in time.
+var errLeaseLost = errors.New("lost the sequencer lease")
+
+// isHeld reports whether this process runs tenant's sequencer.
+func (s *Service) isHeld(tenant string) bool {
+	st := s.hosted
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.held[tenant] != nil
+}
+
+// loseTenant steps down from a tenant whose lease was lost or whose sequencer was
+// fenced out: the process goes on serving its other tenants and this one read-only,
+// as a standby that takes the lease again when it is free. Only when even that fails
+// (the broker is unreachable) is the process told to stop.
+func (s *Service) loseTenant(tenant string, cause error) {
+	s.cfg.Logger.Warn("lost a tenant's sequencer; serving it read-only as a standby", "tenant", tenant, "err", cause)
+	telemetry.Current().LeaseLost(tenant)
+	if err := s.stepDown(s.hosted.runCtx, tenant, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
+		s.report(fmt.Errorf("tenant %s: %w; stepping down failed: %w", tenant, cause, err))
+	}
+}
+
+// renew keeps the lease on tenant's sequencer; it returns errLeaseLost when another
+// process holds it or it was not renewed within two thirds of the TTL (the broker's
+// fence would refuse this sequencer's next commit anyway).
 func (st *hostedState) renew(ctx context.Context, tenant string) error {
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
@@ -413,13 +454,13 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 			return nil
 		}
 		if err == nil {
-			return fmt.Errorf("lost the sequencer lease of %s: held by another process", tenant)
+			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
 		}
 		// A broker hiccup: keep trying while the lease is surely still ours.
 		if time.Since(renewed) < st.cfg.LeaseTTL*2/3 {
 			continue
 		}
-		return fmt.Errorf("lost the sequencer lease of %s: not renewed for %s: %w", tenant, time.Since(renewed).Round(time.Millisecond), err)
+		return fmt.Errorf("%w of %s: not renewed for %s: %w", errLeaseLost, tenant, time.Since(renewed).Round(time.Millisecond), err)
 	}
 }
 

@@ -57,6 +57,14 @@ func (t *Telemetry) Refused(reason string) {
 	t.inst.refusals.Add(bg, 1, o.(metric.AddOption))
 }
 
+// LeaseLost counts a tenant whose sequencer this process lost (svc.sequencer.leases.lost).
+func (t *Telemetry) LeaseLost(tenant string) {
+	if t == nil {
+		return
+	}
+	t.inst.leasesLost.Add(bg, 1, metric.WithAttributeSet(attrs("tenant", tenant)))
+}
+
 // Publish starts the span "broker publish" for an append sent to tenant's
 // sequencer, when ctx carries a sampled span; end it with the outcome.
 func (t *Telemetry) Publish(ctx context.Context, tenant string) (context.Context, func(error)) {

@@ -18,6 +18,7 @@ type instruments struct {
 	commitDuration metric.Float64Histogram // svc.sequencer.batch.duration
 	wait           metric.Float64Histogram // svc.sequencer.wait
 	leaves         metric.Int64Counter     // svc.sequencer.leaves
+	leasesLost     metric.Int64Counter     // svc.sequencer.leases.lost
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -43,6 +44,7 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.commitDuration = hist("svc.sequencer.batch.duration", "s", "Time a sequencer spends on one batch: admission, the commit on SVC_LEAVES, the tree, the signed head and the answers.", latencyBuckets)
 	in.wait = hist("svc.sequencer.wait", "s", "How long the oldest request of a batch waited on SVC_APPEND before its batch committed (the sequencer's lag).", latencyBuckets)
 	in.leaves = counter("svc.sequencer.leaves", "{leaf}", "Leaves committed by this process's sequencers (new indices).")
+	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),
 		metric.WithDescription("Append requests per sequencer batch."),
