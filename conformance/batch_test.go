@@ -74,9 +74,9 @@ func runBatch(t testing.TB, dir string, opts conformance.Options) (*conformance.
 	return s, failed
 }
 
-// TestBatchCorpus verifies a generated corpus of 20,000 receipts (SVC_CORPUS_RECEIPTS
-// sets another size; 100,000 passed in 72 s) (two gateways and an
-// SDK on one hosted log, three copies of each typical tampering) as one batch: it must
+// TestBatchCorpus verifies a generated corpus of 20,000 receipts (two gateways and an
+// SDK on one hosted log, three copies of each typical tampering; SVC_CORPUS_RECEIPTS
+// sets another size, and 100,000 passes in about 72 s) as one batch: it must
 // fail exactly the tampered receipts, each with the first failing check it was built
 // for and with the check and detail that verifying that bundle alone reports. Then the
 // batch is tied to the witnessed checkpoint, which must also fail the receipts logged
