@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 type Client struct {
 	nc       *nats.Conn
 	timeout  time.Duration
+	resend   time.Duration // without the broker's stored-acknowledgement by then, publish again; 0: never
 	retries  int
 	bundle   int
 	inFlight int
@@ -41,6 +43,12 @@ type ClientConfig struct {
 	// Timeout is how long one attempt may take; default 10 s (SPEC.md: log.timeoutMs).
 	// A timeout counts as unreachable and is retried like a server error.
 	Timeout time.Duration
+	// ResendAfter: every request asks JetStream to acknowledge that SVC_APPEND stored
+	// it; one not acknowledged within ResendAfter (its node, or the stream's leader,
+	// was lost with it) or refused for want of a stream leader is published again,
+	// until Timeout. A request stored twice is answered twice with the same index (the
+	// sequencer's idempotency). Default 1 s; negative: never resend.
+	ResendAfter time.Duration
 	// Retries is how often a 429, a 5xx or a timeout is retried with backoff; SPEC.md
 	// says three. Negative means none (the HTTP front, whose own client retries).
 	Retries int
@@ -83,7 +91,13 @@ type flight struct {
 	tenant string // set when it holds one of the tenant's in-flight slots
 	calls  []*call
 	timer  *time.Timer
+	msg    *nats.Msg   // the request, to publish again while not stored
+	resend *time.Timer // armed until the broker acknowledged storing msg
 }
+
+// ackMark starts the last token of the subject a request's stored-acknowledgement
+// comes back on: <prefix>a<n> for the request answered on <prefix><n>.
+const ackMark = "a"
 
 // queue is a tenant's appends waiting for a free slot.
 type queue struct {
@@ -99,6 +113,9 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.Retries == 0 {
 		cfg.Retries = 3
 	}
+	if cfg.ResendAfter == 0 {
+		cfg.ResendAfter = time.Second
+	}
 	if cfg.Retries < 0 {
 		cfg.Retries = 0
 	}
@@ -108,9 +125,15 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.BundleInFlight <= 0 {
 		cfg.BundleInFlight = 1
 	}
-	c := &Client{nc: nc, timeout: cfg.Timeout, retries: cfg.Retries, bundle: cfg.Bundle, inFlight: cfg.BundleInFlight, header: cfg.Header,
+	c := &Client{nc: nc, timeout: cfg.Timeout, resend: max(cfg.ResendAfter, 0), retries: cfg.Retries, bundle: cfg.Bundle, inFlight: cfg.BundleInFlight, header: cfg.Header,
 		prefix: nats.NewInbox() + ".", waiting: map[string]*flight{}, queues: map[string]*queue{}}
-	sub, err := nc.Subscribe(c.prefix+"*", func(m *nats.Msg) { c.finish(m.Subject, m, nil) })
+	sub, err := nc.Subscribe(c.prefix+"*", func(m *nats.Msg) {
+		if inbox, ok := strings.CutPrefix(m.Subject, c.prefix+ackMark); ok {
+			c.stored(c.prefix+inbox, m)
+			return
+		}
+		c.finish(m.Subject, m, nil)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -251,17 +274,60 @@ func (c *Client) send(tenant string, calls []*call, counted bool) {
 	if c.header != nil {
 		c.header(calls[0].ctx, m.Header)
 	}
-	f := &flight{calls: calls}
+	f := &flight{calls: calls, msg: m}
 	if counted {
 		f.tenant = tenant
+	}
+	if c.resend > 0 {
+		m.Reply = c.prefix + ackMark + strings.TrimPrefix(inbox, c.prefix)
 	}
 	c.mu.Lock()
 	c.waiting[inbox] = f
 	f.timer = time.AfterFunc(c.timeout, func() { c.finish(inbox, nil, c.timedOut()) })
+	if c.resend > 0 {
+		f.resend = time.AfterFunc(c.resend, func() { c.publishAgain(inbox) })
+	}
 	c.mu.Unlock()
 	if err := c.nc.PublishMsg(m); err != nil {
 		c.finish(inbox, nil, Unavailable(err))
 	}
+}
+
+// stored reads the broker's answer to the publication of inbox's request: a
+// JetStream acknowledgement ends the resending; a refusal (no stream leader: "no
+// responders", or an error acknowledgement) publishes it again after a short pause.
+func (c *Client) stored(inbox string, m *nats.Msg) {
+	var ack struct {
+		Stream string          `json:"stream"`
+		Error  json.RawMessage `json:"error"`
+	}
+	ok := m.Header.Get("Status") == "" && json.Unmarshal(m.Data, &ack) == nil && ack.Error == nil && ack.Stream != ""
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f := c.waiting[inbox]
+	if f == nil || f.resend == nil {
+		return
+	}
+	if ok {
+		f.resend.Stop()
+		return
+	}
+	f.resend.Reset(min(c.resend, 100*time.Millisecond))
+}
+
+// publishAgain publishes inbox's request again when it is still waiting and was not
+// acknowledged as stored, and arms the next try.
+func (c *Client) publishAgain(inbox string) {
+	c.mu.Lock()
+	f := c.waiting[inbox]
+	if f == nil {
+		c.mu.Unlock()
+		return
+	}
+	f.resend.Reset(c.resend)
+	m := f.msg
+	c.mu.Unlock()
+	_ = c.nc.PublishMsg(m) // a failure is the connection's, which failOnDisconnect answers
 }
 
 // finish answers the flight of inbox from m, or with fail when m is nil, and sends
@@ -273,6 +339,9 @@ func (c *Client) finish(inbox string, m *nats.Msg, fail error) {
 	var next []*call
 	if ok {
 		f.timer.Stop()
+		if f.resend != nil {
+			f.resend.Stop()
+		}
 		if q := c.queues[f.tenant]; f.tenant != "" && q != nil {
 			q.inFlight--
 			next = c.takeLocked(f.tenant, q)

@@ -3,12 +3,14 @@ package pipeline_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 )
 
@@ -51,5 +53,75 @@ func TestDroppedConnectionFailsWaitingAppends(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the append still waits 20 s after the connection dropped (its timeout is a minute)")
+	}
+}
+
+// TestUnstoredRequestIsPublishedAgain: a request no stream stored (its node, or the
+// stream's leader, was lost with it) is published again after ResendAfter instead of
+// waiting out the timeout; the answer to the second publication ends the append.
+func TestUnstoredRequestIsPublishedAgain(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := natsembed.Connect(srv, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// No SVC_APPEND stream: nobody acknowledges storing a request. A plain subscriber
+	// sees every publication and answers only the second.
+	var seen atomic.Int32
+	sub, err := nc.Subscribe(pipeline.AppendSubject("acme"), func(m *nats.Msg) {
+		if seen.Add(1) == 2 {
+			r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
+			r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
+			r.Data = []byte(`{"answered":2}`)
+			_ = nc.PublishMsg(r)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 10 * time.Second, Retries: -1, ResendAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	start := time.Now()
+	body, err := c.DoRaw(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"a":1}`)))
+	if err != nil || string(body) != `{"answered":2}` {
+		t.Fatalf("got %s, %v; want the answer to the second publication", body, err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("answered after %s: the request was not published again before its timeout", d)
+	}
+}
+
+// TestStoredRequestIsNotPublishedAgain: a request SVC_APPEND acknowledged storing is
+// not published again, however long its answer takes.
+func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
+	nc, js := testkit.Broker(t)()
+	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 1500 * time.Millisecond, Retries: -1, ResendAfter: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	// No sequencer: the request is stored and never answered.
+	if _, err := c.DoRaw(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"a":1}`))); !errors.Is(err, pipeline.ErrUnavailable) {
+		t.Fatalf("got %v, want a timeout", err)
+	}
+	st, err := js.Stream(context.Background(), pipeline.AppendStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", info.State.Msgs)
 	}
 }
