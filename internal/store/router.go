@@ -32,7 +32,7 @@ const (
 type RouterConfig struct {
 	Retries    int           // retries in hand before the group is handed again; default 3
 	MinBackoff time.Duration // default 50ms
-	MaxBackoff time.Duration // default 5s
+	MaxBackoff time.Duration // default 1s: a projection resumes within a second of its database
 	Timeout    time.Duration // one attempt (one transaction); default 30s
 	PerSecond  int           // groups a second per projection; 0: no limit
 	Replicas   int           // of SVC_DEAD when a dead letter creates it; default 1
@@ -49,7 +49,7 @@ func (c RouterConfig) withDefaults() (RouterConfig, error) {
 		c.MinBackoff = 50 * time.Millisecond
 	}
 	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 5 * time.Second
+		c.MaxBackoff = time.Second
 	}
 	if c.MaxBackoff < c.MinBackoff {
 		return c, fmt.Errorf("projection router: max backoff %v below min %v", c.MaxBackoff, c.MinBackoff)
