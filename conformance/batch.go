@@ -158,13 +158,14 @@ func (b *Batch) VerifyBytes(path string, data []byte) *BundleResult {
 }
 
 // verifyBytes is VerifyBytes returning the verification too (nil when the bundle did
-// not parse), for what the batch summary counts.
+// not parse), for what the batch summary counts, and a brief report: the checks and
+// their results, details of failures only, no table of fields.
 func verifyBytes(data []byte, opts Options) (*Report, *verification) {
 	bundle, err := receipt.ParseBundle(data)
 	if err != nil {
 		return VerifyBytes(data, opts), nil
 	}
-	v := &verification{opts: opts, b: bundle, r: &Report{}}
+	v := &verification{opts: opts, b: bundle, r: &Report{brief: true}}
 	v.run()
 	v.r.finish()
 	return v.r, v

@@ -153,7 +153,9 @@ func (v *verification) run() {
 		v.authorization()
 	}
 	v.treeHead()
-	v.describe()
+	if !r.brief {
+		v.describe()
+	}
 }
 
 func (v *verification) payloadType() bool {
@@ -161,6 +163,11 @@ func (v *verification) payloadType() bool {
 	if env.PayloadType != receipt.PayloadInToto {
 		return v.r.add(CheckPayloadType, false, "payloadType %q, want %q", env.PayloadType, receipt.PayloadInToto)
 	}
+	if st, pred, err := receipt.DecodeReceipt(env); err == nil && st.Type == receipt.StatementType && st.PredicateType == receipt.PredicateReceipt {
+		v.stmt, v.pred = st, pred
+		return v.r.add(CheckPayloadType, true, "%s", receipt.PredicateReceipt)
+	}
+	// Read again step by step, for the first failure's own detail.
 	st, err := receipt.DecodeStatement(env)
 	if err != nil {
 		return v.r.add(CheckPayloadType, false, "%v", err)
@@ -485,7 +492,7 @@ func inclusion(env *receipt.Envelope, inc receipt.Inclusion, th *receipt.TreeHea
 	if inc.TreeSize != th.TreeSize {
 		return fmt.Errorf("proof is for size %d, head is at %d", inc.TreeSize, th.TreeSize)
 	}
-	leaf := merkle.LeafHash(env.Canonical())
+	leaf := merkle.Hash(canonicalDigest([]byte{0}, env)) // RFC 6962's leaf hash
 	if err := merkle.VerifyInclusion(inc.LeafIndex, inc.TreeSize, leaf, proof, root); err != nil {
 		return fmt.Errorf("leaf %d of %d: %w", inc.LeafIndex, inc.TreeSize, err)
 	}

@@ -44,8 +44,7 @@ func parseFileForm(data []byte) (*Bundle, bool) {
 	if p.bad || p.i != len(data) {
 		return nil, false
 	}
-	out, ok := appendIndentedBundle(make([]byte, 0, len(data)), &b)
-	if !ok || !bytes.Equal(out, data) {
+	if !writesBack(data, func(out []byte) ([]byte, bool) { return appendIndentedBundle(out, &b) }) {
 		return nil, false
 	}
 	return &b, true
@@ -73,30 +72,38 @@ func (p *fileFormParser) lit(s string) {
 
 // str reads a string without escapes (a backslash gives up).
 func (p *fileFormParser) str() string {
+	return string(p.rawStr())
+}
+
+// rawStr is str's bytes, in data.
+func (p *fileFormParser) rawStr() []byte {
 	p.lit(`"`)
 	if p.bad {
-		return ""
+		return nil
 	}
 	n := bytes.IndexByte(p.data[p.i:], '"')
 	if n < 0 || bytes.IndexByte(p.data[p.i:p.i+n], '\\') >= 0 {
 		p.bad = true
-		return ""
+		return nil
 	}
-	s := string(p.data[p.i : p.i+n])
+	s := p.data[p.i : p.i+n]
 	p.i += n + 1
 	return s
 }
 
 func (p *fileFormParser) b64() Base64 {
-	s := p.str()
+	s := p.rawStr()
 	if p.bad {
 		return nil
 	}
-	out, err := base64.StdEncoding.Strict().DecodeString(s)
+	enc := base64.StdEncoding.Strict()
+	out := make([]byte, enc.DecodedLen(len(s)))
+	n, err := enc.Decode(out, s)
 	if err != nil {
 		p.bad = true
+		return nil
 	}
-	return out
+	return out[:n]
 }
 
 func (p *fileFormParser) uint() uint64 {

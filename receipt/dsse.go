@@ -189,6 +189,15 @@ func (e *Envelope) Canonical() []byte {
 	return c
 }
 
+// AppendCanonical appends Canonical's form of e to b, for a caller that hashes it in
+// a buffer of its own and reuses that buffer.
+func (e *Envelope) AppendCanonical(b []byte) []byte {
+	if c, ok := e.appendCanonical(b); ok {
+		return c
+	}
+	return append(b, e.Canonical()...)
+}
+
 // appendCanonical writes the RFC 8785 form of e directly (members sorted: payload,
 // payloadType, signatures; keyid, sig), which is what Canonical(e) computes, without
 // a JSON round trip through a general canonicalizer; a receipt's payload is kilobytes

@@ -1,7 +1,6 @@
 package receipt
 
 import (
-	"bytes"
 	"encoding/json"
 )
 
@@ -40,8 +39,10 @@ func decodeCanonicalPredicate(raw []byte) (*Predicate, bool) {
 	if p.bad || p.i != len(raw) {
 		return nil, false
 	}
-	out, ok, err := appendCanonicalPredicate(make([]byte, 0, len(raw)), &q, predicateArgs{}, nil)
-	if err != nil || !ok || !bytes.Equal(out, raw) {
+	if !writesBack(raw, func(out []byte) ([]byte, bool) {
+		out, ok, err := appendCanonicalPredicate(out, &q, predicateArgs{}, nil)
+		return out, ok && err == nil
+	}) {
 		return nil, false
 	}
 	return &q, true
@@ -59,8 +60,10 @@ func decodeCanonicalAuthorization(raw []byte) (*AuthorizationPredicate, bool) {
 	if p.bad || p.i != len(raw) {
 		return nil, false
 	}
-	out, ok, err := appendCanonicalAuthorization(make([]byte, 0, len(raw)), &q, predicateArgs{})
-	if err != nil || !ok || !bytes.Equal(out, raw) {
+	if !writesBack(raw, func(out []byte) ([]byte, bool) {
+		out, ok, err := appendCanonicalAuthorization(out, &q, predicateArgs{})
+		return out, ok && err == nil
+	}) {
 		return nil, false
 	}
 	return &q, true

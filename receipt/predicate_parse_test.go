@@ -123,3 +123,37 @@ func FuzzDecodeCanonicalPredicate(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeReceipt: DecodeReceipt reads the statement and predicate that
+// DecodeStatement and DecodePredicate read, one after the other, and fails where
+// they fail; the signed payloads of the vectors take its one-pass path.
+func FuzzDecodeReceipt(f *testing.F) {
+	for i, data := range vectorFiles(f, 0) {
+		b, err := ParseBundle(data)
+		if err != nil || i%8 != 0 {
+			continue
+		}
+		f.Add([]byte(b.Envelope.Payload))
+	}
+	f.Add([]byte(`{"_type":"x","predicate":{},"predicateType":"` + PredicateReceipt + `","subject":[{"digest":{"sha256":"a"},"name":"b"}]}`))
+	f.Fuzz(func(t *testing.T, payload []byte) {
+		env := &Envelope{PayloadType: PayloadInToto, Payload: payload}
+		st, p, err := DecodeReceipt(env)
+		slowSt, slowErr := DecodeStatement(env)
+		var slowP *Predicate
+		if slowErr == nil {
+			slowP, slowErr = slowSt.DecodePredicate()
+		}
+		switch {
+		case (err == nil) != (slowErr == nil):
+			t.Fatalf("DecodeReceipt: %v; step by step: %v", err, slowErr)
+		case err != nil:
+			if err.Error() != slowErr.Error() {
+				t.Fatalf("DecodeReceipt: %v; step by step: %v", err, slowErr)
+			}
+		case !reflect.DeepEqual(st, slowSt) || !reflect.DeepEqual(p, slowP):
+			t.Fatalf("DecodeReceipt %+v %+v\nstep by step %+v %+v", st, p, slowSt, slowP)
+		}
+	})
+}
+

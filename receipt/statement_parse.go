@@ -14,6 +14,17 @@ import (
 // object. What it accepts is one JSON object with exactly those members, so
 // encoding/json reads the same Statement from it (FuzzParseSignedStatement).
 func parseSignedStatement(payload []byte) (*Statement, bool) {
+	st, ok := parseStatementFrame(payload)
+	if !ok || !json.Valid(st.Predicate) {
+		return nil, false
+	}
+	return st, true
+}
+
+// parseStatementFrame is parseSignedStatement without the predicate's validity scan:
+// the predicate it returns is an object's bytes, {…}, not yet known to be JSON. The
+// caller scans it or parses it strictly.
+func parseStatementFrame(payload []byte) (*Statement, bool) {
 	p := fileFormParser{data: payload}
 	p.lit(`{"_type":`)
 	typ := p.plainStr()
@@ -27,7 +38,7 @@ func parseSignedStatement(payload []byte) (*Statement, bool) {
 		return nil, false
 	}
 	raw := payload[p.i:j]
-	if raw[0] != '{' || raw[len(raw)-1] != '}' || !json.Valid(raw) {
+	if raw[0] != '{' || raw[len(raw)-1] != '}' {
 		return nil, false
 	}
 	p.i = j + len(mid)
@@ -44,6 +55,30 @@ func parseSignedStatement(payload []byte) (*Statement, bool) {
 		Type: typ, PredicateType: pt, Predicate: json.RawMessage(bytes.Clone(raw)),
 		Subject: []Subject{{Name: name, Digest: map[string]string{"sha256": digest}}},
 	}, true
+}
+
+// DecodeReceipt reads a receipt's statement and its predicate: DecodeStatement then
+// DecodePredicate, with their errors, and no check of _type or predicateType. A
+// statement signed in the canonical form with a receipt predicate in canonical form
+// is read in one pass: the strict parse of the predicate, which accepts only bytes
+// it writes back identically, stands for the statement's validity scan.
+func DecodeReceipt(env *Envelope) (*Statement, *Predicate, error) {
+	if env.PayloadType == PayloadInToto {
+		if st, ok := parseStatementFrame(env.Payload); ok && st.PredicateType == PredicateReceipt {
+			if p, ok := decodeCanonicalPredicate(st.Predicate); ok {
+				return st, p, nil
+			}
+		}
+	}
+	st, err := DecodeStatement(env)
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := st.DecodePredicate()
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, p, nil
 }
 
 // plainStr reads a JSON string that encoding/json decodes to its bytes as they stand:

@@ -561,11 +561,7 @@ func cloneBundle(b *receipt.Bundle) *receipt.Bundle {
 }
 
 func mustPredicate(b *receipt.Bundle) *receipt.Predicate {
-	st, err := receipt.DecodeStatement(b.Envelope)
-	if err != nil {
-		panic(err)
-	}
-	p, err := st.DecodePredicate()
+	_, p, err := receipt.DecodeReceipt(b.Envelope)
 	if err != nil {
 		panic(err)
 	}

@@ -209,11 +209,7 @@ func issue(is *receipt.Issuer, c receipt.Call, precommit bool, exec func(p *rece
 // reissue re-signs a mutated copy of b's predicate with key and logs it in log: what a
 // dishonest or broken issuer holding that key could produce.
 func (g *gen) reissue(b *receipt.Bundle, key string, log receipt.Log, mutate func(*receipt.Predicate)) (*receipt.Bundle, error) {
-	st, err := receipt.DecodeStatement(b.Envelope)
-	if err != nil {
-		return nil, err
-	}
-	p, err := st.DecodePredicate()
+	_, p, err := receipt.DecodeReceipt(b.Envelope)
 	if err != nil {
 		return nil, err
 	}

@@ -105,11 +105,7 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 // decode.
 func Predicate(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
 	t.Helper()
-	st, err := receipt.DecodeStatement(b.Envelope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := st.DecodePredicate()
+	_, p, err := receipt.DecodeReceipt(b.Envelope)
 	if err != nil {
 		t.Fatal(err)
 	}
