@@ -156,4 +156,3 @@ func FuzzDecodeReceipt(f *testing.F) {
 		}
 	})
 }
-
