@@ -71,7 +71,13 @@ func ReadFileCapped(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// Sized by the file, as os.ReadFile does: a batch reads a bundle in two reads
+	// rather than io.ReadAll's growing buffer (a sixth of its time went to reads).
+	size := int64(512)
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+		size = min(fi.Size(), limit) + 1
+	}
+	data, err := readAllInto(io.LimitReader(f, limit+1), make([]byte, 0, size))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -79,6 +85,23 @@ func ReadFileCapped(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
 	}
 	return data, nil
+}
+
+// readAllInto is io.ReadAll into b's spare capacity, growing it only when full.
+func readAllInto(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 // WriteFileAtomic writes data to path so that a reader (or a crash) sees the old file or
