@@ -18,12 +18,13 @@ func parseSignedStatement(payload []byte) (*Statement, bool) {
 	if !ok || !json.Valid(st.Predicate) {
 		return nil, false
 	}
+	st.Predicate = bytes.Clone(st.Predicate)
 	return st, true
 }
 
 // parseStatementFrame is parseSignedStatement without the predicate's validity scan:
 // the predicate it returns is an object's bytes, {…}, not yet known to be JSON. The
-// caller scans it or parses it strictly.
+// caller scans it or parses it strictly. The predicate shares payload's bytes.
 func parseStatementFrame(payload []byte) (*Statement, bool) {
 	p := fileFormParser{data: payload}
 	p.lit(`{"_type":`)
@@ -52,7 +53,7 @@ func parseStatementFrame(payload []byte) (*Statement, bool) {
 		return nil, false
 	}
 	return &Statement{
-		Type: typ, PredicateType: pt, Predicate: json.RawMessage(bytes.Clone(raw)),
+		Type: typ, PredicateType: pt, Predicate: json.RawMessage(raw),
 		Subject: []Subject{{Name: name, Digest: map[string]string{"sha256": digest}}},
 	}, true
 }
@@ -61,7 +62,8 @@ func parseStatementFrame(payload []byte) (*Statement, bool) {
 // DecodePredicate, with their errors, and no check of _type or predicateType. A
 // statement signed in the canonical form with a receipt predicate in canonical form
 // is read in one pass: the strict parse of the predicate, which accepts only bytes
-// it writes back identically, stands for the statement's validity scan.
+// it writes back identically, stands for the statement's validity scan. The
+// statement's Predicate may share env.Payload's bytes.
 func DecodeReceipt(env *Envelope) (*Statement, *Predicate, error) {
 	if env.PayloadType == PayloadInToto {
 		if st, ok := parseStatementFrame(env.Payload); ok && st.PredicateType == PredicateReceipt {
