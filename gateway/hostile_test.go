@@ -5,6 +5,7 @@ package gateway_test
 // over real HTTP from the test goroutine, as an outside client would.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -574,7 +575,16 @@ func TestHostileBodyBudgetSharedByClients(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Svc-Grant: %s\r\nContent-Length: 4000000\r\n\r\n{", grant)
+		// Expect: 100-continue: the server says "100 Continue" when the handler first
+		// reads the body, which is after it reserved the body's share of the budget;
+		// so once it is read, this client holds its share.
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nX-Svc-Grant: %s\r\nContent-Length: 4000000\r\nExpect: 100-continue\r\n\r\n", grant)
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil || !strings.Contains(line, " 100 ") {
+			t.Fatalf("a stalled client was not asked for its body: %q %v", line, err)
+		}
+		fmt.Fprint(c, "{")
 		stalled = append(stalled, c)
 	}
 	done := make(chan int, 1)
