@@ -24,6 +24,7 @@ type rawResultKey struct{}
 type rawResult struct {
 	json   json.RawMessage
 	parsed *mcp.CallToolResult
+	noMeta bool // the result has no member named _meta in any case (known when parsed)
 }
 
 func withRawResult(ctx context.Context) (context.Context, *rawResult) {
@@ -39,13 +40,13 @@ func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *tran
 	if !ok {
 		return
 	}
-	slot.json, slot.parsed = resp.Result, nil
-	if res, ok := parseCallToolResult(resp.Result); ok {
+	slot.json, slot.parsed, slot.noMeta = resp.Result, nil, false
+	if res, hasMeta, ok := parseCallToolResult(resp.Result); ok {
 		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
 		// validates it three times (its content a fourth); it now parses a stub,
 		// and mcpUpstream.Call returns this parse instead (nothing else reads what
 		// the client returns for a call made with a slot).
-		slot.parsed = res
+		slot.parsed, slot.noMeta = res, !hasMeta
 		resp.Result = parsedStub
 	}
 }
@@ -55,12 +56,13 @@ var parsedStub = json.RawMessage(`{"content":[]}`)
 
 // parseCallToolResult parses a complete tools/call result into what
 // mcp.ParseCallToolResult returns for it (the same decoding of each member, content
-// items through mcp.UnmarshalContent) in one pass over the result. It declines (false)
-// what it leaves to mcp-go: a result asking for input (multi round trip), one without
-// content, one that does not parse.
-func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
+// items through mcp.UnmarshalContent) in one pass over the result, and whether it has
+// a member named _meta (matched as encoding/json matches names: in any case). It
+// declines (false) what it leaves to mcp-go: a result asking for input (multi round
+// trip), one without content, one that does not parse.
+func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
 	var r struct {
-		Meta              *mcp.Meta         `json:"_meta,omitempty"`
+		Meta              json.RawMessage   `json:"_meta,omitempty"`
 		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
 		Content           []json.RawMessage `json:"content"`
 		StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
@@ -70,16 +72,22 @@ func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	}
 	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
 		r.InputRequests != nil || r.RequestState != nil {
-		return nil, false
+		return nil, false, false
 	}
 	res := &mcp.CallToolResult{IsError: r.IsError}
-	res.Meta, res.ResultType = r.Meta, r.ResultType
+	res.ResultType = r.ResultType
+	if r.Meta != nil && string(r.Meta) != "null" { // a null _meta leaves Meta nil, as in mcp-go's parse
+		res.Meta = &mcp.Meta{}
+		if json.Unmarshal(r.Meta, res.Meta) != nil {
+			return nil, false, false
+		}
+	}
 	if len(r.Content) > 0 {
 		res.Content = make([]mcp.Content, len(r.Content))
 		for i, item := range r.Content {
 			c, err := mcp.UnmarshalContent(item)
 			if err != nil {
-				return nil, false
+				return nil, false, false
 			}
 			res.Content[i] = c
 		}
@@ -87,10 +95,10 @@ func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool) {
 	if len(r.StructuredContent) > 0 {
 		res.RawStructuredContent = r.StructuredContent
 		if json.Unmarshal(r.StructuredContent, &res.StructuredContent) != nil {
-			return nil, false
+			return nil, false, false
 		}
 	}
-	return res, true
+	return res, r.Meta != nil, true
 }
 
 // rawStdio is mcp-go's stdio transport keeping tools/call results.
