@@ -56,7 +56,9 @@ func (g *Gateway) call(ctx context.Context, s *Session, tool string, args json.R
 	}
 	fwdCtx, raw := withRawResult(ctx)
 	out, callErr := c.up.Call(fwdCtx, tool, args, c.forwardMeta())
-	return g.finish(ctx, c, p, out, raw, callErr)
+	// Once the call was forwarded its receipt is owed even if the agent gave up on it
+	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
+	return g.finish(context.WithoutCancel(ctx), c, p, out, raw, callErr)
 }
 
 // refuseUnrecordable answers a call no receipt may be issued for: outside the grant's
