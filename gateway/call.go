@@ -264,8 +264,9 @@ func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *
 	}
 	b, err := g.issuer.Finish(ctx, p, c.execution(res, rawJSON, callErr))
 	if errors.Is(err, receipt.ErrResultJSON) && raw != nil && callErr == nil {
+		res, callErr = raw.full() // a head-only parse has no content to record
 		raw = nil
-		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, nil))
+		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, callErr))
 	}
 	if err != nil {
 		g.log.Error("receipt not logged after the upstream acted", "receipt", p.ReceiptID, "tool", c.tool, "err", err)

@@ -242,3 +242,32 @@ func FuzzToolCallLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseHead: whenever the head-only parse takes a result, the full parse takes it
+// too, with the same isError, _meta, resultType and answer to "has a _meta member".
+func FuzzParseHead(f *testing.F) {
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"hello\n"}]}`,
+		`{"content":[{"type":"text","text":"a"},{"type":"text","text":""}],"isError":true,"_meta":{"svc/facts":["f1"],"progressToken":3}}`,
+		`{"content":[{"type":"text","text":"a","annotations":{"priority":1}}]}`, `{"content":[{"type":"text","text":5}]}`,
+		`{"content":[{"TYPE":"text","Text":"x","type":"image"}]}`, `{"content":[{"type":"t\u0065xt","text":"x"}]}`,
+		`{"content":[],"_meta":null,"resultType":"complete"}`, `{"content":[],"isError":"yes"}`, `{"content":null}`, `{}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1e999}}`, `{"content":[{"type":"text","text":"x","text":null}]}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		raw := json.RawMessage(s)
+		head, hasMeta, ok := parseHead(raw)
+		if !ok {
+			return
+		}
+		full, fullHasMeta, fullOK := parseCallToolResult(raw)
+		if !fullOK {
+			t.Fatalf("%s: the head parse takes it, the full parse does not", s)
+		}
+		if head.IsError != full.IsError || head.ResultType != full.ResultType || !reflect.DeepEqual(head.Meta, full.Meta) || hasMeta != fullHasMeta {
+			t.Fatalf("%s:\nhead %#v %v\nfull %#v %v", s, head, hasMeta, full, fullHasMeta)
+		}
+	})
+}

@@ -25,11 +25,78 @@ type rawResult struct {
 	json   json.RawMessage
 	parsed *mcp.CallToolResult
 	noMeta bool // the result has no member named _meta in any case (known when parsed)
+	// headOnly: the front answers with json, so parsed may hold only what the call
+	// path reads (isError, _meta, resultType), without the content (parseHead).
+	headOnly bool
 }
 
+// answersRawKey marks the context of a call whose front answers the agent with the
+// upstream's raw result (the stdio fast path).
+type answersRawKey struct{}
+
 func withRawResult(ctx context.Context) (context.Context, *rawResult) {
-	slot := &rawResult{}
+	slot := &rawResult{headOnly: ctx.Value(answersRawKey{}) != nil}
 	return context.WithValue(ctx, rawResultKey{}, slot), slot
+}
+
+// full is the result parsed in full: the slot's parse, or the content too when the
+// slot held only its head.
+func (r *rawResult) full() (*mcp.CallToolResult, error) {
+	if r.parsed != nil && r.parsed.Content != nil {
+		return r.parsed, nil
+	}
+	if res, _, ok := parseCallToolResult(r.json); ok {
+		return res, nil
+	}
+	raw := r.json
+	return mcp.ParseCallToolResult(&raw)
+}
+
+// resultHead is a tools/call result as parseHead decodes it: the members the call
+// path reads, and of each content item what shows it is plain text.
+type resultHead struct {
+	Meta              json.RawMessage `json:"_meta"`
+	ResultType        mcp.ResultType  `json:"resultType"`
+	Content           []contentHead   `json:"content"`
+	StructuredContent json.RawMessage `json:"structuredContent"`
+	IsError           bool            `json:"isError"`
+	InputRequests     json.RawMessage `json:"inputRequests"`
+	RequestState      json.RawMessage `json:"requestState"`
+}
+
+type contentHead struct {
+	Type        json.RawMessage `json:"type"`
+	Text        json.RawMessage `json:"text"`
+	Annotations json.RawMessage `json:"annotations"`
+	Meta        json.RawMessage `json:"_meta"`
+}
+
+// parseHead is parseCallToolResult for a result the front answers with as sent: one
+// decoding of the result, returning isError, _meta and resultType (no content) and
+// whether it has a member named _meta, when parseCallToolResult would surely parse
+// it (FuzzParseHead): every content item plain text (type "text", a string text, no
+// annotations or _meta, which TextContent always decodes), no structured content.
+// False: parse it in full.
+func parseHead(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
+	var r resultHead
+	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
+		r.InputRequests != nil || r.RequestState != nil || r.StructuredContent != nil {
+		return nil, false, false
+	}
+	for _, c := range r.Content {
+		if string(c.Type) != `"text"` || len(c.Text) == 0 || c.Text[0] != '"' || c.Annotations != nil || c.Meta != nil {
+			return nil, false, false
+		}
+	}
+	res := &mcp.CallToolResult{IsError: r.IsError}
+	res.ResultType = r.ResultType
+	if r.Meta != nil && string(r.Meta) != "null" {
+		res.Meta = &mcp.Meta{}
+		if json.Unmarshal(r.Meta, res.Meta) != nil {
+			return nil, false, false
+		}
+	}
+	return res, r.Meta != nil, true
 }
 
 func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {

@@ -120,7 +120,7 @@ func (f *stdioFront) run(ctx context.Context, req *toolCallRequest) (line []byte
 			line = errorLine(req.id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r))
 		}
 	}()
-	res, raw := f.g.call(ctx, f.s, req.name, requestArgsRaw(req.args), req.meta)
+	res, raw := f.g.call(context.WithValue(ctx, answersRawKey{}, true), f.s, req.name, requestArgsRaw(req.args), req.meta)
 	return resultLine(req.id, res, raw)
 }
 

@@ -128,13 +128,23 @@ func (u *mcpUpstream) Call(ctx context.Context, tool string, args json.RawMessag
 }
 
 // callRaw is Call over the stdio fast path: the raw result goes into the context's
-// slot (rawresult.go) and is parsed once, as mcp-go's client would parse it.
+// slot (rawresult.go) and is parsed once, as mcp-go's client would parse it; only its
+// head when the front answers with the raw result and the content is plain text.
 func (u *mcpUpstream) callRaw(ctx context.Context, tool string, args json.RawMessage, meta map[string]any) (*mcp.CallToolResult, error) {
 	raw, err := u.child.call(ctx, tool, args, meta)
 	if err != nil {
 		return nil, err
 	}
-	res, hasMeta, onePass := parseCallToolResult(raw)
+	slot, _ := ctx.Value(rawResultKey{}).(*rawResult)
+	var res *mcp.CallToolResult
+	var hasMeta, onePass, head bool
+	if slot != nil && slot.headOnly {
+		res, hasMeta, head = parseHead(raw)
+		onePass = head
+	}
+	if !head {
+		res, hasMeta, onePass = parseCallToolResult(raw)
+	}
 	if !onePass {
 		if needsInput(raw) {
 			return nil, errors.New("the upstream asked for more input (a multi round trip result), which the gateway does not give")
@@ -143,8 +153,8 @@ func (u *mcpUpstream) callRaw(ctx context.Context, tool string, args json.RawMes
 			return nil, err
 		}
 	}
-	if slot, ok := ctx.Value(rawResultKey{}).(*rawResult); ok {
-		slot.json, slot.parsed, slot.noMeta = raw, res, onePass && !hasMeta
+	if slot != nil {
+		slot.json, slot.parsed, slot.noMeta, slot.headOnly = raw, res, onePass && !hasMeta, head
 	}
 	return res, nil
 }
