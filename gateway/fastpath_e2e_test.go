@@ -61,7 +61,7 @@ func TestGatewayFastPathWithTSClient(t *testing.T) {
 			Completed bool   `json:"completed"`
 		} `json:"cancelled"`
 		After, Big, Huge, Denied, BadArgs step
-		Unknown                     struct {
+		Unknown                           struct {
 			Thrown string `json:"thrown"`
 			Code   int    `json:"code"`
 		} `json:"unknown"`

@@ -29,17 +29,26 @@ import (
 // (mcp-go's stdio server runs 5 and queues 100).
 const maxFastCalls = 32
 
-// lineWriter writes whole lines to the agent, one writer at a time.
+// lineWriter writes whole lines to the agent or to a stdio upstream, one writer at
+// a time: the fast path and mcp-go each write a message with one Write.
 type lineWriter struct {
 	mu sync.Mutex
 	w  io.Writer
 }
 
-// Write writes p at once: mcp-go writes each message with one Write.
 func (l *lineWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// Close closes the underlying writer when it is a Closer, without waiting for a
+// write in progress (one blocked on a stuck reader fails instead).
+func (l *lineWriter) Close() error {
+	if c, ok := l.w.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // stdioFront is the fast path of one stdio session.

@@ -36,7 +36,7 @@ const firstRawID = 1 << 40
 // childProcess is a stdio upstream's process and its pipes, demultiplexed.
 type childProcess struct {
 	cmd   *exec.Cmd
-	stdin *lockedWriteCloser
+	stdin *lineWriter
 	rest  *io.PipeWriter // the lines for mcp-go's transport
 	restR *io.PipeReader // its end, closed when the transport is
 
@@ -52,24 +52,6 @@ type childProcess struct {
 type rawAnswer struct {
 	result json.RawMessage
 	err    *mcp.JSONRPCErrorDetails
-}
-
-// lockedWriteCloser serializes whole-line writes to the child's stdin.
-type lockedWriteCloser struct {
-	mu sync.Mutex
-	w  io.WriteCloser
-}
-
-func (l *lockedWriteCloser) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-func (l *lockedWriteCloser) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Close()
 }
 
 // startChild starts command with env added to the gateway's environment (as mcp-go's
@@ -92,7 +74,7 @@ func startChild(command string, env, args []string) (*childProcess, *transport.S
 		return nil, nil, fmt.Errorf("starting %s: %w", command, err)
 	}
 	pr, pw := io.Pipe()
-	p := &childProcess{cmd: cmd, stdin: &lockedWriteCloser{w: stdin}, rest: pw, restR: pr,
+	p := &childProcess{cmd: cmd, stdin: &lineWriter{w: stdin}, rest: pw, restR: pr,
 		pending: map[int64]chan rawAnswer{}, exited: make(chan struct{})}
 	p.next.Store(firstRawID)
 	go p.read(stdout)
