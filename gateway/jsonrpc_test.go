@@ -252,7 +252,9 @@ func FuzzParseHead(f *testing.F) {
 		`{"content":[{"type":"text","text":"a","annotations":{"priority":1}}]}`, `{"content":[{"type":"text","text":5}]}`,
 		`{"content":[{"TYPE":"text","Text":"x","type":"image"}]}`, `{"content":[{"type":"t\u0065xt","text":"x"}]}`,
 		`{"content":[],"_meta":null,"resultType":"complete"}`, `{"content":[],"isError":"yes"}`, `{"content":null}`, `{}`,
-		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1e999}}`, `{"content":[{"type":"text","text":"x","text":null}]}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1e999}}`,
+		`{"content":[{"type":"text","text":"x"}],"structuredContent":{"content":"x\\\"1e999","n":[1.5,-2,true,null]}}`,
+		`{"content":[],"structuredContent":[1E2]}`, `{"content":[],"structuredContent":null}`, `{"content":[{"type":"text","text":"x","text":null}]}`,
 	} {
 		f.Add(s)
 	}

@@ -75,12 +75,13 @@ type contentHead struct {
 // decoding of the result, returning isError, _meta and resultType (no content) and
 // whether it has a member named _meta, when parseCallToolResult would surely parse
 // it (FuzzParseHead): every content item plain text (type "text", a string text, no
-// annotations or _meta, which TextContent always decodes), no structured content.
-// False: parse it in full.
+// annotations or _meta, which TextContent always decodes), structured content whose
+// numbers surely fit a float64 (the full parse decodes it into an any). False: parse
+// it in full.
 func parseHead(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
 	var r resultHead
 	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
-		r.InputRequests != nil || r.RequestState != nil || r.StructuredContent != nil {
+		r.InputRequests != nil || r.RequestState != nil || !numbersFitFloat(r.StructuredContent) {
 		return nil, false, false
 	}
 	for _, c := range r.Content {
@@ -188,4 +189,34 @@ func (t rawHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) 
 		keepRawResult(ctx, req, resp)
 	}
 	return resp, err
+}
+
+// numbersFitFloat reports, conservatively, that every number in a valid JSON value
+// fits a float64, which encoding/json decodes it into: no number has an exponent or
+// more than 300 digits (a larger one could overflow).
+func numbersFitFloat(v json.RawMessage) bool {
+	inString, escaped, digits := false, false, 0
+	for _, c := range v {
+		switch {
+		case inString:
+			if escaped {
+				escaped = false
+			} else if c == '\\' {
+				escaped = true
+			} else if c == '"' {
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c >= '0' && c <= '9':
+			if digits++; digits > 300 {
+				return false
+			}
+			continue
+		case (c == 'e' || c == 'E') && digits > 0:
+			return false
+		}
+		digits = 0
+	}
+	return true
 }
