@@ -31,23 +31,34 @@ type call struct {
 // "Gateway MCP behaviour": recordable arguments, scope, facts, policy, pre-commit,
 // forward, receipt, result.
 func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
+	res, _ := g.call(ctx, s, tool, args, agentMeta)
+	return res
+}
+
+// call is Call, also returning the upstream's result as the upstream sent it when the
+// receipt recorded it so (nil otherwise: a refusal, an upstream error, a result the
+// receipt holds as parsed, a REST upstream's). A front may answer with it, its
+// _meta["svc/receipt"] set (withReceiptMeta), instead of encoding res.
+func (g *Gateway) call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) (*mcp.CallToolResult, *rawResult) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
 	if res := g.refuseUnrecordable(s, tool, args); res != nil {
-		return res
+		return res, nil
 	}
 	c := g.newCall(s, tool, args, agentMeta)
 	p, res := g.decide(ctx, c)
 	if res != nil {
-		return res
+		return res, nil
 	}
 	if res := g.precommit(ctx, c, p); res != nil {
-		return res
+		return res, nil
 	}
 	fwdCtx, raw := withRawResult(ctx)
 	out, callErr := c.up.Call(fwdCtx, tool, args, c.forwardMeta())
-	return g.finish(ctx, c, p, out, raw.json, callErr)
+	// Once the call was forwarded its receipt is owed even if the agent gave up on it
+	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
+	return g.finish(context.WithoutCancel(ctx), c, p, out, raw, callErr)
 }
 
 // refuseUnrecordable answers a call no receipt may be issued for: outside the grant's
@@ -242,19 +253,28 @@ func marshalResult(res *mcp.CallToolResult) json.RawMessage {
 // receipt's id in the result's meta. The receipt records the upstream's raw result
 // when there is one, or, if a receipt cannot record it as it stands (invalid UTF-8,
 // duplicate names, which mcp-go's parse repaired or dropped), the result as mcp-go
-// parsed it.
-func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, raw json.RawMessage, callErr error) *mcp.CallToolResult {
-	b, err := g.issuer.Finish(ctx, p, c.execution(res, raw, callErr))
+// parsed it. The raw result is returned too when the receipt recorded it.
+func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, raw *rawResult, callErr error) (*mcp.CallToolResult, *rawResult) {
+	if raw.json == nil {
+		raw = nil
+	}
+	var rawJSON json.RawMessage
+	if raw != nil {
+		rawJSON = raw.json
+	}
+	b, err := g.issuer.Finish(ctx, p, c.execution(res, rawJSON, callErr))
 	if errors.Is(err, receipt.ErrResultJSON) && raw != nil && callErr == nil {
-		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, nil))
+		res, callErr = raw.full() // a head-only parse has no content to record
+		raw = nil
+		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, callErr))
 	}
 	if err != nil {
 		g.log.Error("receipt not logged after the upstream acted", "receipt", p.ReceiptID, "tool", c.tool, "err", err)
-		return errorResult(fmt.Sprintf("The upstream action has already happened, but the log did not take its receipt, so no receipt was issued: %v", err))
+		return errorResult(fmt.Sprintf("The upstream action has already happened, but the log did not take its receipt, so no receipt was issued: %v", err)), nil
 	}
 	g.exported(b)
 	if callErr != nil {
-		return errorResult(fmt.Sprintf("Upstream error: %s (receipt %s)", callErr.Error(), p.ReceiptID))
+		return errorResult(fmt.Sprintf("Upstream error: %s (receipt %s)", callErr.Error(), p.ReceiptID)), nil
 	}
 	if res.Meta == nil {
 		res.Meta = &mcp.Meta{}
@@ -263,5 +283,5 @@ func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *
 		res.Meta.AdditionalFields = map[string]any{}
 	}
 	res.Meta.AdditionalFields[MetaReceipt] = p.ReceiptID
-	return res
+	return res, raw
 }

@@ -113,14 +113,26 @@ func FuzzParseCallToolResult(f *testing.F) {
 		`{"resultType":"input_required","inputRequests":{"a":{"method":"elicitation/create","params":{}}},"requestState":"s"}`,
 		`{"content":null}`, `{}`, `{"content":[{"type":"nope"}]}`, `{"content":[1]}`, `[]`, `{"content":[{"type":"text","text":"a"}],"content":[]}`,
 		`{"content":[{"type":"text","text":"x"}],"structuredContent":"not an object","isError":false}`,
+		`{"content":[],"_meta":null}`, `{"content":[],"_META":{}}`, `{"content":[],"_meta":{},"_meta":null}`,
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		raw := json.RawMessage(s)
-		got, ok := gateway.ParseCallToolResult(raw)
+		got, hasMeta, ok := gateway.ParseCallToolResult(raw)
 		if !ok {
 			return
+		}
+		var members map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &members); err != nil {
+			t.Fatalf("%s: parsed, but not an object: %v", s, err)
+		}
+		named := false
+		for k := range members {
+			named = named || strings.EqualFold(k, "_meta")
+		}
+		if hasMeta != named {
+			t.Fatalf("%s: hasMeta %v, a member named _meta in some case: %v", s, hasMeta, named)
 		}
 		want, err := mcp.ParseCallToolResult(&raw)
 		if err != nil {

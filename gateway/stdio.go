@@ -86,7 +86,29 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 	g.log.Info("gateway serving over stdio", "agent", s.Agent(), "tools", len(g.ToolsFor(s)), "keyid", g.KeyID())
 	stdio := server.NewStdioServer(g.mcpServer(s))
 	stdio.SetErrorLogger(log.New(errOut, "gateway: ", log.LstdFlags))
-	return stdio.Listen(ctx, in, out)
+	// Plain tools/call requests take the fast path (stdiofast.go); mcp-go serves
+	// every other line, passed on through a pipe.
+	lw := &lineWriter{w: out}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := stdio.Listen(ctx, pr, lw)
+		pr.CloseWithError(io.ErrClosedPipe) // a line passed on after mcp-go stopped fails at once
+		done <- err
+	}()
+	f := &stdioFront{g: g, s: s, out: lw, log: g.log, slots: make(chan struct{}, maxFastCalls), inflight: map[string]context.CancelFunc{}}
+	served := make(chan error, 1)
+	go func() { served <- f.serve(ctx, in, pw) }()
+	select {
+	case err := <-served:
+		pw.Close() // mcp-go sees the end of its input and stops
+		if lerr := <-done; lerr != nil {
+			return lerr
+		}
+		return err
+	case err := <-done:
+		return err
+	}
 }
 
 // CheckGrant verifies the stdio grant at startup (a grant outside its validity window
