@@ -19,18 +19,24 @@
 # time cannot show less than that); bench/race/tti, run beside it, reports the time
 # to integrate as percentiles. CPU (utime+stime) and RSS of each server come from /proc, and
 # busy_% is the whole machine's (all processes, all cores) over the run: near 100 the
-# box, not the log, sets the pace; hammer_us/entry is the hammer's own CPU per entry.
+# box, not the log, sets the pace; others_% is the part of it neither the log nor
+# the hammer used (other work on the box: a run beside a large one says little);
+# hammer_us/entry is the hammer's own CPU per entry.
 #
 # Each log under test runs pinned to one core (LOG_CPU) and the hammer to the other
 # (HAMMER_CPU) with taskset, the same for every log: on a 2-core box the two then do
 # not take each other's core, and each Go server sees one CPU (GOMAXPROCS 1). PIN=0
 # lets both float as before.
 #
+# Each run starts once the box is quiet (QUIET, below) and reports how much of it
+# other work took meanwhile (others_%).
+#
 # Environment: RUNS (2), SECONDS_PER_RUN (40), WARMUP (10), WRITERS (256),
 # WRITE_OPS (40000), CHECKPOINT_EVERY (1 s for svc; Tessera's conformance server
-# publishes every second), PIN (1), LOG_CPU (0), HAMMER_CPU (1), PROFILE (1 writes a
-# CPU profile of each svc run, cpu-<run>.prof, into WORK; implies KEEP=1), WORK
-# (scratch directory; KEEP=1 keeps it).
+# publishes every second), PIN (1), LOG_CPU (0), HAMMER_CPU (1), QUIET (1),
+# QUIET_PCT (15), QUIET_MAX (120), PROFILE (1 writes a CPU profile of each svc run,
+# cpu-<run>.prof, into WORK; implies KEEP=1), WORK (scratch directory; KEEP=1 keeps
+# it).
 set -euo pipefail
 : "${HAMMER:?set HAMMER to Tessera's hammer binary}"
 : "${TESSERA_POSIX:?set TESSERA_POSIX to Tessera's cmd/conformance/posix binary}"
@@ -91,6 +97,19 @@ start_tessera() {
   for _ in $(seq 300); do curl -sf "$URL/checkpoint" >/dev/null 2>&1 && break; sleep 0.1; done
 }
 
+# quiet: before each run, wait (at most QUIET_MAX s) until the box's other work used
+# under QUIET_PCT % of it over 2 s, so that the logs race on the same quiet box rather
+# than beside whatever else happened to run; QUIET=0 starts at once.
+quiet() {
+  [ "${QUIET:-1}" = 1 ] || return 0
+  local end=$((SECONDS + ${QUIET_MAX:-120})) b0 i0 b1 i1
+  while [ "$SECONDS" -lt "$end" ]; do
+    read -r b0 i0 < <(busy_idle); sleep 2; read -r b1 i1 < <(busy_idle)
+    [ $((100 * (b1 - b0))) -lt $((${QUIET_PCT:-15} * (b1 - b0 + i1 - i0))) ] && return 0
+  done
+  echo "(the box stayed busy for ${QUIET_MAX:-120} s; racing anyway)" >&2
+}
+
 pane_size() { tmux capture-pane -p -t "$SESSION" | sed -nE 's/.*TreeSize: ([0-9]+).*/\1/p' | head -1; }
 pane_avg() { tmux capture-pane -p -t "$SESSION" | grep -o "$1: [^ ]*" | head -1 | sed "s/$1: //"; }
 
@@ -98,6 +117,7 @@ pane_avg() { tmux capture-pane -p -t "$SESSION" | grep -o "$1: [^ ]*" | head -1 
 race() {
   local name=$1
   tmux kill-session -t "$SESSION" 2>/dev/null || true
+  quiet
   tmux new-session -d -s "$SESSION" -x 200 -y 50 "${HAMMER_PIN[*]} $HAMMER --log_public_key=$VKEY --log_url=$URL \
     --num_writers=$WRITERS --max_write_ops=$WRITE_OPS --dup_chance=0 --show_ui=true 2>$WORK/hammer-$name.err; sleep 600"
   sleep "$WARMUP"
@@ -116,10 +136,11 @@ race() {
   tmux kill-session -t "$SESSION"
   awk -v n="$name" -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$HZ" -v q="$q" -v i="$i" -v r="$r" -v hc="$((h1 - h0))" -v busy="$((b1 - b0))" -v idle="$((i1 - i0))" 'BEGIN {
     w = (s1 - s0) / (t1 - t0); cpu = (w > 0) ? (c / hz) / (s1 - s0) * 1e6 : 0; hcpu = (w > 0) ? (hc / hz) / (s1 - s0) * 1e6 : 0
-    printf "%-10s %9.0f %26s %26s %12.1f %8.0f %8.0f %14.1f\n", n, w, q, i, cpu, r / 1024, 100 * busy / (busy + idle), hcpu }'
+    others = 100 * (busy - c - hc) / (busy + idle); if (others < 0) others = 0
+    printf "%-10s %9.0f %26s %26s %12.1f %8.0f %8.0f %8.0f %14.1f\n", n, w, q, i, cpu, r / 1024, 100 * busy / (busy + idle), others, hcpu }'
 }
 
-printf "%-10s %9s %26s %26s %12s %8s %8s %14s\n" log writes/s "queue min/avg/max" "integrate min/avg/max" "cpu_us/entry" rss_MiB "busy_%" "hammer_us/entry"
+printf "%-10s %9s %26s %26s %12s %8s %8s %8s %14s\n" log writes/s "queue min/avg/max" "integrate min/avg/max" "cpu_us/entry" rss_MiB "busy_%" "others_%" "hammer_us/entry"
 for r in $(seq "$RUNS"); do
   if [ -n "${SVC_BASE:-}" ]; then
     start_svc "$WORK/svc-base-$r" "$WORK/svc-base"; race svc-base; kill "$PID"; wait "$PID" 2>/dev/null || true
