@@ -51,7 +51,7 @@ SECS=${SECONDS_PER_RUN:-40}
 WARMUP=${WARMUP:-10}
 WRITERS=${WRITERS:-256}
 WRITE_OPS=${WRITE_OPS:-40000}
-ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+ROOT=${ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}
 WORK=${WORK:-$(mktemp -d /tmp/svc-hammer.XXXXXX)}
 mkdir -p "$WORK"
 SESSION=svc-hammer-$$
@@ -154,7 +154,7 @@ run_one() {
   for try in $(seq 0 "${NOISY_RETRIES:-2}"); do
     "$@"; race "$name"; kill "$PID"; wait "$PID" 2>/dev/null || true
     [ "$OTHERS" -le "${NOISY_PCT:-20}" ] && return 0
-    [ "$try" -lt "${NOISY_RETRIES:-2}" ] && echo "  (other work took ${OTHERS}% of the box: $name runs again)"
+    if [ "$try" -lt "${NOISY_RETRIES:-2}" ]; then echo "  (other work took ${OTHERS}% of the box: $name runs again)"; fi
   done
 }
 
