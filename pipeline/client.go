@@ -27,6 +27,7 @@ type Client struct {
 	retries  int
 	bundle   int
 	inFlight int
+	linger   time.Duration // at most this long a lone append waits for company
 	header   func(context.Context, nats.Header)
 	status   chan nats.Status // RECONNECTING: the answers awaited are lost
 	prefix   string
@@ -67,6 +68,16 @@ type ClientConfig struct {
 	// in appends/s and CPU per append, docs/design/log-service.md). A lost answer holds
 	// the slot until Timeout.
 	BundleInFlight int
+	// BundleLinger bounds how long an append that finds its tenant's slot free waits
+	// for others to leave with it, when the tenant's last bundle showed concurrency
+	// (it carried more than one leaf): it leaves once as many appends wait as that
+	// bundle carried, or after the last bundle's round trip, at most BundleLinger.
+	// Without it, under steady concurrency the first append to arrive after an
+	// answer left alone and every other one waited a whole round trip behind it:
+	// half the sequencer's batches carried one leaf (measured with Tessera's hammer,
+	// docs/design/log-service.md). An append without concurrency never waits: after
+	// a bundle of one leaf the next leaves at once. Default 2 ms; negative: never.
+	BundleLinger time.Duration
 	// Header, when set, adds headers to each request from its context (the log
 	// service: the W3C trace context, internal/telemetry.InjectNATS). A bundle carries
 	// the headers of its first append's context.
@@ -86,10 +97,14 @@ type result struct {
 	err  error
 }
 
+// DefaultBundleLinger is ClientConfig.BundleLinger's default.
+const DefaultBundleLinger = 2 * time.Millisecond
+
 // flight is one request (a single leaf or a bundle) awaiting its answer.
 type flight struct {
 	tenant string // set when it holds one of the tenant's in-flight slots
 	calls  []*call
+	sent   time.Time
 	timer  *time.Timer
 	msg    *nats.Msg   // the request, to publish again while not stored
 	resend *time.Timer // armed until the broker acknowledged storing msg
@@ -103,6 +118,9 @@ const ackMark = "a"
 type queue struct {
 	pending  []*call
 	inFlight int
+	last     int           // leaves of the tenant's last bundle: the concurrency seen
+	rtt      time.Duration // the last bundle's round trip
+	linger   *time.Timer   // armed while a free slot waits for company (BundleLinger)
 }
 
 // NewClient subscribes to a private reply subject on nc.
@@ -125,7 +143,11 @@ func NewClient(nc *nats.Conn, cfg ClientConfig) (*Client, error) {
 	if cfg.BundleInFlight <= 0 {
 		cfg.BundleInFlight = 1
 	}
-	c := &Client{nc: nc, timeout: cfg.Timeout, resend: max(cfg.ResendAfter, 0), retries: cfg.Retries, bundle: cfg.Bundle, inFlight: cfg.BundleInFlight, header: cfg.Header,
+	if cfg.BundleLinger == 0 {
+		cfg.BundleLinger = DefaultBundleLinger
+	}
+	c := &Client{nc: nc, timeout: cfg.Timeout, resend: max(cfg.ResendAfter, 0), retries: cfg.Retries, bundle: cfg.Bundle, inFlight: cfg.BundleInFlight,
+		linger: max(cfg.BundleLinger, 0), header: cfg.Header,
 		prefix: nats.NewInbox() + ".", waiting: map[string]*flight{}, queues: map[string]*queue{}}
 	sub, err := nc.Subscribe(c.prefix+"*", func(m *nats.Msg) {
 		if inbox, ok := strings.CutPrefix(m.Subject, c.prefix+ackMark); ok {
@@ -218,7 +240,7 @@ func (c *Client) enqueue(tenant string, cl *call) {
 		c.queues[tenant] = q
 	}
 	q.pending = append(q.pending, cl)
-	calls := c.takeLocked(tenant, q)
+	calls := c.takeLocked(tenant, q, false)
 	c.mu.Unlock()
 	if calls != nil {
 		c.send(tenant, calls, true)
@@ -226,10 +248,19 @@ func (c *Client) enqueue(tenant string, cl *call) {
 }
 
 // takeLocked takes the next bundle of q when one of its slots is free, skipping
-// appends whose callers gave up, and forgets an idle queue.
-func (c *Client) takeLocked(tenant string, q *queue) []*call {
+// appends whose callers gave up, and forgets an idle queue. With a free slot and
+// fewer appends waiting than the last bundle carried, it arms q's linger instead
+// (BundleLinger); force (the linger ran out) takes what waits.
+func (c *Client) takeLocked(tenant string, q *queue, force bool) []*call {
 	if q.inFlight >= c.inFlight {
 		return nil
+	}
+	if !force && c.lingerLocked(tenant, q) {
+		return nil
+	}
+	if q.linger != nil {
+		q.linger.Stop()
+		q.linger = nil
 	}
 	var calls []*call
 	size, n := len(bundleMagic)+4, 0
@@ -249,12 +280,42 @@ func (c *Client) takeLocked(tenant string, q *queue) []*call {
 	if len(q.pending) == 0 {
 		q.pending = nil
 	}
-	if calls != nil {
+	switch {
+	case calls != nil:
 		q.inFlight++
-	} else if q.inFlight == 0 {
+		q.last = len(calls)
+	case q.inFlight == 0 && q.last <= 1:
 		delete(c.queues, tenant)
 	}
 	return calls
+}
+
+// lingerLocked says whether q's free slot should wait for company: the tenant's
+// last bundle carried more leaves than wait now, and the linger has not run out. It
+// arms the linger on the first call.
+func (c *Client) lingerLocked(tenant string, q *queue) bool {
+	if c.linger <= 0 || q.last <= 1 || len(q.pending) == 0 || len(q.pending) >= min(q.last, c.bundle) {
+		return false
+	}
+	if q.linger == nil {
+		d := min(max(q.rtt, 100*time.Microsecond), c.linger)
+		q.linger = time.AfterFunc(d, func() { c.lingered(tenant, q) })
+	}
+	return true
+}
+
+// lingered sends what waits in q when its linger ran out.
+func (c *Client) lingered(tenant string, q *queue) {
+	c.mu.Lock()
+	var calls []*call
+	if c.queues[tenant] == q && q.linger != nil {
+		q.linger = nil
+		calls = c.takeLocked(tenant, q, true)
+	}
+	c.mu.Unlock()
+	if calls != nil {
+		c.send(tenant, calls, true)
+	}
 }
 
 // send publishes calls as one request (a bundle when more than one) and arms its
@@ -274,7 +335,7 @@ func (c *Client) send(tenant string, calls []*call, counted bool) {
 	if c.header != nil {
 		c.header(calls[0].ctx, m.Header)
 	}
-	f := &flight{calls: calls, msg: m}
+	f := &flight{calls: calls, msg: m, sent: time.Now()}
 	if counted {
 		f.tenant = tenant
 	}
@@ -344,7 +405,8 @@ func (c *Client) finish(inbox string, m *nats.Msg, fail error) {
 		}
 		if q := c.queues[f.tenant]; f.tenant != "" && q != nil {
 			q.inFlight--
-			next = c.takeLocked(f.tenant, q)
+			q.rtt = time.Since(f.sent)
+			next = c.takeLocked(f.tenant, q, false)
 		}
 	}
 	c.mu.Unlock()
