@@ -81,24 +81,6 @@ func envelopeKey(env *receipt.Envelope) [32]byte {
 	return key
 }
 
-// canonicalDigest is SHA-256(prefix || env's canonical form), written in a buffer
-// lent by scratch: a batch hashes an envelope of kilobytes for every bundle.
-func canonicalDigest(prefix []byte, env *receipt.Envelope) [32]byte {
-	bp := scratch.Get().(*[]byte)
-	b := env.AppendCanonical(append((*bp)[:0], prefix...))
-	sum := sha256.Sum256(b)
-	if cap(b) <= maxScratch {
-		*bp = b
-		scratch.Put(bp)
-	}
-	return sum
-}
-
-// scratch lends canonicalDigest its buffers; one larger than maxScratch is dropped.
-var scratch = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxScratch = 1 << 20
-
 // lockedMap is a size-bounded map behind a read-write lock.
 type lockedMap[K comparable, V any] struct {
 	mu sync.RWMutex

@@ -71,7 +71,7 @@ func (r *Report) add(name string, ok bool, format string, a ...any) bool {
 	}
 	c := Check{Name: name, OK: ok}
 	if !ok || !r.brief {
-		c.Detail = detail(format, a)
+		c.Detail = fmt.Sprintf(format, a...)
 	}
 	r.Checks = append(r.Checks, c)
 	return ok
@@ -80,17 +80,6 @@ func (r *Report) add(name string, ok bool, format string, a ...any) bool {
 // checksPerBundle is about how many checks a gateway receipt runs: the capacity a
 // report starts with, so that a batch does not grow each report several times.
 const checksPerBundle = 24
-
-// detail is fmt.Sprintf(format, a...), without fmt for a lone string: most details
-// of a bundle that passes, and a tenth of a batch's time when formatted.
-func detail(format string, a []any) string {
-	if format == "%s" && len(a) == 1 {
-		if s, ok := a[0].(string); ok {
-			return s
-		}
-	}
-	return fmt.Sprintf(format, a...)
-}
 
 func (r *Report) finish() {
 	r.Verified = len(r.Checks) > 0 && r.FirstFailure() == ""

@@ -492,7 +492,7 @@ func inclusion(env *receipt.Envelope, inc receipt.Inclusion, th *receipt.TreeHea
 	if inc.TreeSize != th.TreeSize {
 		return fmt.Errorf("proof is for size %d, head is at %d", inc.TreeSize, th.TreeSize)
 	}
-	leaf := merkle.Hash(canonicalDigest([]byte{0}, env)) // RFC 6962's leaf hash
+	leaf := env.LeafHash()
 	if err := merkle.VerifyInclusion(inc.LeafIndex, inc.TreeSize, leaf, proof, root); err != nil {
 		return fmt.Errorf("leaf %d of %d: %w", inc.LeafIndex, inc.TreeSize, err)
 	}

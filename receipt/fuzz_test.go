@@ -10,6 +10,7 @@ import (
 
 	"github.com/gowebpki/jcs"
 
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -215,6 +216,12 @@ func FuzzEnvelopeCanonical(f *testing.F) {
 		}
 		if got := e.Canonical(); !bytes.Equal(got, want) {
 			t.Fatalf("Canonical() = %s\nwant          %s", got, want)
+		}
+		// twice: the second takes the buffer the first gave back
+		for range 2 {
+			if got := e.LeafHash(); got != merkle.LeafHash(want) {
+				t.Fatalf("LeafHash() = %s, want %s", got, merkle.LeafHash(want))
+			}
 		}
 	})
 }

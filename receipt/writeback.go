@@ -10,17 +10,24 @@ import (
 // themselves). The buffer is lent by a pool, since a batch verifier does this twice
 // for every bundle; write must not keep it.
 func writesBack(data []byte, write func(b []byte) ([]byte, bool)) bool {
-	bp := writeBackBufs.Get().(*[]byte)
+	bp := scratchBufs.Get().(*[]byte)
 	out, ok := write((*bp)[:0])
 	same := ok && bytes.Equal(out, data)
-	if ok && cap(out) <= maxWriteBackBuf {
-		*bp = out[:0]
+	if !ok {
+		out = nil
 	}
-	writeBackBufs.Put(bp)
+	putScratch(bp, out)
 	return same
 }
 
-// writeBackBufs holds writesBack's buffers; one grown over maxWriteBackBuf is not kept.
-var writeBackBufs = sync.Pool{New: func() any { return new([]byte) }}
+// scratchBufs lends buffers to writesBack and Envelope.LeafHash.
+var scratchBufs = sync.Pool{New: func() any { return new([]byte) }}
 
-const maxWriteBackBuf = 1 << 20
+// putScratch gives bp back to scratchBufs holding b's array (nil: its own), unless b
+// grew over a megabyte.
+func putScratch(bp *[]byte, b []byte) {
+	if b != nil && cap(b) <= 1<<20 {
+		*bp = b[:0]
+	}
+	scratchBufs.Put(bp)
+}
