@@ -184,10 +184,36 @@ func (c *Client) failOnDisconnect() {
 	}
 }
 
-// Close drops the reply subscription.
+// Close drops the reply subscription, stops publishing requests again and stops
+// waiting for company.
 func (c *Client) Close() error {
 	c.nc.RemoveStatusListener(c.status)
+	c.mu.Lock()
+	for _, f := range c.waiting {
+		if f.resend != nil {
+			f.resend.Stop()
+			f.resend = nil
+		}
+	}
+	for _, q := range c.queues {
+		if q.linger != nil {
+			q.linger.Stop()
+			q.linger = nil
+		}
+	}
+	c.mu.Unlock()
 	return c.sub.Unsubscribe()
+}
+
+// abandoned reports whether every caller of f has returned: its request is not worth
+// publishing again.
+func (f *flight) abandoned() bool {
+	for _, cl := range f.calls {
+		if !cl.gone.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // Do sends one append request and waits for its answer, at most Timeout: the proof,
@@ -371,6 +397,7 @@ func (c *Client) stored(inbox string, m *nats.Msg) {
 	}
 	if ok {
 		f.resend.Stop()
+		f.resend = nil // stored: a late refusal of an earlier copy re-arms nothing
 		return
 	}
 	f.resend.Reset(min(c.resend, 100*time.Millisecond))
@@ -381,7 +408,7 @@ func (c *Client) stored(inbox string, m *nats.Msg) {
 func (c *Client) publishAgain(inbox string) {
 	c.mu.Lock()
 	f := c.waiting[inbox]
-	if f == nil {
+	if f == nil || f.resend == nil || f.abandoned() {
 		c.mu.Unlock()
 		return
 	}

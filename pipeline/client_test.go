@@ -125,3 +125,48 @@ func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", info.State.Msgs)
 	}
 }
+
+// TestAbandonedRequestIsNotPublishedAgain: once its caller gave up, a request nobody
+// acknowledged storing is not published again, nor after Close.
+func TestAbandonedRequestIsNotPublishedAgain(t *testing.T) {
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := natsembed.Connect(srv, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var seen atomic.Int32 // no SVC_APPEND stream: nothing is stored, nothing answers
+	sub, err := nc.Subscribe(pipeline.AppendSubject("acme"), func(*nats.Msg) { seen.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 10 * time.Second, Retries: -1, ResendAfter: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 175*time.Millisecond)
+	defer cancel()
+	if _, err := c.DoRaw(ctx, "acme", pipeline.NewLeaf([]byte(`{"a":1}`))); err == nil {
+		t.Fatal("answered; nothing should answer")
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	before := seen.Load()
+	if before < 2 {
+		t.Fatalf("%d publications while the caller waited; want it published again", before)
+	}
+	time.Sleep(500 * time.Millisecond) // ten resend periods: none may come
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n := seen.Load(); n > before+1 { // one resend may have been on its way
+		t.Fatalf("%d publications after the caller gave up", n-before)
+	}
+	c.Close()
+}
