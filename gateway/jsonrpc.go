@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -154,6 +155,11 @@ func withReceiptMeta(raw json.RawMessage, receiptID string, noMeta bool) ([]byte
 	var top map[string]json.RawMessage
 	if json.Unmarshal(raw, &top) != nil || top == nil {
 		return nil, false
+	}
+	for k := range top {
+		if k != "_meta" && strings.EqualFold(k, "_meta") {
+			return nil, false // a Go client would read that member as _meta, not ours
+		}
 	}
 	meta := map[string]json.RawMessage{}
 	if m, ok := top["_meta"]; ok && string(m) != "null" {

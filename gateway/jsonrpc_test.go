@@ -108,7 +108,7 @@ func TestDecodeToolCallDeclines(t *testing.T) {
 func FuzzWithReceiptMeta(f *testing.F) {
 	for _, s := range []string{
 		`{"content":[{"type":"text","text":"x"}]}`, `{}`, ` { } `, `{"content":[],"_meta":{"svc/receipt":"forged","k":1}}`,
-		`{"content":[],"_meta":null}`, `{"a":"<&>\u2028","_META":{"x":1}}`, `{"content":[],"_meta":[]}`, `[]`, `{"content":[]`,
+		`{"content":[],"_meta":null}`, `{"a":"<&>\u2028","_META":{"x":1}}`, `{"_Meta":{"svc/receipt":"forged"}}`, `{"content":[],"_meta":[]}`, `[]`, `{"content":[]`,
 	} {
 		f.Add(s, "7a0e5c1e-5d1b-4b57-9c1e-8f8f0b1c2d3e")
 	}
@@ -133,6 +133,12 @@ func FuzzWithReceiptMeta(f *testing.F) {
 			var got map[string]json.RawMessage
 			if err := json.Unmarshal(out, &got); err != nil {
 				t.Fatalf("%s (noMeta %v): answer %s does not parse: %v", raw, nm, out, err)
+			}
+			var asGo struct { // encoding/json matches names in any case, the last one winning
+				Meta map[string]any `json:"_meta"`
+			}
+			if err := json.Unmarshal(out, &asGo); err != nil || asGo.Meta[MetaReceipt] != id {
+				t.Fatalf("%s (noMeta %v): a Go client reads _meta %v from %s", raw, nm, asGo.Meta, out)
 			}
 			var meta map[string]any
 			if err := json.Unmarshal(got["_meta"], &meta); err != nil || meta[MetaReceipt] != id {

@@ -96,7 +96,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 		pr.CloseWithError(io.ErrClosedPipe) // a line passed on after mcp-go stopped fails at once
 		done <- err
 	}()
-	f := &stdioFront{g: g, s: s, out: lw, log: g.log, slots: make(chan struct{}, maxFastCalls), inflight: map[string]context.CancelFunc{}}
+	f := &stdioFront{g: g, s: s, out: lw, log: g.log, slots: make(chan struct{}, maxFastCalls), inflight: map[string]*context.CancelFunc{}}
 	served := make(chan error, 1)
 	go func() { served <- f.serve(ctx, in, pw) }()
 	select {
@@ -107,6 +107,10 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 		}
 		return err
 	case err := <-done:
+		// mcp-go stopped first (the signal's context, or its own failure): calls the
+		// fast path started are waited for, as mcp-go waits for its own, so that a
+		// forwarded call's receipt is logged before the gateway closes its log.
+		f.stop()
 		return err
 	}
 }

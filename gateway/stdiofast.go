@@ -61,7 +61,16 @@ type stdioFront struct {
 	calls sync.WaitGroup
 
 	mu       sync.Mutex
-	inflight map[string]context.CancelFunc // by the request id as mcp-go keys it (cancelKey)
+	inflight map[string]*context.CancelFunc // by the request id as mcp-go keys it (cancelKey)
+	stopped  bool                           // stop was called: start no more calls
+}
+
+// stop refuses further calls and waits for those started.
+func (f *stdioFront) stop() {
+	f.mu.Lock()
+	f.stopped = true
+	f.mu.Unlock()
+	f.calls.Wait()
 }
 
 // serve reads the agent's lines until in ends, handling plain tools/call requests
@@ -85,11 +94,10 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 		if req, ok := decodeToolCall(line); ok && f.g.owner[req.name] != nil {
 			select {
 			case f.slots <- struct{}{}:
-			case <-ctx.Done():
-				return ctx.Err()
+				f.start(ctx, req)
+				continue
+			default: // every fast slot busy: mcp-go queues it and reading goes on (cancellations, pings)
 			}
-			f.start(ctx, req)
-			continue
 		}
 		f.noteCancel(line)
 		if _, err := rest.Write(line); err != nil {
@@ -101,15 +109,23 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 // start runs one call on its own goroutine, cancellable by notifications/cancelled.
 func (f *stdioFront) start(ctx context.Context, req *toolCallRequest) {
 	cctx, cancel := context.WithCancel(ctx)
-	key := cancelKey(req.id)
+	key, token := cancelKey(req.id), &cancel
 	f.mu.Lock()
-	f.inflight[key] = cancel
-	f.mu.Unlock()
+	if f.stopped {
+		f.mu.Unlock()
+		cancel()
+		<-f.slots
+		return
+	}
+	f.inflight[key] = token // a second call with the same id takes over the key
 	f.calls.Add(1)
+	f.mu.Unlock()
 	go func() {
 		defer func() {
 			f.mu.Lock()
-			delete(f.inflight, key)
+			if f.inflight[key] == token {
+				delete(f.inflight, key)
+			}
 			f.mu.Unlock()
 			cancel()
 			<-f.slots
@@ -152,6 +168,11 @@ func resultLine(id json.RawMessage, res *mcp.CallToolResult, raw *rawResult) []b
 			}
 		}
 	}
+	if raw != nil && raw.headOnly {
+		if full, err := raw.full(); err == nil { // res holds only the head
+			res.Content, res.StructuredContent = full.Content, full.StructuredContent
+		}
+	}
 	b, err := json.Marshal(res)
 	if err != nil {
 		return errorLine(id, mcp.INTERNAL_ERROR, fmt.Sprintf("encoding the result: %v", err))
@@ -192,7 +213,7 @@ func (f *stdioFront) noteCancel(line []byte) {
 	cancel := f.inflight[key]
 	f.mu.Unlock()
 	if cancel != nil {
-		cancel()
+		(*cancel)()
 	}
 }
 
