@@ -143,15 +143,22 @@ func TestLingerGathersTheNextBundle(t *testing.T) {
 	if m, n = f.next(t); n != 1 {
 		t.Fatalf("lone append: a request of %d leaves", n)
 	}
-	if waited := time.Since(start); waited > 20*time.Second {
-		t.Fatalf("the lone append waited %s, more than the last round trip", waited)
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("the lone append waited %s, more than the last round trip (2 s)", waited)
 	}
+	time.Sleep(time.Second) // a round trip of a second, which a linger would wait
 	f.answer(t, m, 1)
 	wg.Wait()
 	// The last request carried one leaf: no concurrency, so the next leaves at once,
-	// long before any linger (the last round trip) could end.
+	// long before any linger (the last round trip, a second) could end.
+	start = time.Now()
 	appendN(6, 1)
-	m, n = f.next(t)
+	if m, n = f.next(t); n != 1 {
+		t.Fatalf("a lone append after a lone one: a request of %d leaves", n)
+	}
+	if waited := time.Since(start); waited > 500*time.Millisecond {
+		t.Fatalf("a lone append with no concurrency seen waited %s", waited)
+	}
 	f.answer(t, m, n)
 	wg.Wait()
 }
