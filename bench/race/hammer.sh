@@ -31,6 +31,13 @@
 # Each run starts once the box is quiet (QUIET, below), reports how much of it other
 # work took meanwhile (others_%), and is run again when that was over NOISY_PCT.
 #
+# At the end each round's svc run is set against its Tessera run: writes/s and the
+# probe's time to integrate at p50 and p99, as ratios, then their medians. At the
+# hammer's default WRITE_OPS both logs are saturated and 256 writers wait in line, so
+# each /add waits about 256 ÷ writes/s (Little's law) and time to integrate measures
+# throughput once more; WRITE_OPS below both logs' capacity (say 10000) races the
+# time to integrate at one offered load, the same for both.
+#
 # Environment: RUNS (2), SECONDS_PER_RUN (40), WARMUP (10), WRITERS (256),
 # WRITE_OPS (40000), CHECKPOINT_EVERY (1 s for svc; Tessera's conformance server
 # publishes every second), PIN (1), LOG_CPU (0), HAMMER_CPU (1), QUIET (1),
@@ -127,7 +134,7 @@ race() {
   sleep "$WARMUP"
   # The time-to-integrate probe (bench/race/tti) runs beside the hammer, on its core,
   # over the measured part of the run.
-  "${HAMMER_PIN[@]}" "$WORK/tti" --url "$URL" --duration "$((SECS - WARMUP - 1))s" --label "$name" >>"$WORK/tti.txt" 2>&1 &
+  "${HAMMER_PIN[@]}" "$WORK/tti" --url "$URL" --duration "$((SECS - WARMUP - 1))s" --label "$name" >"$WORK/tti-last.txt" 2>&1 &
   local tti_pid=$!
   local s0 c0 t0 s1 c1 t1 hp h0 h1
   hp=$(pgrep -P "$(tmux list-panes -t "$SESSION" -F '#{pane_pid}')" | head -1)
@@ -135,10 +142,12 @@ race() {
   sleep $((SECS - WARMUP))
   s1=$(pane_size); c1=$(ticks "$PID"); h1=$(ticks "$hp"); t1=$(date +%s.%N); read -r b1 i1 < <(busy_idle)
   wait "$tti_pid" || true
+  cat "$WORK/tti-last.txt" >>"$WORK/tti.txt"
   tmux capture-pane -p -t "$SESSION" >"$WORK/pane-$name-$(date +%s).txt"
   local q i r; q=$(pane_avg Time-in-queue); i=$(pane_avg Observed-time-to-integrate); r=$(rsskb "$PID")
   tmux kill-session -t "$SESSION"
   OTHERS=$((100 * ((b1 - b0) - (c1 - c0) - (h1 - h0)) / ((b1 - b0) + (i1 - i0))))
+  WRITES=$(awk -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" 'BEGIN { printf "%.0f", (s1 - s0) / (t1 - t0) }')
   awk -v n="$name" -v s0="$s0" -v s1="$s1" -v t0="$t0" -v t1="$t1" -v c="$((c1 - c0))" -v hz="$HZ" -v q="$q" -v i="$i" -v r="$r" -v hc="$((h1 - h0))" -v busy="$((b1 - b0))" -v idle="$((i1 - i0))" 'BEGIN {
     w = (s1 - s0) / (t1 - t0); cpu = (w > 0) ? (c / hz) / (s1 - s0) * 1e6 : 0; hcpu = (w > 0) ? (hc / hz) / (s1 - s0) * 1e6 : 0
     others = 100 * (busy - c - hc) / (busy + idle); if (others < 0) others = 0
@@ -153,9 +162,25 @@ run_one() {
   local name=$1 try; shift
   for try in $(seq 0 "${NOISY_RETRIES:-2}"); do
     "$@"; race "$name"; kill "$PID"; wait "$PID" 2>/dev/null || true
-    [ "$OTHERS" -le "${NOISY_PCT:-20}" ] && return 0
+    [ "$OTHERS" -le "${NOISY_PCT:-20}" ] && break
     if [ "$try" -lt "${NOISY_RETRIES:-2}" ]; then echo "  (other work took ${OTHERS}% of the box: $name runs again)"; fi
   done
+  # The run that counts (the last one tried): its writes/s, others_% and the probe's
+  # time to integrate, for the pairs summed up at the end.
+  printf '%s %s %s %s\n' "$name" "$WRITES" "$OTHERS" "$(sed -nE 's/.*integrated\[p50=([0-9.]+)ms p90=[0-9.]+ms p99=([0-9.]+)ms.*/\1 \2/p' "$WORK/tti-last.txt")" >>"$WORK/runs.txt"
+}
+
+# summary: each svc run against the Tessera run of its round (writes/s, and time to
+# integrate at p50 and p99 as the probe saw it), then the medians.
+summary() {
+  awk '
+    function median(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+    $1 == "svc" { s = $2; so = $3; s50 = $4; s99 = $5 }
+    $1 == "tessera" && s != "" { n++; w[n] = s / $2; p50[n] = (s50 > 0) ? $4 / s50 : 0; p99[n] = (s99 > 0) ? $5 / s99 : 0
+      printf "round %d: svc %s vs Tessera %s writes/s = %.2fx (others %s%%/%s%%); time to integrate p50 %sms vs %sms = %.0fx, p99 %sms vs %sms = %.0fx\n", n, s, $2, w[n], so, $3, s50, $4, p50[n], s99, $5, p99[n]; s = "" }
+    END { if (n) printf "median of %d rounds: writes/s %.2fx, time to integrate p50 %.0fx, p99 %.0fx\n", n, median(w, n), median(p50, n), median(p99, n) }
+  ' "$WORK/runs.txt"
 }
 
 for r in $(seq "$RUNS"); do
@@ -165,4 +190,6 @@ for r in $(seq "$RUNS"); do
 done
 echo "time to integrate (bench/race/tti beside the hammer: an /add every 20 ms; integrated = the answer when it carries an inclusion proof under a signed head, else the first /checkpoint polled every 5 ms that covers the index):"
 cat "$WORK/tti.txt"
+echo "svc against Tessera, round by round:"
+summary
 echo "hammer flags: --num_writers=$WRITERS --max_write_ops=$WRITE_OPS --dup_chance=0 (readers at the hammer's defaults); $SECS s a run, the first $WARMUP s not counted"
