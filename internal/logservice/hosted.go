@@ -369,14 +369,26 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 // (which wakes the standbys' watches). Only then may another process sequence, and
 // the fence would refuse this one's commit anyway.
 func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
-	st := s.hosted
-	st.mu.Lock()
-	h := st.held[tenant]
-	delete(st.held, tenant)
-	st.mu.Unlock()
+	h := s.hosted.take(tenant)
 	if h == nil {
 		return nil
 	}
+	return s.handOver(ctx, h, why)
+}
+
+// take removes tenant from what this process holds and returns its holding: nil
+// when it holds none, or another step-down took it first.
+func (st *hostedState) take(tenant string) *holding {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	h := st.held[tenant]
+	delete(st.held, tenant)
+	return h
+}
+
+// handOver is stepDown's work, for the one caller that took the holding h.
+func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
+	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
 	if err := s.follow(ctx, ctx, h.t); err != nil {
 		return err
@@ -416,10 +428,18 @@ func (s *Service) isHeld(tenant string) bool {
 // fenced out: the process goes on serving its other tenants and this one read-only,
 // as a standby that takes the lease again when it is free. Only when even that fails
 // (the broker is unreachable) is the process told to stop.
+//
+// A sequencer fenced out and its lease lost may both report one loss: the first
+// takes the holding and reports it (log line, svc.sequencer.leases.lost), the second
+// finds nothing to step down from.
 func (s *Service) loseTenant(tenant string, cause error) {
+	h := s.hosted.take(tenant)
+	if h == nil {
+		return
+	}
 	s.cfg.Logger.Warn("lost a tenant's sequencer; serving it read-only as a standby", "tenant", tenant, "err", cause)
 	telemetry.Current().LeaseLost(tenant)
-	if err := s.stepDown(s.hosted.runCtx, tenant, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
+	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
 		s.report(fmt.Errorf("tenant %s: %w; stepping down failed: %w", tenant, cause, err))
 	}
 }

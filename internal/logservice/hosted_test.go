@@ -34,6 +34,12 @@ func frontEnd(t *testing.T, natsURL, dbURL string, key *signer.Key) (*Service, s
 
 func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Service, string) {
 	t.Helper()
+	return frontEndLogged(t, dir, natsURL, dbURL, key, slog.New(slog.DiscardHandler))
+}
+
+// frontEndLogged is frontEndIn with the process's log lines going to logger.
+func frontEndLogged(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger) (*Service, string) {
+	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -43,7 +49,7 @@ func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Ser
 		DataDir: dir, NATSURL: natsURL, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
-		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
+		Logger: logger, Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

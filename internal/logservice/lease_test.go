@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,3 +120,53 @@ func TestLostLeaseStepsDown(t *testing.T) {
 	default:
 	}
 }
+
+// TestLostTenantReportedOnce: a sequencer fenced out and its lease lost both report
+// one loss (loseTenant from two goroutines); the process steps down once, says so
+// once, and takes the tenant back when the lease is free.
+func TestLostTenantReportedOnce(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	var lost atomic.Int32
+	logger := slog.New(countingHandler{match: "lost a tenant's sequencer", n: &lost})
+	a, url := frontEndLogged(t, t.TempDir(), srv.ClientURL(), dbURL, key, logger)
+	tok := addTenant(t, a, "acme")
+	if s, body := appendTo(t, url, "acme", tok, "before"); s != 200 {
+		t.Fatalf("append: %d %s", s, body)
+	}
+	var wg sync.WaitGroup
+	for _, cause := range []error{errLeaseLost, errors.New("sequencer fenced")} {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.loseTenant("acme", cause) }()
+	}
+	wg.Wait()
+	if n := lost.Load(); n != 1 {
+		t.Fatalf("one loss reported %d times, want once", n)
+	}
+	testkit.Eventually(t, 15*time.Second, func() error {
+		if !a.isHeld("acme") {
+			return errors.New("acme not taken back")
+		}
+		return nil
+	})
+	s, body := appendTo(t, url, "acme", tok, "after")
+	var p receipt.Proof
+	if s != 200 || json.Unmarshal(body, &p) != nil || p.Inclusion.LeafIndex != 1 {
+		t.Fatalf("acme after taking it back: %d %s, want index 1", s, body)
+	}
+}
+
+// countingHandler counts the log records whose message contains match.
+type countingHandler struct {
+	match string
+	n     *atomic.Int32
+}
+
+func (h countingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
+	if strings.Contains(r.Message, h.match) {
+		h.n.Add(1)
+	}
+	return nil
+}
+func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h countingHandler) WithGroup(string) slog.Handler      { return h }
