@@ -71,11 +71,15 @@ func later(a, b time.Time) time.Time {
 }
 
 // leave removes this process from the process bucket (a clean stop), before its
-// leases are released, so no standby defers to a process that is going away.
+// leases are released, so no standby defers to a process that is going away. Every
+// lease's renewal and the balancer ask at the stop; the first does it, the others
+// wait for it.
 func (st *hostedState) leave() {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_ = st.members.Delete(ctx, memberKey(st.id))
+	st.left.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = st.members.Delete(ctx, memberKey(st.id))
+	})
 }
 
 // balance announces this process every TTL/3 with the number of tenants it holds,

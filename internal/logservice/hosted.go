@@ -59,6 +59,7 @@ type hostedState struct {
 	runCtx context.Context
 
 	members jetstream.KeyValue // live processes and how many tenants each holds
+	left    sync.Once          // leave: once per process stop, whoever asks first
 
 	mu      sync.Mutex
 	started map[string]bool
