@@ -120,23 +120,7 @@ func TestGatewayFastPathWithTSClient(t *testing.T) {
 			t.Fatalf("receipt %s:\n%s", id, rep)
 		}
 	}
-	// The cancellation reached the call path: the upstream call was given up, and its
-	// receipt says so (it does not wait out the operation's 20 s).
-	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
-	var long []string
-	for _, file := range files {
-		b, err := receipt.ReadBundle(file)
-		if err != nil {
-			continue
-		}
-		st, _ := receipt.DecodeStatement(b.Envelope)
-		if p, err := st.DecodePredicate(); err == nil && p.Tool.Name == "trigger-long-running-operation" {
-			long = append(long, p.Execution.Status+": "+p.Execution.Error)
-		}
-	}
-	if len(long) != 1 || !strings.HasPrefix(long[0], receipt.StatusError+": ") || !strings.Contains(long[0], "context canceled") {
-		t.Fatalf("the cancelled call's receipts: %q", long)
-	}
+	checkCancelledReceipt(t, f)
 	b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", out.Big.Receipt+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +130,31 @@ func TestGatewayFastPathWithTSClient(t *testing.T) {
 	if p.Execution.Status != receipt.StatusExecuted || len(p.Execution.Result) < 200_000 {
 		t.Fatalf("the big call's receipt: status %s, result %d bytes", p.Execution.Status, len(p.Execution.Result))
 	}
+}
+
+// checkCancelledReceipt: the cancellation reached the call path: the upstream call
+// was given up, and its receipt says so (it does not wait out the operation's 20 s).
+// It returns the receipt's leaf index.
+func checkCancelledReceipt(t *testing.T, f *fixture) uint64 {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	var long []string
+	var leaf uint64
+	for _, file := range files {
+		b, err := receipt.ReadBundle(file)
+		if err != nil {
+			continue
+		}
+		st, _ := receipt.DecodeStatement(b.Envelope)
+		if p, err := st.DecodePredicate(); err == nil && p.Tool.Name == "trigger-long-running-operation" {
+			long = append(long, p.Execution.Status+": "+p.Execution.Error)
+			leaf = b.Inclusion.LeafIndex
+		}
+	}
+	if len(long) != 1 || !strings.HasPrefix(long[0], receipt.StatusError+": ") || !strings.Contains(long[0], "context canceled") {
+		t.Fatalf("the cancelled call's receipts: %q", long)
+	}
+	return leaf
 }
 
 // TestGatewayFastPathLeavesTheRestToMCPGo: lines the fast path declines (ids mcp-go
