@@ -118,7 +118,7 @@ func TestGatewayHTTPFastPathWithTSClient(t *testing.T) {
 			Completed bool   `json:"completed"`
 		}
 		After, Big, Huge, Denied, BadArgs, TerminatedClient, AfterOthers step
-		Unknown                                                           struct {
+		Unknown                                                          struct {
 			Thrown string `json:"thrown"`
 			Code   int    `json:"code"`
 		}
