@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"svc.dev/svc/gateway"
+	"svc.dev/svc/internal/testkit"
 )
 
 // frontPair is one gateway behind two HTTP fronts: with the tools/call fast path and
@@ -176,4 +178,42 @@ func FuzzHTTPFastPath(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string, ct, proto uint8, rebind bool) {
 		p.compare(t, body, ct, proto, rebind)
 	})
+}
+
+// TestHTTPFastPathKeepsSessionAlive: a session whose requests all take the fast path
+// (mcp-go sees none of them) stays open past the idle time while they come, and
+// closes once they stop; its id then reads as mcp-go's terminated session.
+func TestHTTPFastPathKeepsSessionAlive(t *testing.T) {
+	h := startHostileGateway(t, gateway.HTTPConfig{}, nil)
+	ts := httptest.NewServer(h.g.Handler(gateway.HTTPConfig{Idle: 400 * time.Millisecond}))
+	defer ts.Close()
+	h.url = ts.URL + "/mcp"
+	grant := h.grant(t, "idle-agent", time.Hour)
+	id := h.initialize(t, grant)
+	before := gateway.FastCalls(h.g)
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if code, _, body := h.callRaw(t, id, grant, "echo", []byte(`{}`)); code != 200 {
+			t.Fatalf("a call on a session in use, after %v: %d %s", time.Since(end.Add(-1500*time.Millisecond)), code, body)
+		}
+	}
+	if gateway.FastCalls(h.g)-before < 10 {
+		t.Fatalf("the fast path answered %d calls", gateway.FastCalls(h.g)-before)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error { // /health names no session
+		resp, err := http.Get(ts.URL + "/health")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		var health struct{ Sessions int }
+		json.NewDecoder(resp.Body).Decode(&health)
+		if health.Sessions != 0 {
+			return fmt.Errorf("%d sessions open", health.Sessions)
+		}
+		return nil
+	})
+	resp, body := h.do(t, mcpReq{method: "POST", session: id, grant: grant, body: strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)})
+	if resp.StatusCode != 404 || body != "Session terminated\n" {
+		t.Fatalf("a call on the idle session: %d %q", resp.StatusCode, body)
+	}
 }
