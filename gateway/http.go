@@ -272,10 +272,7 @@ func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *ve
 // cap before reading and keeps what its body takes until release is called, after it
 // is answered. On false the refusal has been written.
 func (f *httpFront) readBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController) ([]byte, func(), bool) {
-	actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
-	err := f.bodyBytes.Acquire(actx, maxMCPBody)
-	cancel()
-	if err != nil {
+	if !f.bodyBytes.TryAcquire(maxMCPBody) && !f.acquireBody(r.Context()) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
 		return nil, nil, false
@@ -296,6 +293,14 @@ func (f *httpFront) readBody(w http.ResponseWriter, r *http.Request, rc *http.Re
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	return body, release, true
+}
+
+// acquireBody waits, at most the body read timeout, for room to read a body (the
+// timer is made only when there is none at once).
+func (f *httpFront) acquireBody(ctx context.Context) bool {
+	actx, cancel := context.WithTimeout(ctx, f.bodyTimeout)
+	defer cancel()
+	return f.bodyBytes.Acquire(actx, maxMCPBody) == nil
 }
 
 // Per-request time bounds of /mcp (the server itself sets none for reads and writes,
