@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -278,4 +279,55 @@ func FuzzParseHead(f *testing.F) {
 			t.Fatalf("%s:\nhead %#v %v\nfull %#v %v", s, head, hasMeta, full, fullHasMeta)
 		}
 	})
+}
+
+// FuzzScanAnswer holds scanAnswer to encoding/json: a line it reads decodes, into the
+// envelope claim decodes otherwise, to the same id and result, without an error or a
+// method; the lines of the usual shape are read.
+func FuzzScanAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"result":{"content":[{"type":"text","text":"hi \"there\" {]"}]},"jsonrpc":"2.0","id":1099511627777}` + "\n",
+		`{"jsonrpc":"2.0","id":1099511627777,"result":{"content":[],"_meta":{"a":[1,2,{"b":"}"}]}}}`,
+		` { "jsonrpc" : "2.0" , "id" : 7 , "result" : { } } ` + "\r\n",
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1},"id":8}`,
+		`{"jsonrpc":"2.0","ID":7,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1},"error":{"code":1,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1}}x`,
+		`{"jsonrpc":"2.0","id":07,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7e0,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1,}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":"\u00"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":null}`,
+		`{"jsonrpc":"2.0","id":7,"method":"x","result":{}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"a\":\"\xff\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		n, result, ok := scanAnswer(line)
+		if !ok {
+			return
+		}
+		var env answerEnvelope
+		if err := json.Unmarshal(line, &env); err != nil {
+			t.Fatalf("scanned %q, which does not decode: %v", line, err)
+		}
+		id, err := strconv.ParseInt(string(env.ID), 10, 64)
+		if err != nil || id != n || env.Method != "" || env.Error != nil || !bytes.Equal(env.Result, result) {
+			t.Fatalf("%q: scanned id %d result %q; decoded id %s result %q method %q error %v", line, n, result, env.ID, env.Result, env.Method, env.Error)
+		}
+	})
+}
+
+// TestScanAnswerReadsTheUsualShape: the answers upstreams write (the TypeScript SDK
+// puts the result first) are scanned, not decoded.
+func TestScanAnswerReadsTheUsualShape(t *testing.T) {
+	for _, line := range []string{
+		`{"result":{"content":[{"type":"text","text":"x"}]},"jsonrpc":"2.0","id":1099511627777}` + "\n",
+		`{"jsonrpc":"2.0","id":1099511627778,"result":{"content":[{"type":"text","text":"x"}],"isError":false}}` + "\n",
+	} {
+		if _, _, ok := scanAnswer([]byte(line)); !ok {
+			t.Errorf("not scanned: %s", line)
+		}
+	}
 }
