@@ -1,8 +1,13 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // scanAnswer reads a stdio upstream's answer line of the usual shape without
@@ -57,13 +62,13 @@ func scanAnswer(line []byte) (int64, json.RawMessage, bool) {
 	return n, result, true
 }
 
-// memberName reads `"name":` at i, for a name of plain lowercase letters.
+// memberName reads `"name":` at i, for a name of printable ASCII without escapes.
 func memberName(b []byte, i int) (string, int, bool) {
 	if i >= len(b) || b[i] != '"' {
 		return "", 0, false
 	}
 	j := i + 1
-	for j < len(b) && b[j] >= 'a' && b[j] <= 'z' {
+	for j < len(b) && b[j] >= 0x20 && b[j] < 0x7f && b[j] != '"' && b[j] != '\\' {
 		j++
 	}
 	if j >= len(b) || b[j] != '"' {
@@ -146,4 +151,143 @@ func skipString(b []byte, i int) int {
 		}
 	}
 	return -1
+}
+
+// headMembers are the members of a tools/call result that resultHead decodes; a
+// member whose name matches one only in another case would be read as it by
+// encoding/json, so scanHead leaves such a result to the decoder.
+var headMembers = []string{"_meta", "resultType", "content", "structuredContent", "isError", "inputRequests", "requestState"}
+
+// scanHead is parseHead without decoding, for a valid JSON result (its callers have
+// checked or decoded it) of the usual shape: an object whose members named as
+// resultHead's are spelt exactly so, each once, where content is an array of items
+// with exactly the members "type":"text" and "text" (a string), isError is a literal
+// boolean, resultType a string without escapes, and no inputRequests or
+// requestState. Other members are skipped, as encoding/json skips them. False:
+// decode it (FuzzParseHead holds both to the full parse).
+func scanHead(raw []byte) (*mcp.CallToolResult, bool, bool) {
+	i := skipSpace(raw, 0)
+	if i >= len(raw) || raw[i] != '{' {
+		return nil, false, false
+	}
+	res := &mcp.CallToolResult{}
+	var meta []byte
+	seen := 0 // a bit per headMembers
+	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; i = skipSpace(raw, i+1) {
+		name, next, ok := memberName(raw, i)
+		if !ok {
+			return nil, false, false
+		}
+		if k := slices.Index(headMembers, name); k >= 0 {
+			if seen&(1<<k) != 0 {
+				return nil, false, false // the last would win
+			}
+			seen |= 1 << k
+		}
+		start := skipSpace(raw, next)
+		end := skipValue(raw, start)
+		if end < 0 || !headMember(res, name, raw[start:end], &meta) {
+			return nil, false, false
+		}
+		if i = skipSpace(raw, end); i < len(raw) && raw[i] == '}' {
+			break
+		}
+		if i >= len(raw) || raw[i] != ',' {
+			return nil, false, false
+		}
+	}
+	if seen&(1<<slices.Index(headMembers, "content")) == 0 || res.ResultType == mcp.ResultTypeInputRequired {
+		return nil, false, false
+	}
+	if meta != nil && string(meta) != "null" {
+		res.Meta = &mcp.Meta{}
+		if json.Unmarshal(meta, res.Meta) != nil {
+			return nil, false, false
+		}
+	}
+	return res, meta != nil, true
+}
+
+// headMember takes one member of a result into res (meta: the raw _meta); false
+// when scanHead leaves the result to the decoder.
+func headMember(res *mcp.CallToolResult, name string, v []byte, meta *[]byte) bool {
+	switch name {
+	case "content":
+		return plainTextItems(v)
+	case "isError":
+		res.IsError = string(v) == "true"
+		return string(v) == "true" || string(v) == "false"
+	case "resultType":
+		if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
+			return false
+		}
+		res.ResultType = mcp.ResultType(v[1 : len(v)-1])
+		return true
+	case "_meta":
+		*meta = v
+		return true
+	case "structuredContent":
+		return numbersFitFloat(v)
+	}
+	for _, m := range headMembers {
+		if strings.EqualFold(name, m) {
+			return false // inputRequests, requestState, or a member in another case
+		}
+	}
+	return true
+}
+
+// plainTextItems: v is an array of objects with exactly the members "type":"text"
+// and "text" (a string), each once.
+func plainTextItems(v []byte) bool {
+	i := skipSpace(v, 0)
+	if i >= len(v) || v[i] != '[' {
+		return false
+	}
+	for i = skipSpace(v, i+1); i < len(v) && v[i] != ']'; i = skipSpace(v, i+1) {
+		end := skipValue(v, i)
+		if end < 0 || !plainTextItem(v[i:end]) {
+			return false
+		}
+		if i = skipSpace(v, end); i < len(v) && v[i] == ']' {
+			break
+		}
+		if i >= len(v) || v[i] != ',' {
+			return false
+		}
+	}
+	return true
+}
+
+func plainTextItem(item []byte) bool {
+	if item[0] != '{' {
+		return false
+	}
+	typ, text := false, false
+	for i := skipSpace(item, 1); i < len(item) && item[i] != '}'; i = skipSpace(item, i+1) {
+		name, next, ok := memberName(item, i)
+		if !ok {
+			return false
+		}
+		start := skipSpace(item, next)
+		end := skipValue(item, start)
+		if end < 0 {
+			return false
+		}
+		switch v := item[start:end]; {
+		case name == "type" && !typ && string(v) == `"text"`:
+			typ = true
+		case name == "text" && !text && v[0] == '"':
+			text = true
+		default:
+			return false
+		}
+		if i = skipSpace(item, end); i < len(item) && item[i] == '}' {
+			break
+		}
+		if i >= len(item) || item[i] != ',' {
+			return false
+		}
+	}
+	return typ && text
 }

@@ -265,11 +265,28 @@ func FuzzParseHead(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"x"}],"Content":[]}`, `{"content":[],"content":[]}`, `{"content":[],"IsError":true}`,
+		`{"content":[],"isError":null}`, `{"content":[],"resultType":"input_required"}`, `{"content":[],"inputRequests":{}}`,
+		`{"x":{"content":1},"content":[ {"text":"a","type":"text"} ,{"type":"text","text":"\"}"}],"isError":false,"_meta":{"a":1}}`,
+		`{"content":[{"type":"text","text":"x","type":"text"}]}`, `{"content":[{"type":"text"}]}`, `{"content":[1]}`,
+	} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		raw := json.RawMessage(s)
+		if !json.Valid(raw) {
+			return // parseHead's callers have checked or decoded the result
+		}
 		head, hasMeta, ok := parseHead(raw)
 		if !ok {
 			return
+		}
+		if scanned, scannedMeta, ok := scanHead(raw); ok {
+			decoded, decodedMeta, ok := decodeHead(raw)
+			if !ok || scanned.IsError != decoded.IsError || scanned.ResultType != decoded.ResultType || !reflect.DeepEqual(scanned.Meta, decoded.Meta) || scannedMeta != decodedMeta {
+				t.Fatalf("%s: scanned %#v %v, decoded (%v) %#v %v", s, scanned, scannedMeta, ok, decoded, decodedMeta)
+			}
 		}
 		full, fullHasMeta, fullOK := parseCallToolResult(raw)
 		if !fullOK {
@@ -320,7 +337,7 @@ func FuzzScanAnswer(f *testing.F) {
 }
 
 // TestScanAnswerReadsTheUsualShape: the answers upstreams write (the TypeScript SDK
-// puts the result first) are scanned, not decoded.
+// puts the result first) and their results are scanned, not decoded.
 func TestScanAnswerReadsTheUsualShape(t *testing.T) {
 	for _, line := range []string{
 		`{"result":{"content":[{"type":"text","text":"x"}]},"jsonrpc":"2.0","id":1099511627777}` + "\n",
@@ -328,6 +345,15 @@ func TestScanAnswerReadsTheUsualShape(t *testing.T) {
 	} {
 		if _, _, ok := scanAnswer([]byte(line)); !ok {
 			t.Errorf("not scanned: %s", line)
+		}
+	}
+	for _, result := range []string{
+		`{"content":[{"type":"text","text":"hello\n"}],"structuredContent":{"content":"hello\n"}}`,                                                   // server-filesystem
+		`{"content":[{"type":"text","text":"Echo: x"}]}`,                                                                                             // server-everything
+		`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"n","version":"1"}},"content":[{"type":"text","text":"x"}],"resultType":"complete"}`, // mcp-go
+	} {
+		if _, _, ok := scanHead([]byte(result)); !ok {
+			t.Errorf("not scanned: %s", result)
 		}
 	}
 }
