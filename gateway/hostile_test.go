@@ -268,8 +268,8 @@ func TestHostileGrantExpiresDuringSession(t *testing.T) {
 	if code != http.StatusForbidden || !strings.Contains(body, "grant rejected") || !strings.Contains(body, "expired") {
 		t.Fatalf("call after expiry: %d %s, want 403 naming the expiry", code, body)
 	}
-	if n := h.up.calls.Load(); n != 1 {
-		t.Fatalf("the upstream was reached %d times, want 1", n)
+	if n := h.up.calls.Load(); n != 1 || gateway.FastCalls(h.g) != 1 {
+		t.Fatalf("the upstream was reached %d times, want 1 (the fast path answered %d)", n, gateway.FastCalls(h.g))
 	}
 	h.g.Flush()
 	if n := countReceipts(t, h.f); n != files {
@@ -499,8 +499,8 @@ func TestHostileProofOfPossession(t *testing.T) {
 		t.Fatalf("the upstream was reached %d times", n)
 	}
 	code, _, body = send(id, call, gateway.SignProof(agentKey, "POST", "/mcp", id, now(), []byte(call)))
-	if code != 200 || !strings.Contains(body, "args of") {
-		t.Fatalf("a call with a good proof: %d %s", code, body)
+	if code != 200 || !strings.Contains(body, "args of") || gateway.FastCalls(h.g) != 1 {
+		t.Fatalf("a call with a good proof: %d %s (%d through the fast path)", code, body, gateway.FastCalls(h.g))
 	}
 	// --require-proof: a grant without agentKey is refused, one with it works.
 	rp := startHostileGateway(t, gateway.HTTPConfig{RequireProof: true}, nil)
