@@ -350,6 +350,11 @@ func TestHostileSessionNeedsItsOwnGrant(t *testing.T) {
 	if code, _, body := h.callRaw(t, idA, "", "echo", []byte(`{}`)); code != http.StatusForbidden {
 		t.Fatalf("call on A's session without a grant: %d %s", code, body)
 	}
+	stranger, _ := signer.GenerateKey()
+	strangers, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "agent-a", []string{"echo"}, time.Unix(0, h.now.Load()).Add(-time.Minute), time.Hour, nil, nil), stranger)
+	if code, _, body := h.callRaw(t, idA, grantHeader(strangers), "echo", []byte(`{}`)); code != http.StatusForbidden || !strings.Contains(body, "grant rejected") {
+		t.Fatalf("call on A's session with a grant from an untrusted key: %d %s", code, body)
+	}
 	if resp, body := h.do(t, mcpReq{method: "DELETE", session: idA, grant: grantB}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("DELETE of A's session with B's grant: %d %s", resp.StatusCode, body)
 	}
@@ -366,6 +371,9 @@ func TestHostileSessionNeedsItsOwnGrant(t *testing.T) {
 	}
 	if resp, body := h.do(t, mcpReq{method: "DELETE", session: idA, grant: grantA}); resp.StatusCode != 200 {
 		t.Fatalf("DELETE of A's session with A's grant: %d %s", resp.StatusCode, body)
+	}
+	if code, _, body := h.callRaw(t, idA, grantA, "echo", []byte(`{}`)); code != http.StatusNotFound || body != "Session terminated\n" {
+		t.Fatalf("a call on A's session after its DELETE: %d %q", code, body)
 	}
 }
 
