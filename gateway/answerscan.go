@@ -291,3 +291,84 @@ func plainTextItem(item []byte) bool {
 	}
 	return typ && text
 }
+
+// scanToolCall is decodeToolCall without decoding, for a request of the usual shape:
+// exactly the members "jsonrpc":"2.0", "id" (one plainID takes), "method":"tools/call"
+// and "params", in any order, each once, params holding exactly "name" (a string of
+// printable ASCII without escapes) and "arguments" (any value), each once, the line
+// valid JSON. False: decode it (FuzzDecodeToolCall holds both to mcp-go's decoding).
+func scanToolCall(line []byte) (*toolCallRequest, bool) {
+	req := &toolCallRequest{}
+	version, method, params := false, false, false
+	ok := scanObject(line, func(name string, v []byte) bool {
+		switch {
+		case name == "jsonrpc" && !version && string(v) == `"2.0"`:
+			version = true
+		case name == "method" && !method && string(v) == `"tools/call"`:
+			method = true
+		case name == "id" && req.id == nil && plainID(v):
+			req.id = v
+		case name == "params" && !params:
+			params = true
+			return scanObject(v, func(name string, v []byte) bool {
+				switch {
+				case name == "name" && req.name == "" && len(v) > 2 && plainASCIIString(v):
+					req.name = string(v[1 : len(v)-1])
+				case name == "arguments" && req.args == nil:
+					req.args = v
+				default:
+					return false
+				}
+				return true
+			})
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok || !version || !method || req.id == nil || req.name == "" || !json.Valid(line) {
+		return nil, false
+	}
+	return req, true
+}
+
+// scanObject calls member for each member of the JSON object b (surrounded by
+// optional whitespace) until it returns false; false when b is not such an object as
+// far as the scan sees (it does not validate the values).
+func scanObject(b []byte, member func(name string, v []byte) bool) bool {
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '{' {
+		return false
+	}
+	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; i = skipSpace(b, i+1) {
+		name, next, ok := memberName(b, i)
+		if !ok {
+			return false
+		}
+		start := skipSpace(b, next)
+		end := skipValue(b, start)
+		if end < 0 || !member(name, b[start:end]) {
+			return false
+		}
+		if i = skipSpace(b, end); i < len(b) && b[i] == '}' {
+			break
+		}
+		if i >= len(b) || b[i] != ',' {
+			return false
+		}
+	}
+	return i < len(b) && skipSpace(b, i+1) == len(b)
+}
+
+// plainASCIIString: v is a JSON string of printable ASCII without escapes.
+func plainASCIIString(v []byte) bool {
+	if v[0] != '"' || v[len(v)-1] != '"' {
+		return false
+	}
+	for _, c := range v[1 : len(v)-1] {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

@@ -38,6 +38,13 @@ var toolCallSeeds = []string{
 	`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}]`,
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\xff"}}`,
 	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{ \"a\" : 1 }}}\n",
+	// The TypeScript SDK's order, scanned (scanToolCall); then what the scan leaves.
+	`{"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"/a \"b\" {]"}},"jsonrpc":"2.0","id":3}` + "\n",
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":null}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\u00e9cho","arguments":{}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"arguments":[]}}`,
 }
 
 // FuzzDecodeToolCall: whenever the fast path takes a line as a plain tools/call
@@ -89,15 +96,22 @@ func FuzzDecodeToolCall(f *testing.F) {
 	})
 }
 
-// TestDecodeToolCallDeclines: what mcp-go would answer otherwise is left to it.
+// TestDecodeToolCallDeclines: what mcp-go would answer otherwise is left to it; the
+// usual requests are scanned, not decoded.
 func TestDecodeToolCallDeclines(t *testing.T) {
+	for _, i := range []int{0, 24, 25} {
+		if _, ok := scanToolCall([]byte(toolCallSeeds[i])); !ok {
+			t.Errorf("not scanned: %s", toolCallSeeds[i])
+		}
+	}
 	taken := map[string]bool{}
 	for _, s := range toolCallSeeds {
 		_, ok := decodeToolCall([]byte(s))
 		taken[s] = ok
 	}
 	for i, want := range []bool{true, true, true, true, false, false, false, false, false, false, false, false, true,
-		false, false, false, false, false, true, false, false, false, false, true} {
+		false, false, false, false, false, true, false, false, false, false, true,
+		true, true, false, true, false, true} {
 		if taken[toolCallSeeds[i]] != want {
 			t.Errorf("%s: taken %v, want %v", toolCallSeeds[i], taken[toolCallSeeds[i]], want)
 		}
