@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"slices"
 	"strconv"
@@ -9,6 +8,14 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 )
+
+// The fast paths' usual messages (the agent's tools/call request, the upstream's
+// answer line, its result's head) are scanned instead of decoded: encoding/json
+// reads a message twice per decoding (validating, then decoding) and the fast path
+// decoded each twice. A scan finds the members of a JSON object of the usual shape,
+// spelt exactly, and declines anything else, which is decoded as before; what a scan
+// does not validate, json.Valid does, once. Each scanner is held to encoding/json or
+// mcp-go by a fuzz target (FuzzDecodeToolCall, FuzzScanAnswer, FuzzParseHead).
 
 // scanAnswer reads a stdio upstream's answer line of the usual shape without
 // decoding it: a JSON object with exactly the members "jsonrpc":"2.0", "id" (an
@@ -18,23 +25,9 @@ import (
 // false for any other line, which claim decodes in full. The result is decoded once
 // later (parseHead), so the line is no longer decoded twice.
 func scanAnswer(line []byte) (int64, json.RawMessage, bool) {
-	i := skipSpace(line, 0)
-	if i >= len(line) || line[i] != '{' {
-		return 0, nil, false
-	}
 	var id, result []byte
 	version := false
-	for i = skipSpace(line, i+1); ; i = skipSpace(line, i+1) {
-		name, next, ok := memberName(line, i)
-		if !ok {
-			return 0, nil, false
-		}
-		start := skipSpace(line, next)
-		end := skipValue(line, start)
-		if end < 0 {
-			return 0, nil, false
-		}
-		v := line[start:end]
+	ok := scanObject(line, func(name string, v []byte) bool {
 		switch {
 		case name == "jsonrpc" && !version && string(v) == `"2.0"`:
 			version = true
@@ -43,16 +36,11 @@ func scanAnswer(line []byte) (int64, json.RawMessage, bool) {
 		case name == "result" && result == nil && v[0] == '{':
 			result = v
 		default:
-			return 0, nil, false
+			return false
 		}
-		if i = skipSpace(line, end); i < len(line) && line[i] == '}' {
-			break
-		}
-		if i >= len(line) || line[i] != ',' {
-			return 0, nil, false
-		}
-	}
-	if skipSpace(line, i+1) != len(line) || !version || id == nil || result == nil || !json.Valid(result) {
+		return true
+	})
+	if !ok || !version || id == nil || result == nil || !json.Valid(result) {
 		return 0, nil, false
 	}
 	n, err := strconv.ParseInt(string(id), 10, 64)
@@ -103,7 +91,7 @@ func skipSpace(b []byte, i int) int {
 
 // skipValue returns the end of the JSON value starting at i (-1 when none can be
 // found): a string, an object or array by its brackets outside strings, anything else
-// up to the next delimiter. It does not validate: scanAnswer validates the result.
+// up to the next delimiter. It does not validate: the scanners' callers do.
 func skipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
@@ -162,41 +150,23 @@ var headMembers = []string{"_meta", "resultType", "content", "structuredContent"
 // checked or decoded it) of the usual shape: an object whose members named as
 // resultHead's are spelt exactly so, each once, where content is an array of items
 // with exactly the members "type":"text" and "text" (a string), isError is a literal
-// boolean, resultType a string without escapes, and no inputRequests or
+// boolean, resultType a string of printable ASCII without escapes, and no inputRequests or
 // requestState. Other members are skipped, as encoding/json skips them. False:
 // decode it (FuzzParseHead holds both to the full parse).
 func scanHead(raw []byte) (*mcp.CallToolResult, bool, bool) {
-	i := skipSpace(raw, 0)
-	if i >= len(raw) || raw[i] != '{' {
-		return nil, false, false
-	}
 	res := &mcp.CallToolResult{}
 	var meta []byte
 	seen := 0 // a bit per headMembers
-	for i = skipSpace(raw, i+1); i < len(raw) && raw[i] != '}'; i = skipSpace(raw, i+1) {
-		name, next, ok := memberName(raw, i)
-		if !ok {
-			return nil, false, false
-		}
+	ok := scanObject(raw, func(name string, v []byte) bool {
 		if k := slices.Index(headMembers, name); k >= 0 {
 			if seen&(1<<k) != 0 {
-				return nil, false, false // the last would win
+				return false // the last would win
 			}
 			seen |= 1 << k
 		}
-		start := skipSpace(raw, next)
-		end := skipValue(raw, start)
-		if end < 0 || !headMember(res, name, raw[start:end], &meta) {
-			return nil, false, false
-		}
-		if i = skipSpace(raw, end); i < len(raw) && raw[i] == '}' {
-			break
-		}
-		if i >= len(raw) || raw[i] != ',' {
-			return nil, false, false
-		}
-	}
-	if seen&(1<<slices.Index(headMembers, "content")) == 0 || res.ResultType == mcp.ResultTypeInputRequired {
+		return headMember(res, name, v, &meta)
+	})
+	if !ok || seen&(1<<slices.Index(headMembers, "content")) == 0 || res.ResultType == mcp.ResultTypeInputRequired {
 		return nil, false, false
 	}
 	if meta != nil && string(meta) != "null" {
@@ -218,8 +188,8 @@ func headMember(res *mcp.CallToolResult, name string, v []byte, meta *[]byte) bo
 		res.IsError = string(v) == "true"
 		return string(v) == "true" || string(v) == "false"
 	case "resultType":
-		if len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
-			return false
+		if !plainASCIIString(v) {
+			return false // decoded, an escape or a byte that is not UTF-8 would change
 		}
 		res.ResultType = mcp.ResultType(v[1 : len(v)-1])
 		return true
@@ -260,21 +230,9 @@ func plainTextItems(v []byte) bool {
 }
 
 func plainTextItem(item []byte) bool {
-	if item[0] != '{' {
-		return false
-	}
 	typ, text := false, false
-	for i := skipSpace(item, 1); i < len(item) && item[i] != '}'; i = skipSpace(item, i+1) {
-		name, next, ok := memberName(item, i)
-		if !ok {
-			return false
-		}
-		start := skipSpace(item, next)
-		end := skipValue(item, start)
-		if end < 0 {
-			return false
-		}
-		switch v := item[start:end]; {
+	return scanObject(item, func(name string, v []byte) bool {
+		switch {
 		case name == "type" && !typ && string(v) == `"text"`:
 			typ = true
 		case name == "text" && !text && v[0] == '"':
@@ -282,14 +240,8 @@ func plainTextItem(item []byte) bool {
 		default:
 			return false
 		}
-		if i = skipSpace(item, end); i < len(item) && item[i] == '}' {
-			break
-		}
-		if i >= len(item) || item[i] != ',' {
-			return false
-		}
-	}
-	return typ && text
+		return true
+	}) && typ && text
 }
 
 // scanToolCall is decodeToolCall without decoding, for a request of the usual shape:
@@ -340,7 +292,10 @@ func scanObject(b []byte, member func(name string, v []byte) bool) bool {
 	if i >= len(b) || b[i] != '{' {
 		return false
 	}
-	for i = skipSpace(b, i+1); i < len(b) && b[i] != '}'; i = skipSpace(b, i+1) {
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == '}' {
+		return skipSpace(b, i+1) == len(b)
+	}
+	for {
 		name, next, ok := memberName(b, i)
 		if !ok {
 			return false
@@ -350,19 +305,19 @@ func scanObject(b []byte, member func(name string, v []byte) bool) bool {
 		if end < 0 || !member(name, b[start:end]) {
 			return false
 		}
-		if i = skipSpace(b, end); i < len(b) && b[i] == '}' {
-			break
-		}
-		if i >= len(b) || b[i] != ',' {
+		switch i = skipSpace(b, end); {
+		case i < len(b) && b[i] == '}':
+			return skipSpace(b, i+1) == len(b)
+		case i >= len(b) || b[i] != ',':
 			return false
 		}
+		i = skipSpace(b, i+1)
 	}
-	return i < len(b) && skipSpace(b, i+1) == len(b)
 }
 
 // plainASCIIString: v is a JSON string of printable ASCII without escapes.
 func plainASCIIString(v []byte) bool {
-	if v[0] != '"' || v[len(v)-1] != '"' {
+	if len(v) < 2 || v[0] != '"' || v[len(v)-1] != '"' {
 		return false
 	}
 	for _, c := range v[1 : len(v)-1] {
