@@ -2,7 +2,8 @@
 // SDK client calls read_text_file of the npm server-filesystem directly, and through
 // `svc gateway` over stdio and over Streamable HTTP (one session, then many), in one run.
 // For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
-// the gateway's CPU per call read from /proc/<pid>/stat (user + system time).
+// the gateway's CPU per call read from /proc/<pid>/stat (user + system time), and the
+// p50 of ping one at a time (the transport's share: no upstream, no receipt).
 //
 // Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]
 // --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
@@ -157,9 +158,18 @@ async function measure(name, client, pid) {
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = (cpuMicros(pid) - cpu0) / (2 * calls);
   const sys = (cpuTimes(pid).sys - sys0) / (2 * calls);
-  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys };
+  // The transport's own share: ping one at a time, answered by whoever the client
+  // talks to, with no upstream and no receipt.
+  const pings = [];
+  for (let i = 0; i < Math.min(calls, 500); i++) {
+    const t = process.hrtime.bigint();
+    await client.ping();
+    pings.push(Number(process.hrtime.bigint() - t) / 1e6);
+  }
+  pings.sort((a, b) => a - b);
+  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys, pingP50: pct(pings, 50) };
   log(`  ${name}: p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.callsPerSec.toFixed(0)} calls/s with ${inflight} in flight` +
-    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel)`));
+    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel)`) + `; ping p50 ${row.pingP50.toFixed(2)} ms`);
   return row;
 }
 
@@ -256,13 +266,13 @@ if (asJSON) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
   const direct = rows[0];
-  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel");
+  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel  ping p50");
   for (const r of rows) {
     const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
     const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
     const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
     const sys = Number.isNaN(r.sysPerCallMicros) ? "" : r.sysPerCallMicros.toFixed(0);
-    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}`);
+    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}  ${r.pingP50 === undefined ? "" : r.pingP50.toFixed(2).padStart(8)}`);
   }
 }
 process.exit(0);

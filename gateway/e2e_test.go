@@ -3,11 +3,13 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -199,17 +201,34 @@ func verifyAll(t *testing.T, f *fixture) map[string]string {
 
 func TestGatewayStdioWithServerEverything(t *testing.T) {
 	f := newFixture(t, nil)
-	run := runAgent(t, map[string]any{
-		"transport": "stdio", "command": svcBin, "args": []string{"gateway", "--config", f.config},
-		"calls": []any{
-			map[string]any{"name": "echo", "arguments": map[string]any{"message": "hello through the gateway"}, "_meta": map[string]any{"svc/model": "example-model-1", "svc/receipt": "forged-by-agent"}},
-			map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 1200, "b": 800}},
-			map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 4000, "b": 2000}},
-			map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 12.5, "b": 1}},
-			map[string]any{"name": "get-structured-content", "arguments": map[string]any{"location": "Chicago"}},
-			map[string]any{"name": "get-env", "arguments": map[string]any{}},
-		},
-	})
+	testWithServerEverything(t, f, map[string]any{"transport": "stdio", "command": svcBin, "args": []string{"gateway", "--config", f.config}})
+}
+
+// TestGatewayHTTPWithServerEverything: the same calls over Streamable HTTP, where
+// plain tools/call requests take the HTTP front's fast path: pre-commit, facts, the
+// policy's denials and a forged svc/receipt in the agent's _meta as over stdio.
+func TestGatewayHTTPWithServerEverything(t *testing.T) {
+	f := newFixture(t, nil)
+	addr := startProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
+	grant, err := os.ReadFile(filepath.Join(f.dir, "grant.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testWithServerEverything(t, f, map[string]any{"transport": "http", "url": "http://" + addr + "/mcp", "grant": base64.RawURLEncoding.EncodeToString(grant)})
+}
+
+// testWithServerEverything drives the gateway over the scenario's transport (the
+// calls added here) and checks what the agent sees and every receipt.
+func testWithServerEverything(t *testing.T, f *fixture, scenario map[string]any) {
+	scenario["calls"] = []any{
+		map[string]any{"name": "echo", "arguments": map[string]any{"message": "hello through the gateway"}, "_meta": map[string]any{"svc/model": "example-model-1", "svc/receipt": "forged-by-agent"}},
+		map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 1200, "b": 800}},
+		map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 4000, "b": 2000}},
+		map[string]any{"name": "get-sum", "arguments": map[string]any{"a": 12.5, "b": 1}},
+		map[string]any{"name": "get-structured-content", "arguments": map[string]any{"location": "Chicago"}},
+		map[string]any{"name": "get-env", "arguments": map[string]any{}},
+	}
+	run := runAgent(t, scenario)
 	if want := []string{"echo", "get-structured-content", "get-sum"}; !slices.Equal(run.Tools, want) {
 		t.Fatalf("the agent sees tools %v, want only the granted %v", run.Tools, want)
 	}
@@ -236,6 +255,7 @@ func TestGatewayStdioWithServerEverything(t *testing.T) {
 			t.Fatalf("call %d: want a tool error starting %q, got %+v", i, want, r[i])
 		}
 	}
+	waitForReceipts(t, f, 6)
 	reports := verifyAll(t, f)
 	if len(reports) != 6 {
 		t.Fatalf("%d receipts written, want 6", len(reports))

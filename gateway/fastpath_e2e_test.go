@@ -36,79 +36,9 @@ func fastPathFixture(t *testing.T) *fixture {
 // Every answer reaches its own call, and every receipt written verifies.
 func TestGatewayFastPathWithTSClient(t *testing.T) {
 	f := fastPathFixture(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(repoDir, "e2e", "gateway-fastpath.mjs"), svcBin, f.config)
-	cmd.Dir = filepath.Join(repoDir, "e2e")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("node client: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	type step struct {
-		Text    string `json:"text"`
-		Receipt string `json:"receipt"`
-		IsError bool   `json:"isError"`
-		Thrown  string `json:"thrown"`
-		Length  int    `json:"length"`
-	}
-	var out struct {
-		Echoes    []step `json:"echoes"`
-		Pings     []bool `json:"pings"`
-		Listed    []string
-		Cancelled struct {
-			Thrown    string `json:"thrown"`
-			Completed bool   `json:"completed"`
-		} `json:"cancelled"`
-		After, Big, Huge, Denied, BadArgs step
-		Unknown                           struct {
-			Thrown string `json:"thrown"`
-			Code   int    `json:"code"`
-		} `json:"unknown"`
-	}
-	if err := json.Unmarshal(stdout.Bytes(), &out); err != nil {
-		t.Fatalf("client output: %v\n%s\n%s", err, stdout.String(), stderr.String())
-	}
-	receipts := map[string]bool{}
-	for i, e := range out.Echoes {
-		if e.Thrown != "" || e.IsError || e.Text != fmt.Sprintf("Echo: call %d", i) || e.Receipt == "" || receipts[e.Receipt] {
-			t.Fatalf("echo %d of 24 in flight together: %+v", i, e)
-		}
-		receipts[e.Receipt] = true
-	}
-	for i, ok := range out.Pings {
-		if !ok {
-			t.Fatalf("ping %d interleaved with the calls failed", i)
-		}
-	}
-	if len(out.Pings) != 4 || strings.Join(out.Listed, ",") != "echo,get-sum,trigger-long-running-operation" {
-		t.Fatalf("pings %v, tools listed %v", out.Pings, out.Listed)
-	}
-	if out.Cancelled.Completed || out.Cancelled.Thrown == "" {
-		t.Fatalf("the cancelled call: %+v", out.Cancelled)
-	}
-	if out.After.Text != "Echo: after the cancellation" || out.After.Receipt == "" {
-		t.Fatalf("a call after the cancellation: %+v", out.After)
-	}
-	if out.Big.Thrown != "" || out.Big.Length != len("Echo: ")+200_000 || out.Big.Receipt == "" {
-		t.Fatalf("the 200 kB call: thrown %q, %d characters: %s", out.Big.Thrown, out.Big.Length, out.Big.Text)
-	}
-	// As before the fast path: the receipt of a 1.5 MB echo is over the log file's
-	// line limit; the agent is told the action happened without a receipt.
-	if !out.Huge.IsError || !strings.HasPrefix(out.Huge.Text, "The upstream action has already happened, but the log did not take its receipt") {
-		t.Fatalf("the 1.5 MB call: %+v", out.Huge)
-	}
-	// A tool nobody offers is mcp-go's JSON-RPC error, as before; one outside the
-	// grant a denial; arguments the upstream refuses its tool error, with a receipt.
-	if out.Unknown.Code != -32602 || !strings.Contains(out.Unknown.Thrown, "no-such-tool") {
-		t.Fatalf("a tool nobody offers: %+v", out.Unknown)
-	}
-	if !out.Denied.IsError || !strings.HasPrefix(out.Denied.Text, "Denied by policy: outside delegated scope (receipt ") {
-		t.Fatalf("a tool outside the grant: %+v", out.Denied)
-	}
-	if out.BadArgs.Thrown != "" || !out.BadArgs.IsError || out.BadArgs.Receipt == "" {
-		t.Fatalf("arguments the upstream refuses: %+v", out.BadArgs)
-	}
+	var out fastRun
+	runNode(t, &out, "gateway-fastpath.mjs", svcBin, f.config)
+	out.check(t)
 	// 24 echoes, the one after, the 200 kB one, the denial, the refused arguments; the
 	// cancelled call's receipt (status error) too when the log took it in time.
 	reports := verifyAll(t, f)
@@ -120,23 +50,7 @@ func TestGatewayFastPathWithTSClient(t *testing.T) {
 			t.Fatalf("receipt %s:\n%s", id, rep)
 		}
 	}
-	// The cancellation reached the call path: the upstream call was given up, and its
-	// receipt says so (it does not wait out the operation's 20 s).
-	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
-	var long []string
-	for _, file := range files {
-		b, err := receipt.ReadBundle(file)
-		if err != nil {
-			continue
-		}
-		st, _ := receipt.DecodeStatement(b.Envelope)
-		if p, err := st.DecodePredicate(); err == nil && p.Tool.Name == "trigger-long-running-operation" {
-			long = append(long, p.Execution.Status+": "+p.Execution.Error)
-		}
-	}
-	if len(long) != 1 || !strings.HasPrefix(long[0], receipt.StatusError+": ") || !strings.Contains(long[0], "context canceled") {
-		t.Fatalf("the cancelled call's receipts: %q", long)
-	}
+	checkCancelledReceipt(t, f)
 	b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", out.Big.Receipt+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +60,121 @@ func TestGatewayFastPathWithTSClient(t *testing.T) {
 	if p.Execution.Status != receipt.StatusExecuted || len(p.Execution.Result) < 200_000 {
 		t.Fatalf("the big call's receipt: status %s, result %d bytes", p.Execution.Status, len(p.Execution.Result))
 	}
+}
+
+// fastStep is what the fast-path scripts (e2e/gateway-fastpath.mjs,
+// e2e/gateway-http-fastpath.mjs) report of one call.
+type fastStep struct {
+	Text    string `json:"text"`
+	Receipt string `json:"receipt"`
+	IsError bool   `json:"isError"`
+	Thrown  string `json:"thrown"`
+	Length  int    `json:"length"`
+}
+
+// fastRun is what both fast-path scripts report of the steps they share.
+type fastRun struct {
+	Echoes    []fastStep
+	Pings     []bool
+	Listed    []string
+	Cancelled struct {
+		Thrown    string `json:"thrown"`
+		Completed bool   `json:"completed"`
+	}
+	After, Big, Huge, Denied, BadArgs fastStep
+	Unknown                           struct {
+		Thrown string `json:"thrown"`
+		Code   int    `json:"code"`
+	}
+}
+
+// runNode runs a script of e2e/ with node and decodes the JSON object it prints.
+func runNode(t *testing.T, out any, script string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join(repoDir, "e2e", script)}, args...)...)
+	cmd.Dir = filepath.Join(repoDir, "e2e")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node %s: %v\n%s\n%s", script, err, stdout.String(), stderr.String())
+	}
+	if err := json.Unmarshal(stdout.Bytes(), out); err != nil {
+		t.Fatalf("%s output: %v\n%s\n%s", script, err, stdout.String(), stderr.String())
+	}
+}
+
+// check: 24 calls in flight together each got its own answer and receipt; pings and
+// tools/list between them succeeded; the cancelled call was given up and the session
+// went on; a 200 kB call came back whole; the 1.5 MB one's receipt was over the log
+// file's line limit (the agent is told the action happened without a receipt, as
+// before the fast path); a tool nobody offers is mcp-go's JSON-RPC error, one
+// outside the grant a denial, arguments the upstream refuses its tool error with a
+// receipt.
+func (out *fastRun) check(t *testing.T) {
+	t.Helper()
+	receipts := map[string]bool{}
+	for i, e := range out.Echoes {
+		if e.Thrown != "" || e.IsError || e.Text != fmt.Sprintf("Echo: call %d", i) || e.Receipt == "" || receipts[e.Receipt] {
+			t.Fatalf("echo %d of 24 in flight together: %+v", i, e)
+		}
+		receipts[e.Receipt] = true
+	}
+	if len(out.Echoes) != 24 || len(out.Pings) != 4 || strings.Join(out.Listed, ",") != "echo,get-sum,trigger-long-running-operation" {
+		t.Fatalf("%d echoes, pings %v, tools listed %v", len(out.Echoes), out.Pings, out.Listed)
+	}
+	for i, ok := range out.Pings {
+		if !ok {
+			t.Fatalf("ping %d interleaved with the calls failed", i)
+		}
+	}
+	if out.Cancelled.Completed || out.Cancelled.Thrown == "" {
+		t.Fatalf("the cancelled call: %+v", out.Cancelled)
+	}
+	if out.After.Text != "Echo: after the cancellation" || out.After.Receipt == "" {
+		t.Fatalf("a call after the cancellation: %+v", out.After)
+	}
+	if out.Big.Thrown != "" || out.Big.Length != len("Echo: ")+200_000 || out.Big.Receipt == "" {
+		t.Fatalf("the 200 kB call: thrown %q, %d characters: %s", out.Big.Thrown, out.Big.Length, out.Big.Text)
+	}
+	if !out.Huge.IsError || !strings.HasPrefix(out.Huge.Text, "The upstream action has already happened, but the log did not take its receipt") {
+		t.Fatalf("the 1.5 MB call: %+v", out.Huge)
+	}
+	if out.Unknown.Code != -32602 || !strings.Contains(out.Unknown.Thrown, "no-such-tool") {
+		t.Fatalf("a tool nobody offers: %+v", out.Unknown)
+	}
+	if !out.Denied.IsError || !strings.HasPrefix(out.Denied.Text, "Denied by policy: outside delegated scope (receipt ") {
+		t.Fatalf("a tool outside the grant: %+v", out.Denied)
+	}
+	if out.BadArgs.Thrown != "" || !out.BadArgs.IsError || out.BadArgs.Receipt == "" {
+		t.Fatalf("arguments the upstream refuses: %+v", out.BadArgs)
+	}
+}
+
+// checkCancelledReceipt: the cancellation reached the call path: the upstream call
+// was given up, and its receipt says so (it does not wait out the operation's 20 s).
+// It returns the receipt's leaf index.
+func checkCancelledReceipt(t *testing.T, f *fixture) uint64 {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	var long []string
+	var leaf uint64
+	for _, file := range files {
+		b, err := receipt.ReadBundle(file)
+		if err != nil {
+			continue
+		}
+		st, _ := receipt.DecodeStatement(b.Envelope)
+		if p, err := st.DecodePredicate(); err == nil && p.Tool.Name == "trigger-long-running-operation" {
+			long = append(long, p.Execution.Status+": "+p.Execution.Error)
+			leaf = b.Inclusion.LeafIndex
+		}
+	}
+	if len(long) != 1 || !strings.HasPrefix(long[0], receipt.StatusError+": ") || !strings.Contains(long[0], "context canceled") {
+		t.Fatalf("the cancelled call's receipts: %q", long)
+	}
+	return leaf
 }
 
 // TestGatewayFastPathLeavesTheRestToMCPGo: lines the fast path declines (ids mcp-go

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -76,6 +77,7 @@ type Gateway struct {
 	closers       []func() error
 	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
+	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.

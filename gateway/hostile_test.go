@@ -268,8 +268,8 @@ func TestHostileGrantExpiresDuringSession(t *testing.T) {
 	if code != http.StatusForbidden || !strings.Contains(body, "grant rejected") || !strings.Contains(body, "expired") {
 		t.Fatalf("call after expiry: %d %s, want 403 naming the expiry", code, body)
 	}
-	if n := h.up.calls.Load(); n != 1 {
-		t.Fatalf("the upstream was reached %d times, want 1", n)
+	if n := h.up.calls.Load(); n != 1 || gateway.FastCalls(h.g) != 1 {
+		t.Fatalf("the upstream was reached %d times, want 1 (the fast path answered %d)", n, gateway.FastCalls(h.g))
 	}
 	h.g.Flush()
 	if n := countReceipts(t, h.f); n != files {
@@ -350,6 +350,11 @@ func TestHostileSessionNeedsItsOwnGrant(t *testing.T) {
 	if code, _, body := h.callRaw(t, idA, "", "echo", []byte(`{}`)); code != http.StatusForbidden {
 		t.Fatalf("call on A's session without a grant: %d %s", code, body)
 	}
+	stranger, _ := signer.GenerateKey()
+	strangers, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "agent-a", []string{"echo"}, time.Unix(0, h.now.Load()).Add(-time.Minute), time.Hour, nil, nil), stranger)
+	if code, _, body := h.callRaw(t, idA, grantHeader(strangers), "echo", []byte(`{}`)); code != http.StatusForbidden || !strings.Contains(body, "grant rejected") {
+		t.Fatalf("call on A's session with a grant from an untrusted key: %d %s", code, body)
+	}
 	if resp, body := h.do(t, mcpReq{method: "DELETE", session: idA, grant: grantB}); resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("DELETE of A's session with B's grant: %d %s", resp.StatusCode, body)
 	}
@@ -366,6 +371,9 @@ func TestHostileSessionNeedsItsOwnGrant(t *testing.T) {
 	}
 	if resp, body := h.do(t, mcpReq{method: "DELETE", session: idA, grant: grantA}); resp.StatusCode != 200 {
 		t.Fatalf("DELETE of A's session with A's grant: %d %s", resp.StatusCode, body)
+	}
+	if code, _, body := h.callRaw(t, idA, grantA, "echo", []byte(`{}`)); code != http.StatusNotFound || body != "Session terminated\n" {
+		t.Fatalf("a call on A's session after its DELETE: %d %q", code, body)
 	}
 }
 
@@ -499,8 +507,8 @@ func TestHostileProofOfPossession(t *testing.T) {
 		t.Fatalf("the upstream was reached %d times", n)
 	}
 	code, _, body = send(id, call, gateway.SignProof(agentKey, "POST", "/mcp", id, now(), []byte(call)))
-	if code != 200 || !strings.Contains(body, "args of") {
-		t.Fatalf("a call with a good proof: %d %s", code, body)
+	if code != 200 || !strings.Contains(body, "args of") || gateway.FastCalls(h.g) != 1 {
+		t.Fatalf("a call with a good proof: %d %s (%d through the fast path)", code, body, gateway.FastCalls(h.g))
 	}
 	// --require-proof: a grant without agentKey is refused, one with it works.
 	rp := startHostileGateway(t, gateway.HTTPConfig{RequireProof: true}, nil)

@@ -42,6 +42,8 @@ type HTTPConfig struct {
 	// MaxBodyBytes caps the request bodies held in memory at once, all clients
 	// together; each body reserves the 4 MiB cap while it is read. Default 256 MiB.
 	MaxBodyBytes int64
+
+	noFastPath bool // tests: no tools/call fast path, every request to mcp-go
 }
 
 // maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
@@ -66,8 +68,8 @@ type httpFront struct {
 	seen         seenProofs          // proofs of possession accepted, against replays
 	bodyBytes    *semaphore.Weighted // request bodies held in memory, all clients together
 
-	mu       sync.Mutex
-	sessions map[string]*Session // by MCP session id
+	sessions *httpSessions // by MCP session id; mcp-go's SessionIdManager
+	noFast   bool          // tests: every request goes to mcp-go
 
 	grants grantCache // sessionless clients present their grant on every request
 }
@@ -117,30 +119,29 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof,
-		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), sessions: map[string]*Session{}}
+		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath}
+	f.sessions = &httpSessions{idle: cfg.Idle, expire: f.expire, live: map[string]*httpSession{}, ended: map[string]struct{}{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
 		s, _ := ctx.Value(ctxKey{}).(*Session)
 		cs := server.ClientSessionFromContext(ctx)
 		if s != nil && cs != nil && cs.SessionID() != "" {
 			s.ID = cs.SessionID()
-			f.mu.Lock()
-			f.sessions[s.ID] = s
-			f.mu.Unlock()
+			f.sessions.add(s.ID, s)
 		}
 	})
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
-		f.mu.Lock()
-		delete(f.sessions, cs.SessionID())
-		f.mu.Unlock()
+		f.sessions.Terminate(cs.SessionID())
 	})
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = grantedTools(f.session(ctx), res.Tools)
 	})
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
 	g.addTools(srv, f.session)
+	// The session ids and their idle time are the gateway's (httpSessions): the
+	// fast path answers without mcp-go, which would not see those requests.
 	f.mcp = server.NewStreamableHTTPServer(srv,
-		server.WithSessionIdleTTL(cfg.Idle),
+		server.WithSessionIdManager(f.sessions),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
 			if s, ok := r.Context().Value(ctxKey{}).(*Session); ok {
 				return context.WithValue(ctx, ctxKey{}, s)
@@ -150,9 +151,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", f)
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		n := len(f.sessions)
-		f.mu.Unlock()
+		n := f.sessions.count()
 		w.Header().Set("Content-Type", "application/json")
 		json.NewEncoder(w).Encode(map[string]any{"ok": true, "sessions": n, "keyid": g.KeyID()})
 	})
@@ -163,10 +162,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 // session id, or the grant checked on this very request.
 func (f *httpFront) session(ctx context.Context) *Session {
 	if cs := server.ClientSessionFromContext(ctx); cs != nil && cs.SessionID() != "" {
-		f.mu.Lock()
-		s := f.sessions[cs.SessionID()]
-		f.mu.Unlock()
-		if s != nil {
+		if s := f.sessions.session(cs.SessionID()); s != nil {
 			return s
 		}
 	}
@@ -193,7 +189,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGrantRejection(w, err)
 		return
 	}
-	s, ok := f.requestSession(w, r, v, key)
+	s, hs, ok := f.requestSession(w, r, v, key)
 	if !ok {
 		return
 	}
@@ -228,39 +224,47 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGrantRejection(w, err)
 		return
 	}
+	if hs != nil && r.Method == http.MethodPost && !f.noFast {
+		if req, ok := f.fastCall(r, body); ok {
+			f.serveCall(w, r, hs, req)
+			return
+		}
+		hs.calls.noteCancel(body)
+	}
 	f.mcp.ServeHTTP(w, r)
 }
 
 // requestSession finds the session a request names, which must have been opened under the
 // grant it presents and still be inside the grant's window, or opens a new one under
-// that grant. On false the refusal has been written.
-func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *verifiedGrant, key [32]byte) (*Session, bool) {
+// that grant (hs nil: not a live session of the registry). A session named is touched:
+// its idle time starts again. An unknown or terminated session gets mcp-go's answer
+// (404). On false the refusal has been written.
+func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *verifiedGrant, key [32]byte) (*Session, *httpSession, bool) {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		s, err := f.g.sessionFor("", v)
 		if err != nil {
 			writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
-			return nil, false
+			return nil, nil, false
 		}
 		s.grantKey = key
-		return s, true
+		return s, nil, true
 	}
-	f.mu.Lock()
-	s := f.sessions[id]
-	f.mu.Unlock()
-	if s == nil {
-		http.Error(w, "session not found or closed; initialize again with a grant", http.StatusNotFound)
-		return nil, false
+	hs, missing := f.sessions.get(id)
+	if hs == nil {
+		http.Error(w, missing, http.StatusNotFound)
+		return nil, nil, false
 	}
-	if s.grantKey != key {
+	if hs.s.grantKey != key {
 		writeGrantRejection(w, errors.New("grant rejected: this session was opened under another grant; present the session's own grant"))
-		return nil, false
+		return nil, nil, false
 	}
-	if err := f.g.inWindow(s.chain); err != nil {
+	if err := f.g.inWindow(hs.s.chain); err != nil {
 		writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
-		return nil, false
+		return nil, nil, false
 	}
-	return s, true
+	hs.touch()
+	return hs.s, hs, true
 }
 
 // readBody reads a POST body, capped at maxMCPBody (413 beyond) and under a read
@@ -268,10 +272,7 @@ func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *ve
 // cap before reading and keeps what its body takes until release is called, after it
 // is answered. On false the refusal has been written.
 func (f *httpFront) readBody(w http.ResponseWriter, r *http.Request, rc *http.ResponseController) ([]byte, func(), bool) {
-	actx, cancel := context.WithTimeout(r.Context(), f.bodyTimeout)
-	err := f.bodyBytes.Acquire(actx, maxMCPBody)
-	cancel()
-	if err != nil {
+	if !f.bodyBytes.TryAcquire(maxMCPBody) && !f.acquireBody(r.Context()) {
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the gateway is reading too many request bodies at once; retry shortly", http.StatusServiceUnavailable)
 		return nil, nil, false
@@ -292,6 +293,14 @@ func (f *httpFront) readBody(w http.ResponseWriter, r *http.Request, rc *http.Re
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	return body, release, true
+}
+
+// acquireBody waits, at most the body read timeout, for room to read a body (the
+// timer is made only when there is none at once).
+func (f *httpFront) acquireBody(ctx context.Context) bool {
+	actx, cancel := context.WithTimeout(ctx, f.bodyTimeout)
+	defer cancel()
+	return f.bodyBytes.Acquire(actx, maxMCPBody) == nil
 }
 
 // Per-request time bounds of /mcp (the server itself sets none for reads and writes,

@@ -56,6 +56,9 @@ func decodeToolCall(line []byte) (*toolCallRequest, bool) {
 	if !bytes.Contains(line, []byte(`tools/call`)) {
 		return nil, false
 	}
+	if req, ok := scanToolCall(line); ok {
+		return req, true
+	}
 	var env rpcEnvelope
 	if json.Unmarshal(line, &env) != nil || env.JSONRPC != mcp.JSONRPC_VERSION || env.Method != string(mcp.MethodToolsCall) ||
 		env.Result != nil || env.Error != nil || !plainID(env.ID) || env.Params == nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -37,6 +38,13 @@ var toolCallSeeds = []string{
 	`[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}]`,
 	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\xff"}}`,
 	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\",\"arguments\":{ \"a\" : 1 }}}\n",
+	// The TypeScript SDK's order, scanned (scanToolCall); then what the scan leaves.
+	`{"method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"/a \"b\" {]"}},"jsonrpc":"2.0","id":3}` + "\n",
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":null}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":1},}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"\u00e9cho","arguments":{}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"a":[}}}`,
+	`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},"arguments":[]}}`,
 }
 
 // FuzzDecodeToolCall: whenever the fast path takes a line as a plain tools/call
@@ -88,15 +96,22 @@ func FuzzDecodeToolCall(f *testing.F) {
 	})
 }
 
-// TestDecodeToolCallDeclines: what mcp-go would answer otherwise is left to it.
+// TestDecodeToolCallDeclines: what mcp-go would answer otherwise is left to it; the
+// usual requests are scanned, not decoded.
 func TestDecodeToolCallDeclines(t *testing.T) {
+	for _, i := range []int{0, 24, 25} {
+		if _, ok := scanToolCall([]byte(toolCallSeeds[i])); !ok {
+			t.Errorf("not scanned: %s", toolCallSeeds[i])
+		}
+	}
 	taken := map[string]bool{}
 	for _, s := range toolCallSeeds {
 		_, ok := decodeToolCall([]byte(s))
 		taken[s] = ok
 	}
 	for i, want := range []bool{true, true, true, true, false, false, false, false, false, false, false, false, true,
-		false, false, false, false, false, true, false, false, false, false, true} {
+		false, false, false, false, false, true, false, false, false, false, true,
+		true, true, false, true, false, true} {
 		if taken[toolCallSeeds[i]] != want {
 			t.Errorf("%s: taken %v, want %v", toolCallSeeds[i], taken[toolCallSeeds[i]], want)
 		}
@@ -264,11 +279,28 @@ func FuzzParseHead(f *testing.F) {
 	} {
 		f.Add(s)
 	}
+	for _, s := range []string{
+		`{"content":[{"type":"text","text":"x"}],"Content":[]}`, `{"content":[],"content":[]}`, `{"content":[],"IsError":true}`,
+		`{"content":[],"isError":null}`, `{"content":[],"resultType":"input_required"}`, `{"content":[],"inputRequests":{}}`,
+		`{"x":{"content":1},"content":[ {"text":"a","type":"text"} ,{"type":"text","text":"\"}"}],"isError":false,"_meta":{"a":1}}`,
+		`{"content":[{"type":"text","text":"x","type":"text"}]}`, `{"content":[{"type":"text"}]}`, `{"content":[1]}`,
+	} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		raw := json.RawMessage(s)
+		if !json.Valid(raw) {
+			return // parseHead's callers have checked or decoded the result
+		}
 		head, hasMeta, ok := parseHead(raw)
 		if !ok {
 			return
+		}
+		if scanned, scannedMeta, ok := scanHead(raw); ok {
+			decoded, decodedMeta, ok := decodeHead(raw)
+			if !ok || scanned.IsError != decoded.IsError || scanned.ResultType != decoded.ResultType || !reflect.DeepEqual(scanned.Meta, decoded.Meta) || scannedMeta != decodedMeta {
+				t.Fatalf("%s: scanned %#v %v, decoded (%v) %#v %v", s, scanned, scannedMeta, ok, decoded, decodedMeta)
+			}
 		}
 		full, fullHasMeta, fullOK := parseCallToolResult(raw)
 		if !fullOK {
@@ -278,4 +310,64 @@ func FuzzParseHead(f *testing.F) {
 			t.Fatalf("%s:\nhead %#v %v\nfull %#v %v", s, head, hasMeta, full, fullHasMeta)
 		}
 	})
+}
+
+// FuzzScanAnswer holds scanAnswer to encoding/json: a line it reads decodes, into the
+// envelope claim decodes otherwise, to the same id and result, without an error or a
+// method; the lines of the usual shape are read.
+func FuzzScanAnswer(f *testing.F) {
+	for _, s := range []string{
+		`{"result":{"content":[{"type":"text","text":"hi \"there\" {]"}]},"jsonrpc":"2.0","id":1099511627777}` + "\n",
+		`{"jsonrpc":"2.0","id":1099511627777,"result":{"content":[],"_meta":{"a":[1,2,{"b":"}"}]}}}`,
+		` { "jsonrpc" : "2.0" , "id" : 7 , "result" : { } } ` + "\r\n",
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1},"id":8}`,
+		`{"jsonrpc":"2.0","ID":7,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1},"error":{"code":1,"message":"x"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1}}x`,
+		`{"jsonrpc":"2.0","id":07,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7e0,"result":{"a":1}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":1,}}`,
+		`{"jsonrpc":"2.0","id":7,"result":{"a":"\u00"}}`,
+		`{"jsonrpc":"2.0","id":7,"result":null}`,
+		`{"jsonrpc":"2.0","id":7,"method":"x","result":{}}`,
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"a\":\"\xff\"}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		n, result, ok := scanAnswer(line)
+		if !ok {
+			return
+		}
+		var env answerEnvelope
+		if err := json.Unmarshal(line, &env); err != nil {
+			t.Fatalf("scanned %q, which does not decode: %v", line, err)
+		}
+		id, err := strconv.ParseInt(string(env.ID), 10, 64)
+		if err != nil || id != n || env.Method != "" || env.Error != nil || !bytes.Equal(env.Result, result) {
+			t.Fatalf("%q: scanned id %d result %q; decoded id %s result %q method %q error %v", line, n, result, env.ID, env.Result, env.Method, env.Error)
+		}
+	})
+}
+
+// TestScanAnswerReadsTheUsualShape: the answers upstreams write (the TypeScript SDK
+// puts the result first) and their results are scanned, not decoded.
+func TestScanAnswerReadsTheUsualShape(t *testing.T) {
+	for _, line := range []string{
+		`{"result":{"content":[{"type":"text","text":"x"}]},"jsonrpc":"2.0","id":1099511627777}` + "\n",
+		`{"jsonrpc":"2.0","id":1099511627778,"result":{"content":[{"type":"text","text":"x"}],"isError":false}}` + "\n",
+	} {
+		if _, _, ok := scanAnswer([]byte(line)); !ok {
+			t.Errorf("not scanned: %s", line)
+		}
+	}
+	for _, result := range []string{
+		`{"content":[{"type":"text","text":"hello\n"}],"structuredContent":{"content":"hello\n"}}`,                                                   // server-filesystem
+		`{"content":[{"type":"text","text":"Echo: x"}]}`,                                                                                             // server-everything
+		`{"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"n","version":"1"}},"content":[{"type":"text","text":"x"}],"resultType":"complete"}`, // mcp-go
+	} {
+		if _, _, ok := scanHead([]byte(result)); !ok {
+			t.Errorf("not scanned: %s", result)
+		}
+	}
 }

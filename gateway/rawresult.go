@@ -77,8 +77,17 @@ type contentHead struct {
 // it (FuzzParseHead): every content item plain text (type "text", a string text, no
 // annotations or _meta, which TextContent always decodes), structured content whose
 // numbers surely fit a float64 (the full parse decodes it into an any). False: parse
-// it in full.
+// it in full. raw is valid JSON (decoded or checked when it was read): a result of
+// the usual shape is scanned (scanHead), not decoded.
 func parseHead(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
+	if res, hasMeta, ok := scanHead(raw); ok {
+		return res, hasMeta, true
+	}
+	return decodeHead(raw)
+}
+
+// decodeHead is parseHead by decoding the result.
+func decodeHead(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
 	var r resultHead
 	if json.Unmarshal(raw, &r) != nil || r.Content == nil || r.ResultType == mcp.ResultTypeInputRequired ||
 		r.InputRequests != nil || r.RequestState != nil || !numbersFitFloat(r.StructuredContent) {

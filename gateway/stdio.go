@@ -96,7 +96,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 		pr.CloseWithError(io.ErrClosedPipe) // a line passed on after mcp-go stopped fails at once
 		done <- err
 	}()
-	f := &stdioFront{g: g, s: s, out: lw, log: g.log, slots: make(chan struct{}, maxFastCalls), inflight: map[string]*context.CancelFunc{}}
+	f := &stdioFront{g: g, s: s, out: lw, log: g.log, slots: make(chan struct{}, maxFastCalls)}
 	served := make(chan error, 1)
 	go func() { served <- f.serve(ctx, in, pw) }()
 	select {

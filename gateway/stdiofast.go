@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,9 +59,11 @@ type stdioFront struct {
 	slots chan struct{}
 	calls sync.WaitGroup
 
-	mu       sync.Mutex
-	inflight map[string]*context.CancelFunc // by the request id as mcp-go keys it (cancelKey)
-	stopped  bool                           // stop was called: start no more calls
+	inflight inflightCalls
+	workers  callWorkers
+
+	mu      sync.Mutex
+	stopped bool // stop was called: start no more calls
 }
 
 // stop refuses further calls and waits for those started.
@@ -71,12 +72,14 @@ func (f *stdioFront) stop() {
 	f.stopped = true
 	f.mu.Unlock()
 	f.calls.Wait()
+	f.workers.close()
 }
 
 // serve reads the agent's lines until in ends, handling plain tools/call requests
 // and passing every other line to mcp-go (rest). It returns when in ends or fails,
 // once every call it started has been answered.
 func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) error {
+	defer f.workers.close()
 	defer f.calls.Wait()
 	r := bufio.NewReaderSize(in, 64<<10)
 	for {
@@ -99,54 +102,82 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 			default: // every fast slot busy: mcp-go queues it and reading goes on (cancellations, pings)
 			}
 		}
-		f.noteCancel(line)
+		f.inflight.noteCancel(line)
 		if _, err := rest.Write(line); err != nil {
 			return fmt.Errorf("passing a message to mcp-go: %w", err)
 		}
 	}
 }
 
-// start runs one call on its own goroutine, cancellable by notifications/cancelled.
+// start runs one call on a worker of its own, cancellable by notifications/cancelled.
 func (f *stdioFront) start(ctx context.Context, req *toolCallRequest) {
-	cctx, cancel := context.WithCancel(ctx)
-	key, token := cancelKey(req.id), &cancel
 	f.mu.Lock()
 	if f.stopped {
 		f.mu.Unlock()
-		cancel()
 		<-f.slots
 		return
 	}
-	f.inflight[key] = token // a second call with the same id takes over the key
 	f.calls.Add(1)
 	f.mu.Unlock()
-	go func() {
+	cctx, done := f.inflight.start(ctx, req.id)
+	f.workers.run(func() {
 		defer func() {
-			f.mu.Lock()
-			if f.inflight[key] == token {
-				delete(f.inflight, key)
-			}
-			f.mu.Unlock()
-			cancel()
+			done()
 			<-f.slots
 			f.calls.Done()
 		}()
-		if _, err := f.out.Write(f.run(cctx, req)); err != nil {
+		if _, err := f.out.Write(f.g.answerCall(cctx, f.log, f.s, req)); err != nil {
 			f.log.Warn("writing the answer to a tool call", "err", err)
 		}
-	}()
+	})
 }
 
-// run is the call path for one request; a panic is answered as mcp-go answers one.
-func (f *stdioFront) run(ctx context.Context, req *toolCallRequest) (line []byte) {
-	defer func() {
-		if r := recover(); r != nil {
-			f.log.Error("panic recovered in a tool call", "panic", r)
-			line = errorLine(req.id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r))
+// callWorkers are the goroutines the fast path's calls run on, kept between calls
+// (at most maxFastCalls, as the calls), the one idle last taking the next call: a call
+// on a new goroutine starts on a small stack that the call path grows, copying it,
+// several times (runtime.copystack was 4.7% of the stdio gateway's CPU profile).
+type callWorkers struct {
+	mu     sync.Mutex
+	idle   []chan func() // the idle workers' inboxes, the last idle last
+	closed bool
+}
+
+// run runs job on an idle worker, or a new one.
+func (w *callWorkers) run(job func()) {
+	w.mu.Lock()
+	if n := len(w.idle); n > 0 {
+		inbox := w.idle[n-1]
+		w.idle = w.idle[:n-1]
+		w.mu.Unlock()
+		inbox <- job
+		return
+	}
+	w.mu.Unlock()
+	go w.work(make(chan func(), 1), job)
+}
+
+func (w *callWorkers) work(inbox chan func(), job func()) {
+	for ok := true; ok; job, ok = <-inbox {
+		job()
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return
 		}
-	}()
-	res, raw := f.g.call(context.WithValue(ctx, answersRawKey{}, true), f.s, req.name, requestArgsRaw(req.args), req.meta)
-	return resultLine(req.id, res, raw)
+		w.idle = append(w.idle, inbox)
+		w.mu.Unlock()
+	}
+}
+
+// close ends the idle workers, and each busy one when its call ends.
+func (w *callWorkers) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	for _, inbox := range w.idle {
+		close(inbox)
+	}
+	w.idle = nil
 }
 
 // requestArgsRaw is requestArgs for a decoded request: the raw arguments (mcp-go's
@@ -186,37 +217,4 @@ func errorLine(id json.RawMessage, code int, message string) []byte {
 	_ = json.Unmarshal(id, &v)
 	b, _ := json.Marshal(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(v), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)})
 	return append(b, '\n')
-}
-
-// cancelKey is a request id as notifications/cancelled names it, decoded as mcp-go
-// decodes both (a Go value, printed).
-func cancelKey(id json.RawMessage) string {
-	var v any
-	_ = json.Unmarshal(id, &v)
-	return fmt.Sprint(v)
-}
-
-// noteCancel cancels the fast-path call a notifications/cancelled line names, if
-// any; the line still goes to mcp-go, for the requests it serves.
-func (f *stdioFront) noteCancel(line []byte) {
-	var n struct {
-		Method string `json:"method"`
-		Params struct {
-			RequestID json.RawMessage `json:"requestId"`
-		} `json:"params"`
-	}
-	if !containsCancelled(line) || json.Unmarshal(line, &n) != nil || n.Method != string(mcp.MethodNotificationCancelled) || n.Params.RequestID == nil {
-		return
-	}
-	key := cancelKey(n.Params.RequestID)
-	f.mu.Lock()
-	cancel := f.inflight[key]
-	f.mu.Unlock()
-	if cancel != nil {
-		(*cancel)()
-	}
-}
-
-func containsCancelled(line []byte) bool {
-	return bytes.Contains(line, []byte(mcp.MethodNotificationCancelled))
 }

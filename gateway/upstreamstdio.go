@@ -124,27 +124,35 @@ func (p *childProcess) read(stdout io.Reader) {
 }
 
 // claim delivers a line that answers a pending fast-path request (true). The line
-// is decoded once, and only as far as the envelope: the result stays raw.
+// is read only as far as the envelope, the result staying raw: scanned when it has
+// the usual shape (scanAnswer), else decoded.
 func (p *childProcess) claim(line []byte) bool {
 	if !bytes.Contains(line, []byte(`"id"`)) {
 		return false // a notification
 	}
-	var env answerEnvelope
-	if json.Unmarshal(line, &env) != nil || env.Method != "" || (env.Result == nil && env.Error == nil) {
-		return false
-	}
-	id, ok := rawID(env.ID)
-	if !ok {
+	n, result, scanned := scanAnswer(line)
+	a := rawAnswer{result: result}
+	if !scanned {
+		var env answerEnvelope
+		if json.Unmarshal(line, &env) != nil || env.Method != "" || (env.Result == nil && env.Error == nil) {
+			return false
+		}
+		var ok bool
+		if n, ok = rawID(env.ID); !ok {
+			return false
+		}
+		a = rawAnswer{result: env.Result, err: env.Error}
+	} else if n < firstRawID {
 		return false
 	}
 	p.mu.Lock()
-	ch := p.pending[id]
-	delete(p.pending, id)
+	ch := p.pending[n]
+	delete(p.pending, n)
 	p.mu.Unlock()
 	if ch == nil {
 		return false // not (or no longer) awaited: mcp-go's transport drops it
 	}
-	ch <- rawAnswer{result: env.Result, err: env.Error}
+	ch <- a
 	return true
 }
 

@@ -1,0 +1,90 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// What the stdio and Streamable HTTP fronts' tools/call fast paths share: the calls
+// in flight on a session, which notifications/cancelled can reach, and the answer
+// to one call.
+
+// inflightCalls are the fast path's calls in flight on one session, by the request
+// id as mcp-go keys it (cancelKey), so that a notifications/cancelled naming one
+// cancels its call, as mcp-go cancels the requests it serves.
+type inflightCalls struct {
+	mu sync.Mutex
+	m  map[string]*context.CancelFunc
+}
+
+// start registers a call and returns its context, cancelled by a cancellation
+// naming id, and the function that ends it (always called).
+func (c *inflightCalls) start(ctx context.Context, id json.RawMessage) (context.Context, func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	key, token := cancelKey(id), &cancel
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*context.CancelFunc{}
+	}
+	c.m[key] = token // a second call with the same id takes over the key
+	c.mu.Unlock()
+	return cctx, func() {
+		c.mu.Lock()
+		if c.m[key] == token {
+			delete(c.m, key)
+		}
+		c.mu.Unlock()
+		cancel()
+	}
+}
+
+// noteCancel cancels the fast-path call a notifications/cancelled message names, if
+// any; the message still goes to mcp-go, for the requests it serves.
+func (c *inflightCalls) noteCancel(msg []byte) {
+	var n struct {
+		Method string `json:"method"`
+		Params struct {
+			RequestID json.RawMessage `json:"requestId"`
+		} `json:"params"`
+	}
+	if !bytes.Contains(msg, []byte(mcp.MethodNotificationCancelled)) || json.Unmarshal(msg, &n) != nil ||
+		n.Method != string(mcp.MethodNotificationCancelled) || n.Params.RequestID == nil {
+		return
+	}
+	key := cancelKey(n.Params.RequestID)
+	c.mu.Lock()
+	cancel := c.m[key]
+	c.mu.Unlock()
+	if cancel != nil {
+		(*cancel)()
+	}
+}
+
+// cancelKey is a request id as notifications/cancelled names it, decoded as mcp-go
+// decodes both (a Go value, printed).
+func cancelKey(id json.RawMessage) string {
+	var v any
+	_ = json.Unmarshal(id, &v)
+	return fmt.Sprint(v)
+}
+
+// answerCall runs the call path for one fast-path request of session s and returns
+// the JSON-RPC answer, newline ended (resultLine); a panic is answered as mcp-go
+// answers one.
+func (g *Gateway) answerCall(ctx context.Context, log *slog.Logger, s *Session, req *toolCallRequest) (line []byte) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("panic recovered in a tool call", "panic", r)
+			line = errorLine(req.id, mcp.INTERNAL_ERROR, fmt.Sprintf("internal panic: %v", r))
+		}
+	}()
+	g.fastCalls.Add(1)
+	res, raw := g.call(context.WithValue(ctx, answersRawKey{}, true), s, req.name, requestArgsRaw(req.args), req.meta)
+	return resultLine(req.id, res, raw)
+}

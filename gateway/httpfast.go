@@ -1,0 +1,94 @@
+package gateway
+
+import (
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// The tools/call fast path of the Streamable HTTP front, as the stdio front has one
+// (stdiofast.go): a POST whose body is one plain tools/call request (decodeToolCall)
+// on a live session, for a tool an upstream offers, runs the call path with the
+// session's state and is answered here, as the stdio fast path answers it
+// (resultLine: the upstream's result as sent with _meta["svc/receipt"]), in the
+// application/json response mcp-go writes. mcp-go's handler would decode the body
+// four more times, start a goroutine for notifications, and encode the answer through
+// its types. Everything else goes to mcp-go unchanged: initialize, tools/list, GET,
+// DELETE, notifications (a notifications/cancelled also cancels a fast-path call it
+// names), responses, batches, and whatever mcp-go might answer otherwise: a request
+// of the stateless protocol era (by header or _meta), an unsupported
+// Mcp-Protocol-Version header, another content type, a Host that mcp-go's DNS
+// rebinding protection refuses, whatever decodeToolCall declines.
+//
+// The gateway never sends the agent a notification or a request while a call runs,
+// so mcp-go would not turn such a response into an event stream either.
+
+// fastCall decodes a POST on a live session as a tools/call the fast path answers
+// (false: mcp-go's).
+func (f *httpFront) fastCall(r *http.Request, body []byte) (*toolCallRequest, bool) {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, false
+	}
+	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
+		return nil, false
+	}
+	if rebinding(r) {
+		return nil, false
+	}
+	req, ok := decodeToolCall(body)
+	if !ok || f.g.owner[req.name] == nil {
+		return nil, false
+	}
+	return req, true
+}
+
+// serveCall answers one fast-path call: 200, application/json, the JSON-RPC answer
+// as mcp-go's encoder ends it (a newline). The call is cancelled when the client
+// goes away or sends notifications/cancelled naming it.
+func (f *httpFront) serveCall(w http.ResponseWriter, r *http.Request, hs *httpSession, req *toolCallRequest) {
+	ctx, done := hs.calls.start(r.Context(), req.id)
+	defer done()
+	line := f.g.answerCall(ctx, f.g.log, hs.s, req)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if _, err := w.Write(line); err != nil {
+		f.g.log.Warn("writing the answer to a tool call", "err", err)
+	}
+}
+
+// rebinding reports whether mcp-go's DNS rebinding protection would refuse the
+// request (server.WithDisableLocalhostProtection is not set): it arrived on a loopback
+// address with a Host that is not one.
+func rebinding(r *http.Request) bool {
+	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	return ok && local != nil && isLoopbackHost(local.String()) && !isLoopbackHost(r.Host)
+}
+
+// isLoopbackHost is mcp-go's test of a host or host:port (unexported there).
+func isLoopbackHost(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = strings.Trim(addr, "[]")
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// expire ends an idle session in mcp-go as a DELETE does (its SessionIdManager,
+// httpSessions, terminates it; its transport state is dropped).
+func (f *httpFront) expire(id string) {
+	r, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	r.Header.Set(server.HeaderKeySessionID, id)
+	f.mcp.ServeHTTP(&discardResponse{}, r)
+}
