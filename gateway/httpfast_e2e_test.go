@@ -119,9 +119,13 @@ func TestGatewayHTTPFastPathWithTSClient(t *testing.T) {
 		!strings.HasPrefix(out.RawCall.Body, `{"jsonrpc":"2.0","id":91,"result":{"_meta":{"svc/receipt":"`) || !strings.HasSuffix(out.RawCall.Body, "}\n") {
 		t.Fatalf("a raw tools/call: %+v", out.RawCall)
 	}
+	// mcp-go's status and words, then what to do next.
 	unknown, terminated := mcpGoSessionAnswers(t)
-	if out.UnknownSession != unknown || out.Terminated != terminated || unknown.Status != 404 || terminated.Status != 404 {
-		t.Fatalf("session errors: unknown %+v, terminated %+v; mcp-go answers %+v and %+v", out.UnknownSession, out.Terminated, unknown, terminated)
+	for _, c := range []struct{ got, mcpGo rawAnswer }{{out.UnknownSession, unknown}, {out.Terminated, terminated}} {
+		if c.got.Status != 404 || c.mcpGo.Status != 404 || c.got.ContentType != c.mcpGo.ContentType ||
+			!strings.HasPrefix(c.got.Body, strings.TrimSuffix(c.mcpGo.Body, "\n")+": ") || !strings.Contains(c.got.Body, "initialize a new session with a grant") {
+			t.Fatalf("session errors: unknown %+v, terminated %+v; mcp-go answers %+v and %+v", out.UnknownSession, out.Terminated, unknown, terminated)
+		}
 	}
 	if out.TerminatedClient.Thrown == "" {
 		t.Fatalf("a call on the terminated session: %+v", out.TerminatedClient)

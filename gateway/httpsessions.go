@@ -40,11 +40,12 @@ type httpSession struct {
 // over and an old id reads as unknown (404 either way).
 const maxEndedSessions = 65536
 
-// The answers of mcp-go's Streamable HTTP server (handlePost) to a request naming a
-// session its SessionIdManager does not know, or knows as terminated: HTTP 404, text.
+// The answers to a request naming a session the registry does not know, or knows as
+// terminated: HTTP 404, text, in the words of mcp-go's Streamable HTTP server
+// (handlePost), then what to do next.
 const (
-	textInvalidSession    = "Invalid session ID"
-	textTerminatedSession = "Session terminated"
+	textInvalidSession    = "Invalid session ID: no open session has this id; initialize a new session with a grant"
+	textTerminatedSession = "Session terminated: it was closed (DELETE or --idle-minutes); initialize a new session with a grant"
 )
 
 // idPrefix is the prefix of mcp-go's session ids, kept so ids read as before.
