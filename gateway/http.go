@@ -224,6 +224,11 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGrantRejection(w, err)
 		return
 	}
+	if hs != nil {
+		// Only a request that passed every check keeps its session alive: a grant
+		// travels in receipts, so a refused request (no proof of possession) must not.
+		hs.touch()
+	}
 	if hs != nil && r.Method == http.MethodPost && !f.noFast {
 		if req, ok := f.fastCall(r, body); ok {
 			f.serveCall(w, r, hs, req)
@@ -236,9 +241,9 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // requestSession finds the session a request names, which must have been opened under the
 // grant it presents and still be inside the grant's window, or opens a new one under
-// that grant (hs nil: not a live session of the registry). A session named is touched:
-// its idle time starts again. An unknown or terminated session gets mcp-go's answer
-// (404). On false the refusal has been written.
+// that grant (hs nil: not a live session of the registry). An unknown or terminated
+// session gets 404 (textInvalidSession, textTerminatedSession). On false the refusal
+// has been written.
 func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *verifiedGrant, key [32]byte) (*Session, *httpSession, bool) {
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
@@ -263,7 +268,6 @@ func (f *httpFront) requestSession(w http.ResponseWriter, r *http.Request, v *ve
 		writeGrantRejection(w, fmt.Errorf("grant rejected: %w", err))
 		return nil, nil, false
 	}
-	hs.touch()
 	return hs.s, hs, true
 }
 

@@ -15,6 +15,8 @@ import (
 
 	"svc.dev/svc/gateway"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
 )
 
 // frontPair is one gateway behind two HTTP fronts: with the tools/call fast path and
@@ -201,8 +203,76 @@ func TestHTTPFastPathKeepsSessionAlive(t *testing.T) {
 	if gateway.FastCalls(h.g)-before < 10 {
 		t.Fatalf("the fast path answered %d calls", gateway.FastCalls(h.g)-before)
 	}
-	testkit.Eventually(t, 10*time.Second, func() error { // /health names no session
-		resp, err := http.Get(ts.URL + "/health")
+	noSessionsOpen(t, ts.URL)
+	resp, body := h.do(t, mcpReq{method: "POST", session: id, grant: grant, body: strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)})
+	if resp.StatusCode != 404 || !strings.HasPrefix(body, "Session terminated: ") {
+		t.Fatalf("a call on the idle session: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestRefusedRequestsDoNotKeepSessionAlive: a grant travels in every receipt, so
+// whoever copies one out can send requests naming the session; refused for want of
+// the agent key's proof of possession, they must not keep the session open.
+func TestRefusedRequestsDoNotKeepSessionAlive(t *testing.T) {
+	h := startHostileGateway(t, gateway.HTTPConfig{}, nil)
+	ts := httptest.NewServer(h.g.Handler(gateway.HTTPConfig{Idle: time.Second}))
+	defer ts.Close()
+	agentKey, _ := signer.GenerateKey()
+	pk := agentKey.Public()
+	now := func() time.Time { return time.Unix(0, h.now.Load()) }
+	env, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "keyed-agent", []string{"echo"}, now().Add(-time.Minute), time.Hour, &pk, nil), h.f.alice)
+	send := func(session, body, proof string) (int, http.Header) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Svc-Grant", grantHeader(env))
+		if session != "" {
+			req.Header.Set("Mcp-Session-Id", session)
+		}
+		if proof != "" {
+			req.Header.Set(gateway.HeaderProof, proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	code, hdr := send("", initBody, gateway.SignProof(agentKey, "POST", "/mcp", "", now(), []byte(initBody)))
+	id := hdr.Get("Mcp-Session-Id")
+	if code != 200 || id == "" {
+		t.Fatalf("initialize with a proof: %d, session %q", code, id)
+	}
+	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
+	// Refused requests every 50 ms: the session must still close after its idle
+	// second (the timer rechecks within another), which the 404 shows.
+	closed := false
+	for start := time.Now(); !closed && time.Since(start) < 5*time.Second; time.Sleep(50 * time.Millisecond) {
+		switch code, _ := send(id, call, ""); code {
+		case http.StatusForbidden:
+		case http.StatusNotFound:
+			closed = true
+		default:
+			t.Fatalf("a call on the session without a proof: %d, want 403 (or 404 once it closed)", code)
+		}
+	}
+	if !closed {
+		t.Fatal("requests refused for want of a proof kept the session open for 5 s, past its idle second")
+	}
+	noSessionsOpen(t, ts.URL)
+	if code, _ := send(id, call, gateway.SignProof(agentKey, "POST", "/mcp", id, now(), []byte(call))); code != http.StatusNotFound {
+		t.Fatalf("a call with a proof on a session idle but for refused requests: %d, want 404", code)
+	}
+}
+
+// noSessionsOpen waits until the gateway at base reports no open session (/health).
+func noSessionsOpen(t *testing.T, base string) {
+	t.Helper()
+	testkit.Eventually(t, 10*time.Second, func() error {
+		resp, err := http.Get(base + "/health")
 		if err != nil {
 			return err
 		}
@@ -214,8 +284,4 @@ func TestHTTPFastPathKeepsSessionAlive(t *testing.T) {
 		}
 		return nil
 	})
-	resp, body := h.do(t, mcpReq{method: "POST", session: id, grant: grant, body: strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{}}}`)})
-	if resp.StatusCode != 404 || !strings.HasPrefix(body, "Session terminated: ") {
-		t.Fatalf("a call on the idle session: %d %q", resp.StatusCode, body)
-	}
 }

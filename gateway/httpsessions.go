@@ -16,7 +16,7 @@ import (
 // (Terminate, on DELETE). The gateway owns it so that its tools/call fast path, which
 // answers without mcp-go, knows which sessions are live, terminated or unknown, and
 // keeps them alive: the idle time (--idle-minutes) is the gateway's too, each request
-// naming a session touching it, since mcp-go's idle bookkeeping is unexported and
+// naming a session and passing the front's checks touching it, since mcp-go's idle bookkeeping is unexported and
 // would close a session whose calls all took the fast path.
 type httpSessions struct {
 	idle   time.Duration
@@ -111,7 +111,8 @@ func (r *httpSessions) get(id string) (*httpSession, string) {
 	return nil, textInvalidSession
 }
 
-// touch starts the session's idle time again: a request named it.
+// touch starts the session's idle time again: a request named it and passed every
+// check of the front (the session's grant, its window, the proof of possession).
 func (hs *httpSession) touch() { hs.last.Store(time.Now().UnixNano()) }
 
 // session is the gateway session of a live id, untouched; nil when none.
