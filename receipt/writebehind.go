@@ -213,7 +213,7 @@ func (w *bundleWriter) drainInto(pending []queuedBundle) []queuedBundle {
 func (w *bundleWriter) write(q queuedBundle) bool {
 	data, err := bundleFile(q.bundle)
 	if err == nil {
-		err = writeFileNoSync(filepath.Join(w.dir, q.name), data, 0o644)
+		err = writeFileNoSyncIn(w.dirFD, w.dir, q.name, data, 0o644)
 	}
 	if err != nil {
 		w.logger.Error("receipt file not written; the receipt is in the log file, the writer retries and the next start rebuilds the file",
@@ -300,10 +300,19 @@ func (w *bundleWriter) close() error {
 // made, where a temporary file and a rename make two and remove one); else, and for
 // a file that exists already, through a temporary file and a rename.
 func writeFileNoSync(path string, data []byte, perm os.FileMode) error {
-	if ok, err := writeLinked(path, data, perm); ok {
+	if ok, err := writeLinked(cwdFD, filepath.Dir(path), path, data, perm); ok {
 		return err
 	}
 	return writeRenamed(path, data, perm)
+}
+
+// writeFileNoSyncIn is writeFileNoSync for the file name in the directory dir, which
+// is dirPath, held open: the unnamed file is made and linked relative to it.
+func writeFileNoSyncIn(dir *os.File, dirPath, name string, data []byte, perm os.FileMode) error {
+	if ok, err := writeLinked(int(dir.Fd()), ".", name, data, perm); ok {
+		return err
+	}
+	return writeRenamed(filepath.Join(dirPath, name), data, perm)
 }
 
 // writeRenamed writes path through a temporary file and a rename, without fsync.
