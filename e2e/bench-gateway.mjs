@@ -2,8 +2,9 @@
 // SDK client calls read_text_file of the npm server-filesystem directly, and through
 // `svc gateway` over stdio and over Streamable HTTP (one session, then many), in one run.
 // For each: p50/p99 of calls one at a time, calls/s with --inflight calls in flight, and
-// the gateway's CPU per call read from /proc/<pid>/stat (user + system time), and the
-// p50 of ping one at a time (the transport's share: no upstream, no receipt).
+// the gateway's CPU per call read from /proc/<pid>/stat (user + system time) with its
+// threads' context switches per call (/proc/<pid>/task/*/status), and the p50 of ping
+// one at a time (the transport's share: no upstream, no receipt).
 //
 // Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]
 // --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
@@ -13,7 +14,7 @@
 // and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, writeFileSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, writeFileSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
@@ -129,6 +130,22 @@ function cpuTimes(pid) {
   return { user: (Number(f[11]) * 1e6) / 100, sys: (Number(f[12]) * 1e6) / 100 };
 }
 
+// ctxSwitches is the number of times the process's threads have given up or lost
+// their CPU so far (voluntary + involuntary, summed over /proc/<pid>/task/*/status).
+// Every goroutine hand-off that wakes a parked thread costs a pair of them, so per
+// call it tells the scheduling a call costs, which CPU time alone does not show.
+function ctxSwitches(pid) {
+  if (!pid) return NaN;
+  let n = 0;
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const st = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
+      for (const m of st.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) n += Number(m[1]);
+    } catch {} // a thread that ended meanwhile
+  }
+  return n;
+}
+
 const callOnce = (client) => client.callTool({ name: "read_text_file", arguments: { path: file } });
 
 function pct(sorted, p) {
@@ -143,6 +160,7 @@ async function measure(name, client, pid) {
   }
   const cpu0 = cpuMicros(pid);
   const sys0 = cpuTimes(pid).sys;
+  const ctx0 = ctxSwitches(pid);
   const lat = [];
   for (let i = 0; i < calls; i++) {
     const t = process.hrtime.bigint();
@@ -158,6 +176,7 @@ async function measure(name, client, pid) {
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   const cpu = (cpuMicros(pid) - cpu0) / (2 * calls);
   const sys = (cpuTimes(pid).sys - sys0) / (2 * calls);
+  const ctx = (ctxSwitches(pid) - ctx0) / (2 * calls);
   // The transport's own share: ping one at a time, answered by whoever the client
   // talks to, with no upstream and no receipt.
   const pings = [];
@@ -167,9 +186,9 @@ async function measure(name, client, pid) {
     pings.push(Number(process.hrtime.bigint() - t) / 1e6);
   }
   pings.sort((a, b) => a - b);
-  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys, pingP50: pct(pings, 50) };
+  const row = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: calls / secs, cpuPerCallMicros: cpu, sysPerCallMicros: sys, ctxPerCall: ctx, pingP50: pct(pings, 50) };
   log(`  ${name}: p50 ${row.p50.toFixed(2)} ms, p99 ${row.p99.toFixed(2)} ms, ${row.callsPerSec.toFixed(0)} calls/s with ${inflight} in flight` +
-    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel)`) + `; ping p50 ${row.pingP50.toFixed(2)} ms`);
+    (Number.isNaN(cpu) ? "" : `, gateway CPU ${cpu.toFixed(0)} µs/call (${sys.toFixed(0)} in the kernel), ${ctx.toFixed(1)} context switches/call`) + `; ping p50 ${row.pingP50.toFixed(2)} ms`);
   return row;
 }
 
@@ -240,6 +259,7 @@ try {
   const lat = [];
   const cpu0 = cpuMicros(gw.proc.pid);
   const sys0 = cpuTimes(gw.proc.pid).sys;
+  const ctx0 = ctxSwitches(gw.proc.pid);
   const t0 = process.hrtime.bigint();
   await Promise.all(clients.map(async (cl) => {
     for (let i = 0; i < per; i++) {
@@ -251,8 +271,9 @@ try {
   const secs = Number(process.hrtime.bigint() - t0) / 1e9;
   lat.sort((a, b) => a - b);
   const many = { name: `svc gateway --http (${sessions} sessions)`, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
-    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length };
-  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel)`);
+    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length,
+    ctxPerCall: (ctxSwitches(gw.proc.pid) - ctx0) / lat.length };
+  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel), ${many.ctxPerCall.toFixed(1)} context switches/call`);
   rows.push(many);
   await Promise.all(clients.map((cl) => cl.close()));
   const exited = new Promise((r) => gw.proc.once("exit", r));
@@ -266,13 +287,14 @@ if (asJSON) {
   console.log(JSON.stringify(rows, null, 2));
 } else {
   const direct = rows[0];
-  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel  ping p50");
+  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel  ctx sw/call  ping p50");
   for (const r of rows) {
     const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
     const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
     const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
     const sys = Number.isNaN(r.sysPerCallMicros) ? "" : r.sysPerCallMicros.toFixed(0);
-    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}  ${r.pingP50 === undefined ? "" : r.pingP50.toFixed(2).padStart(8)}`);
+    const ctx = r.ctxPerCall === undefined || Number.isNaN(r.ctxPerCall) ? "" : r.ctxPerCall.toFixed(1);
+    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}  ${ctx.padStart(11)}  ${r.pingP50 === undefined ? "" : r.pingP50.toFixed(2).padStart(8)}`);
   }
 }
 process.exit(0);
