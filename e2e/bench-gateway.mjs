@@ -130,17 +130,20 @@ function cpuTimes(pid) {
   return { user: (Number(f[11]) * 1e6) / 100, sys: (Number(f[12]) * 1e6) / 100 };
 }
 
-// ctxSwitches is the number of times the process's threads have given up or lost
-// their CPU so far (voluntary + involuntary, summed over /proc/<pid>/task/*/status).
-// Every goroutine hand-off that wakes a parked thread costs a pair of them, so per
-// call it tells the scheduling a call costs, which CPU time alone does not show.
+// ctxSwitches is the number of times the process's threads have given up their CPU
+// so far (voluntary_ctxt_switches, summed over /proc/<pid>/task/*/status): a thread
+// parked for want of work, or blocked in the kernel. Every goroutine hand-off that
+// wakes a parked thread costs one, so per call it tells the scheduling a call costs,
+// which CPU time alone does not show. The involuntary ones (the thread preempted) are
+// left out: they count the other processes on the machine.
 function ctxSwitches(pid) {
   if (!pid) return NaN;
   let n = 0;
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
       const st = readFileSync(`/proc/${pid}/task/${tid}/status`, "utf8");
-      for (const m of st.matchAll(/^(?:non)?voluntary_ctxt_switches:\s+(\d+)$/gm)) n += Number(m[1]);
+      const m = /^voluntary_ctxt_switches:\s+(\d+)$/m.exec(st);
+      if (m) n += Number(m[1]);
     } catch {} // a thread that ended meanwhile
   }
   return n;

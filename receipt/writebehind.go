@@ -36,6 +36,14 @@ type bundleWriter struct {
 	lastDone atomic.Int64 // unix nanoseconds of the last enqueue or cancel
 	calls    sync.WaitGroup
 
+	// The writer's alarms, set by the calls themselves so that the writer sleeps
+	// until there is something to do (see run): quietAt rings quietAfter after the
+	// last call in progress ended, dueAt maxDelay after the first bundle queued since
+	// the writer last wrote (unwritten counts those).
+	quietAt   *time.Timer
+	dueAt     *time.Timer
+	unwritten atomic.Int64
+
 	queue    chan queuedBundle
 	flushReq chan chan error
 	stop     chan struct{}
@@ -70,7 +78,8 @@ func newBundleWriter(dir string, log *FileLog, logger *slog.Logger, mark uint64)
 	}
 	w := &bundleWriter{dir: dir, dirFD: d, log: log, logger: logger,
 		queue: make(chan queuedBundle, bundleQueue), flushReq: make(chan chan error),
-		stop: make(chan struct{}), done: make(chan struct{}), inflight: map[uint64]uint64{}, mark: mark}
+		stop: make(chan struct{}), done: make(chan struct{}), inflight: map[uint64]uint64{}, mark: mark,
+		quietAt: time.NewTimer(time.Hour), dueAt: time.NewTimer(time.Hour)}
 	go w.run()
 	return w, nil
 }
@@ -103,14 +112,21 @@ func (w *bundleWriter) cancel(tok uint64) {
 }
 
 // enqueue hands a logged bundle to the writer; it waits while the queue is full.
+// Queuing wakes nobody: the first bundle since the writer last wrote sets its dueAt
+// alarm, and the end of the call its quietAt alarm.
 func (w *bundleWriter) enqueue(tok uint64, name string, b *Bundle) {
 	w.queue <- queuedBundle{tok: tok, name: name, bundle: b}
+	if w.unwritten.Add(1) == 1 {
+		w.dueAt.Reset(maxDelay)
+	}
 	w.callDone()
 }
 
 func (w *bundleWriter) callDone() {
 	w.lastDone.Store(time.Now().UnixNano())
-	w.active.Add(-1)
+	if w.active.Add(-1) == 0 {
+		w.quietAt.Reset(quietAfter) // the quiet moment starts, unless a call begins meanwhile
+	}
 	w.calls.Done()
 }
 
@@ -120,7 +136,11 @@ func (w *bundleWriter) callDone() {
 // 750 to 890 µs with them; BenchmarkFinish/write-behind). So the writer waits for a
 // quiet moment, no call in progress for quietAfter, which an agent's calls, seconds
 // apart, give at once; under sustained load it writes what waited every maxDelay,
-// so a few calls pay instead of every one. Syncs (syncfs) wait for quiet as well, but
+// so a few calls pay instead of every one. The writer sleeps until one of the two
+// alarms the calls set rings (quietAt, dueAt), a flush or a close asks, or a sync is
+// due: a queued bundle does not wake it, nor does a call in progress make it look
+// again every quietAfter (with calls back to back it woke three or four times a
+// call, each wake a thread woken and put back to sleep). Syncs (syncfs) wait for quiet as well, but
 // not longer than maxUnsynced, which bounds the work of a recovery.
 const (
 	quietAfter  = 200 * time.Microsecond
@@ -133,15 +153,18 @@ func (w *bundleWriter) run() {
 	defer close(w.done)
 	var (
 		pending  []queuedBundle
-		oldest   time.Time // when the first pending bundle was queued
 		lastSync = time.Now()
 		dirty    bool // files written since the last sync
 	)
-	wake := time.NewTimer(time.Hour)
-	defer wake.Stop()
+	defer w.quietAt.Stop()
+	defer w.dueAt.Stop()
 	tick := time.NewTicker(syncEvery)
 	defer tick.Stop()
 	writeAll := func() {
+		// A bundle queued from here on sets dueAt again: the drain below may take
+		// it, and then the alarm rings for nothing, but none is left without one.
+		w.unwritten.Store(0)
+		pending = w.drainInto(pending)
 		for _, q := range pending {
 			w.write(q)
 		}
@@ -154,20 +177,17 @@ func (w *bundleWriter) run() {
 		return w.sync()
 	}
 	for {
+		due := false
 		select {
-		case q := <-w.queue:
-			if len(pending) == 0 {
-				oldest = time.Now()
-			}
-			pending = append(pending, q)
-		case <-wake.C:
+		case <-w.quietAt.C:
+		case <-w.dueAt.C:
+			due = true
 		case <-tick.C:
 			if (dirty || len(w.failed) > 0) && (w.quiet() || time.Since(lastSync) >= maxUnsynced) {
 				sync()
 			}
 			continue
 		case reply := <-w.flushReq:
-			pending = w.drainInto(pending)
 			writeAll()
 			err := sync()
 			reply <- errors.Join(w.writeErr, err)
@@ -175,19 +195,17 @@ func (w *bundleWriter) run() {
 			continue
 		case <-w.stop:
 			// close waited for every call that had reserved: everything is queued.
-			pending = w.drainInto(pending)
 			writeAll()
 			w.closeErr = errors.Join(w.writeErr, sync(), w.dirFD.Close())
 			return
 		}
-		if len(pending) == 0 {
-			continue
-		}
-		if age := time.Since(oldest); w.quiet() || age >= maxDelay || len(pending) >= bundleQueue {
+		pending = w.drainInto(pending)
+		if len(pending) > 0 && (due || w.quiet() || len(pending) >= bundleQueue) {
 			writeAll()
-		} else {
-			wake.Reset(min(quietAfter, maxDelay-age))
 		}
+		// Else a call is in progress, or one ended less than quietAfter ago: its end
+		// sets (or set) quietAt again, and dueAt rings maxDelay after the first of
+		// these bundles was queued.
 	}
 }
 
