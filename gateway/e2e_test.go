@@ -209,7 +209,7 @@ func TestGatewayStdioWithServerEverything(t *testing.T) {
 // policy's denials and a forged svc/receipt in the agent's _meta as over stdio.
 func TestGatewayHTTPWithServerEverything(t *testing.T) {
 	f := newFixture(t, nil)
-	addr := startProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
+	addr := testkit.StartProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
 	grant, err := os.ReadFile(filepath.Join(f.dir, "grant.json"))
 	if err != nil {
 		t.Fatal(err)
