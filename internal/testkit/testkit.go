@@ -123,13 +123,22 @@ func Do(t testing.TB, method, url, token, body string) (int, http.Header, string
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	resp, b := Send(t, req)
+	return resp.StatusCode, resp.Header, b
+}
+
+// Send sends req with the default client and returns the response, its body already
+// read and closed, and that body; a transport error fails the test. It is Do for a
+// request that needs more than a bearer token (its own headers, a deadline).
+func Send(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return resp, string(b)
 }
 
 // Broker starts an embedded nats-server (no TCP listener, no fsync) with the
