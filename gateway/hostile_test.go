@@ -15,15 +15,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -518,15 +515,8 @@ func TestHostileStdioGrantExpires(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
 	expires := time.Now().Add(3 * time.Second)
 	f.writeGrant(t, "grant.json", []string{"echo"}, expires.Add(-time.Minute), time.Minute, nil)
-	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, c := startStdioGateway(t, f.config)
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
 	call := func() *mcp.CallToolResult {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "echo"
