@@ -146,6 +146,18 @@ func Send(t testing.TB, req *http.Request) (*http.Response, string) {
 // to it (one per simulated process); everything is closed when the test ends.
 func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
+	connect := BareBroker(t)
+	_, js := connect()
+	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return connect
+}
+
+// BareBroker is Broker without the pipeline's streams: nothing published to it is
+// stored until the test makes a stream.
+func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -162,10 +174,6 @@ func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 			t.Fatal(err)
 		}
 		return nc, js
-	}
-	_, js := connect()
-	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
 	}
 	return connect
 }
