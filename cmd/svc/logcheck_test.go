@@ -64,21 +64,13 @@ func TestLogCheckHelp(t *testing.T) {
 }
 
 func TestLogCheckUsageErrors(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"log-check"}, "--log-url is required"},
-		{[]string{"log-check", "--log-url", "ftp://x"}, "want http(s)"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--max-lag", "0"}, "--max-lag must be a positive"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--tenant", "../etc"}, "tenant"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "extra"}, "unexpected argument"},
-	} {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != 2 || !strings.Contains(errOut, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q; want 2 containing %q", c.args, code, errOut, c.want)
-		}
-	}
+	checkCLIErrors(t, []cliError{
+		{[]string{"log-check"}, 2, "--log-url is required"},
+		{[]string{"log-check", "--log-url", "ftp://x"}, 2, "want http(s)"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--max-lag", "0"}, 2, "--max-lag must be a positive"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--tenant", "../etc"}, 2, "tenant"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "extra"}, 2, "unexpected argument"},
+	})
 }
 
 func TestLogCheckCommand(t *testing.T) {

@@ -15,21 +15,12 @@ func TestLogExportHelp(t *testing.T) {
 
 func TestLogExportUsageErrors(t *testing.T) {
 	t.Setenv("EXPORT_TOKEN_UNSET", "")
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLIErrors(t, []cliError{
 		{[]string{"log-export"}, 2, "are required"},
 		{[]string{"log-export", "--log-url", "http://x", "--tenant", "acme", "--out", "o"}, 2, "are required"},
 		{[]string{"log-export", "--log-url", "http://x", "--tenant", "acme", "--token-env", "EXPORT_TOKEN_UNSET", "--out", "o"}, 1, "EXPORT_TOKEN_UNSET"},
 		{[]string{"log-export", "--log-url", "http://x", "--tenant", "acme", "--token-env", "T", "--out", "o", "extra"}, 2, "unexpected argument"},
-	} {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != c.code || !strings.Contains(errOut, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q; want %d containing %q", c.args, code, errOut, c.code, c.want)
-		}
-	}
+	})
 }
 
 // TestLogExportCommand: the export of a real tenant adds up; the same export through a
