@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -25,7 +23,7 @@ func TestCLIReproducesVectors(t *testing.T) {
 	for _, c := range m.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			args := cliArgs(t, m, c)
-			code, out, errOut := runCLI(t, args...)
+			code, out, errOut := runSvc(t, args...)
 			wantCode := 0
 			if c.Expect.Result != "VERIFIED" {
 				wantCode = 1
@@ -40,7 +38,7 @@ func TestCLIReproducesVectors(t *testing.T) {
 				t.Fatalf("first FAIL line names %q, want %q\n%s", first, c.Expect.FailedCheck, out)
 			}
 			var rep conformance.Report
-			_, jout, _ := runCLI(t, append(args, "--json")...)
+			_, jout, _ := runSvc(t, append(args, "--json")...)
 			if err := json.Unmarshal([]byte(jout), &rep); err != nil {
 				t.Fatalf("--json: %v\n%s", err, jout)
 			}
@@ -96,13 +94,6 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 	return args
 }
 
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
-}
-
 func firstFail(out string) string {
 	for _, line := range strings.Split(out, "\n") {
 		if rest, ok := strings.CutPrefix(line, "FAIL "); ok {
@@ -115,15 +106,15 @@ func firstFail(out string) string {
 
 // TestVerifyUsage: missing keys or bundle are usage errors (exit 2) that say what to do.
 func TestVerifyUsage(t *testing.T) {
-	code, _, errOut := runCLI(t, "verify", "x.json")
+	code, _, errOut := runSvc(t, "verify", "x.json")
 	if code != 2 || !strings.Contains(errOut, "--issuer-key is required") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "verify", "--issuer-key", "k.pub")
+	code, _, errOut = runSvc(t, "verify", "--issuer-key", "k.pub")
 	if code != 2 || !strings.Contains(errOut, "want a bundle file, a directory of bundles or -") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "verify", "--help")
+	code, _, errOut = runSvc(t, "verify", "--help")
 	if code != 0 || !strings.Contains(errOut, "-gateway-key") || !strings.Contains(errOut, "-stripe-secret-env") {
 		t.Fatalf("--help: exit %d\n%s", code, errOut)
 	}

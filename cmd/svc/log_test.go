@@ -108,7 +108,7 @@ func TestLogFlagErrors(t *testing.T) {
 	dir := t.TempDir()
 	k, _ := signer.GenerateKey()
 	k.WriteKeyFiles(dir, "log")
-	code, _, stderr := runCLI(t, "log", "--file", filepath.Join(dir, "l"), "--key", filepath.Join(dir, "log.key"), "--token-env", "UNSET_FOR_TEST", "--data", filepath.Join(dir, "d"))
+	code, _, stderr := runSvc(t, "log", "--file", filepath.Join(dir, "l"), "--key", filepath.Join(dir, "log.key"), "--token-env", "UNSET_FOR_TEST", "--data", filepath.Join(dir, "d"))
 	if code != 1 || !strings.Contains(stderr, "UNSET_FOR_TEST") {
 		t.Fatalf("missing token variable: %d %s", code, stderr)
 	}

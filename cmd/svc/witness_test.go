@@ -42,7 +42,7 @@ func TestWitnessOnce(t *testing.T) {
 	wKey, keyPath, _ := testKey(t, dir, "witness")
 	out := filepath.Join(dir, "out")
 	args := []string{"witness", "--key", keyPath, "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--out", out, "--once"}
-	code, _, errOut := runCLI(t, append(args, "--tenant", "default", "--tenant", "acme")...)
+	code, _, errOut := runSvc(t, append(args, "--tenant", "default", "--tenant", "acme")...)
 	if code != 0 || !strings.Contains(errOut, "outcome=countersigned") {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
@@ -57,12 +57,12 @@ func TestWitnessOnce(t *testing.T) {
 		t.Fatalf("countersigned checkpoint: %v", err)
 	}
 	// Without --tenant, the default tenant; nothing new: unchanged, exit 0.
-	if code, _, errOut := runCLI(t, args...); code != 0 || !strings.Contains(errOut, "outcome=unchanged") {
+	if code, _, errOut := runSvc(t, args...); code != 0 || !strings.Contains(errOut, "outcome=unchanged") {
 		t.Fatalf("second cycle: exit %d\n%s", code, errOut)
 	}
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	code, _, errOut = runCLI(t, "witness", "--key", keyPath, "--log-url", dead.URL, "--checkpoints-url", dead.URL, "--out", out, "--once")
+	code, _, errOut = runSvc(t, "witness", "--key", keyPath, "--log-url", dead.URL, "--checkpoints-url", dead.URL, "--out", out, "--once")
 	if code != 1 || !strings.Contains(errOut, "outcome=error") {
 		t.Fatalf("unreachable log: exit %d\n%s", code, errOut)
 	}
