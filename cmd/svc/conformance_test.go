@@ -50,23 +50,19 @@ func TestCLIReproducesVectors(t *testing.T) {
 }
 
 func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string {
-	key := func(n string) string { return filepath.Join(vectorsDir, m.Keys[n]) }
 	var args []string
+	keys := func(flag string, names []string) {
+		for _, n := range names {
+			args = append(args, flag, filepath.Join(vectorsDir, m.Keys[n]))
+		}
+	}
 	in := c.Inputs
 	if c.Kind == "verify" {
 		args = []string{"verify", filepath.Join(vectorsDir, c.Bundle)}
-		for _, k := range in.IssuerKeys {
-			args = append(args, "--issuer-key", key(k))
-		}
-		for _, k := range in.PrincipalKeys {
-			args = append(args, "--principal-key", key(k))
-		}
-		for _, k := range in.UpstreamKeys {
-			args = append(args, "--upstream-key", key(k))
-		}
-		for _, k := range in.WitnessKeys {
-			args = append(args, "--witness-key", key(k))
-		}
+		keys("--issuer-key", in.IssuerKeys)
+		keys("--principal-key", in.PrincipalKeys)
+		keys("--upstream-key", in.UpstreamKeys)
+		keys("--witness-key", in.WitnessKeys)
 		for _, s := range in.Secrets {
 			env := map[string]string{receipt.ProviderPaymentWebhook: "SVC_TEST_STRIPE_SECRET", receipt.ProviderRepoDelivery: "SVC_TEST_GITHUB_SECRET"}[s]
 			t.Setenv(env, m.Secrets[s])
@@ -75,16 +71,10 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 		}
 	} else {
 		args = []string{"audit", "--older", filepath.Join(vectorsDir, c.Older), "--newer", filepath.Join(vectorsDir, c.Newer)}
-		for _, k := range in.IssuerKeys {
-			args = append(args, "--issuer-key", key(k))
-		}
-		for _, k := range in.WitnessKeys {
-			args = append(args, "--witness-key", key(k))
-		}
+		keys("--issuer-key", in.IssuerKeys)
+		keys("--witness-key", in.WitnessKeys)
 	}
-	for _, k := range in.LogKeys {
-		args = append(args, "--log-key", key(k))
-	}
+	keys("--log-key", in.LogKeys)
 	if in.Log != "" {
 		args = append(args, "--log", filepath.Join(vectorsDir, in.Log))
 	}
