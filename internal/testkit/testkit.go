@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +100,25 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// FileIssuer is a receipt issuer of cfg that logs into a local log file and writes its
+// receipts, both in a new temporary directory (cfg's Log and ReceiptsDir are set);
+// the log closes with the test.
+func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), cfg.Key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cfg.Log, cfg.ReceiptsDir = l, filepath.Join(dir, "receipts")
+	is, err := receipt.NewIssuer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
 }
 
 // Predicate decodes a bundle's receipt predicate, failing the test if it does not
