@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -31,23 +30,12 @@ type testIssuer struct {
 
 func newTestIssuer(t testing.TB, kind string) *testIssuer {
 	t.Helper()
-	dir := t.TempDir()
 	key, err := signer.KeyFromSeed(bytes.Repeat([]byte{2}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	ti := &testIssuer{key: key}
-	ti.is, err = receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: kind, Framework: "test", Log: l, ReceiptsDir: filepath.Join(dir, "receipts"),
-		Now: func() time.Time { return time.Date(2026, 11, 22, 1, 2, 3, 456e6, time.UTC) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ti
+	return &testIssuer{key: key, is: testkit.FileIssuer(t, receipt.IssuerConfig{Key: key, Kind: kind, Framework: "test",
+		Now: func() time.Time { return time.Date(2026, 11, 22, 1, 2, 3, 456e6, time.UTC) }})}
 }
 
 func (ti *testIssuer) issue(t testing.TB, call receipt.Call, exec receipt.Execution, authorize bool) *receipt.Bundle {

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"svc.dev/svc/receipt"
@@ -31,17 +29,7 @@ func TestGatewayKilledLosesNoReceipt(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
 	f.writeGrant(t, "grant.json", []string{"lookup"}, time.Now().Add(-time.Minute), time.Hour, nil)
 
-	start := func() (*exec.Cmd, *client.Client) {
-		cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-		stdin, _ := cmd.StdinPipe()
-		stdout, _ := cmd.StdoutPipe()
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd, startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
-	}
-	cmd, c := start()
+	cmd, c := startStdioGateway(t, f.config)
 	var handedOut []string
 	for len(handedOut) < 40 {
 		req := mcp.CallToolRequest{}
@@ -65,7 +53,7 @@ func TestGatewayKilledLosesNoReceipt(t *testing.T) {
 	t.Logf("the last receipt's file existed at the kill: %v", lastErr == nil)
 
 	// The restart rebuilds what the kill lost; a clean stop (stdin closed) writes the rest.
-	cmd, c = start()
+	cmd, c = startStdioGateway(t, f.config)
 	c.Close()
 	cmd.Wait()
 	missing := 0

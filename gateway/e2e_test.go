@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+
 	"svc.dev/svc/internal/svcbin"
 	"svc.dev/svc/internal/testkit"
 
@@ -68,14 +71,7 @@ forbid (principal, action == Action::"get-structured-content", resource) when { 
 func newFixture(t testing.TB, mutate func(map[string]any)) *fixture {
 	t.Helper()
 	nm := nodeModules(t)
-	f := &fixture{dir: t.TempDir()}
-	f.alice, _ = signer.GenerateKey()
-	f.gw, _ = signer.GenerateKey()
-	for name, k := range map[string]*signer.Key{"alice": f.alice, "gateway": f.gw} {
-		if _, _, err := k.WriteKeyFiles(f.dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := keyedFixture(t)
 	f.writeGrant(t, "grant.json", []string{"echo", "get-sum", "get-structured-content"}, time.Now().Add(-time.Minute), 24*time.Hour, nil)
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(e2ePolicy), 0o644)
 	cfg := map[string]any{
@@ -92,10 +88,45 @@ func newFixture(t testing.TB, mutate func(map[string]any)) *fixture {
 	if mutate != nil {
 		mutate(cfg)
 	}
+	f.writeConfig(cfg)
+	return f
+}
+
+// keyedFixture makes a fixture's directory with alice's and the gateway's key files in
+// it, and no config yet.
+func keyedFixture(t testing.TB) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir()}
+	f.alice, _ = signer.GenerateKey()
+	f.gw, _ = signer.GenerateKey()
+	for name, k := range map[string]*signer.Key{"alice": f.alice, "gateway": f.gw} {
+		if _, _, err := k.WriteKeyFiles(f.dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return f
+}
+
+// writeConfig writes cfg as the fixture's gateway.json.
+func (f *fixture) writeConfig(cfg map[string]any) {
 	data, _ := json.MarshalIndent(cfg, "", "  ")
 	f.config = filepath.Join(f.dir, "gateway.json")
 	os.WriteFile(f.config, data, 0o644)
-	return f
+}
+
+// startStdioGateway runs `svc gateway --config config` as an agent does (its stdio the
+// MCP transport, its stderr the test's) and returns the process and an initialized
+// mcp-go client over it. The caller stops it: c.Close (stdin closed) or a kill.
+func startStdioGateway(t testing.TB, config string) (*exec.Cmd, *client.Client) {
+	t.Helper()
+	cmd := exec.Command(svcBin, "gateway", "--config", config)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
 }
 
 func (f *fixture) writeGrant(t testing.TB, name string, scopes []string, from time.Time, ttl time.Duration, parent *receipt.Envelope) *receipt.Envelope {
@@ -209,7 +240,7 @@ func TestGatewayStdioWithServerEverything(t *testing.T) {
 // policy's denials and a forged svc/receipt in the agent's _meta as over stdio.
 func TestGatewayHTTPWithServerEverything(t *testing.T) {
 	f := newFixture(t, nil)
-	addr := startProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
+	addr := testkit.StartProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
 	grant, err := os.ReadFile(filepath.Join(f.dir, "grant.json"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,21 +2,17 @@ package gateway_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/natsembed"
@@ -96,14 +92,7 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 		w.Write([]byte(`{"id":"pay_1"}`))
 	}))
 	t.Cleanup(api.Close)
-	f := &fixture{dir: t.TempDir()}
-	f.alice, _ = signer.GenerateKey()
-	f.gw, _ = signer.GenerateKey()
-	for name, k := range map[string]*signer.Key{"alice": f.alice, "gateway": f.gw} {
-		if _, _, err := k.WriteKeyFiles(f.dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f := keyedFixture(t)
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
 	t.Setenv("ACME_LOG_TOKEN", token)
 	cfg := map[string]any{
@@ -119,20 +108,11 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 		"grantFile":            "grant.json",
 		"log":                  map[string]any{"url": ls.URL + "/t/acme/append", "tokenEnv": "ACME_LOG_TOKEN", "timeoutMs": 2000},
 	}
-	data, _ := json.MarshalIndent(cfg, "", "  ")
-	f.config = filepath.Join(f.dir, "gateway.json")
-	os.WriteFile(f.config, data, 0o644)
+	f.writeConfig(cfg)
 	f.writeGrant(t, "grant.json", []string{"lookup", "create-payment"}, time.Now().Add(-time.Minute), time.Hour, nil)
 	// The real svc gateway over stdio, as an agent runs it.
-	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+	cmd, c := startStdioGateway(t, f.config)
+	t.Cleanup(func() { c.Close(); cmd.Wait() })
 	call := func(tool string, args map[string]any) *mcp.CallToolResult {
 		req := mcp.CallToolRequest{}
 		req.Params.Name, req.Params.Arguments = tool, args

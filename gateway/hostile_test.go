@@ -15,15 +15,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -118,14 +115,21 @@ func (h *hostileGateway) grant(t testing.TB, agent string, ttl time.Duration) st
 	return grantHeader(env)
 }
 
+// mcpReq is one Streamable HTTP request; url is the gateway's /mcp unless set, proof
+// goes in X-Svc-Proof when set.
 type mcpReq struct {
-	method, session, grant, contentType string
-	body                                io.Reader
+	method, session, grant, contentType, proof, url string
+	body                                            io.Reader
 }
 
 func (h *hostileGateway) do(t *testing.T, q mcpReq) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(q.method, h.url, q.body)
+	if q.url == "" {
+		q.url = h.url
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, q.method, q.url, q.body)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,14 +145,10 @@ func (h *hostileGateway) do(t *testing.T, q mcpReq) (*http.Response, string) {
 	if q.grant != "" {
 		req.Header.Set("X-Svc-Grant", q.grant)
 	}
-	c := &http.Client{Timeout: 20 * time.Second}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s /mcp: %v", q.method, err)
+	if q.proof != "" {
+		req.Header.Set(gateway.HeaderProof, q.proof)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp, string(b)
+	return testkit.Send(t, req)
 }
 
 // initialize opens a session under grant and returns its id.
@@ -451,24 +451,8 @@ func TestHostileProofOfPossession(t *testing.T) {
 	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 	send := func(session, body, proof string) (int, http.Header, string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", h.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		req.Header.Set("X-Svc-Grant", grant)
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		if proof != "" {
-			req.Header.Set(gateway.HeaderProof, proof)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, resp.Header, string(b)
+		resp, b := h.do(t, mcpReq{method: "POST", session: session, grant: grant, proof: proof, body: strings.NewReader(body)})
+		return resp.StatusCode, resp.Header, b
 	}
 	now := func() time.Time { return time.Unix(0, h.now.Load()) }
 	// The grant alone (as copied out of a receipt): refused.
@@ -531,15 +515,8 @@ func TestHostileStdioGrantExpires(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
 	expires := time.Now().Add(3 * time.Second)
 	f.writeGrant(t, "grant.json", []string{"echo"}, expires.Add(-time.Minute), time.Minute, nil)
-	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, c := startStdioGateway(t, f.config)
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
 	call := func() *mcp.CallToolResult {
 		req := mcp.CallToolRequest{}
 		req.Params.Name = "echo"

@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bufio"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -30,36 +30,6 @@ func freePort(t *testing.T) int {
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port
-}
-
-// startProcess runs cmd and waits for a stderr line matching re; it returns the first
-// submatch.
-func startProcess(t *testing.T, cmd *exec.Cmd, re *regexp.Regexp) string {
-	t.Helper()
-	stderr, _ := cmd.StderrPipe()
-	cmd.Stdout = io.Discard
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	found := make(chan string, 1)
-	var log strings.Builder
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			log.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				found <- m[len(m)-1]
-			}
-		}
-	}()
-	select {
-	case s := <-found:
-		return s
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not start:\n%s", cmd.Path, log.String())
-	}
-	return ""
 }
 
 // paymentsAPI is the REST API the test serves behind the gateway.
@@ -111,7 +81,7 @@ func TestGatewayHTTPWithTwoUpstreams(t *testing.T) {
 	port := freePort(t)
 	ev := exec.Command("node", filepath.Join(nm, "@modelcontextprotocol", "server-everything", "dist", "index.js"), "streamableHttp")
 	ev.Env = append(os.Environ(), fmt.Sprintf("PORT=%d", port))
-	startProcess(t, ev, regexp.MustCompile(`listening on port (\d+)`))
+	testkit.StartProcess(t, ev, regexp.MustCompile(`listening on port (\d+)`))
 	api := paymentsAPI(t)
 	t.Setenv("UPSTREAM_TOKEN", "upstream-bearer")
 	t.Setenv("PAYMENTS_KEY", "rest-secret")
@@ -129,7 +99,7 @@ func TestGatewayHTTPWithTwoUpstreams(t *testing.T) {
 		}
 	})
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(e2ePolicy+restPolicy), 0o644)
-	addr := startProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
+	addr := testkit.StartProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
 	url := "http://" + addr + "/mcp"
 	scopes := []string{"echo", "create-payment", "get-payment"}
 	grant := f.writeGrant(t, "http-grant.json", scopes, time.Now().Add(-time.Minute), time.Hour, nil)

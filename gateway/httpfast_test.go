@@ -223,21 +223,7 @@ func TestRefusedRequestsDoNotKeepSessionAlive(t *testing.T) {
 	env, _ := receipt.SignJSON(receipt.PayloadDelegation, receipt.NewGrant("alice", "keyed-agent", []string{"echo"}, now().Add(-time.Minute), time.Hour, &pk, nil), h.f.alice)
 	send := func(session, body, proof string) (int, http.Header) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", ts.URL+"/mcp", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("X-Svc-Grant", grantHeader(env))
-		if session != "" {
-			req.Header.Set("Mcp-Session-Id", session)
-		}
-		if proof != "" {
-			req.Header.Set(gateway.HeaderProof, proof)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
+		resp, _ := h.do(t, mcpReq{method: "POST", url: ts.URL + "/mcp", session: session, grant: grantHeader(env), proof: proof, body: strings.NewReader(body)})
 		return resp.StatusCode, resp.Header
 	}
 	initBody := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`

@@ -380,13 +380,8 @@ func postSessionless(t *testing.T, url, grant, method, name, params string) (int
 	if grant != "" {
 		req.Header.Set("X-Svc-Grant", grant)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	resp, b := testkit.Send(t, req)
+	return resp.StatusCode, b
 }
 
 // TestGatewayHTTPSessionlessClients: a client of the 2026-07-28 revision sends no

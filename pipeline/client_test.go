@@ -60,16 +60,7 @@ func TestDroppedConnectionFailsWaitingAppends(t *testing.T) {
 // stream's leader, was lost with it) is published again after ResendAfter instead of
 // waiting out the timeout; the answer to the second publication ends the append.
 func TestUnstoredRequestIsPublishedAgain(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := natsembed.Connect(srv, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.BareBroker(t)()
 	// No SVC_APPEND stream: nobody acknowledges storing a request. A plain subscriber
 	// sees every publication and answers only the second.
 	var seen atomic.Int32
@@ -129,16 +120,7 @@ func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 // TestAbandonedRequestIsNotPublishedAgain: once its caller gave up, a request nobody
 // acknowledged storing is not published again, nor after Close.
 func TestAbandonedRequestIsNotPublishedAgain(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
-	nc, err := natsembed.Connect(srv, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	nc, _ := testkit.BareBroker(t)()
 	var seen atomic.Int32 // no SVC_APPEND stream: nothing is stored, nothing answers
 	sub, err := nc.Subscribe(pipeline.AppendSubject("acme"), func(*nats.Msg) { seen.Add(1) })
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 
 	"svc.dev/svc/conformance"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/sidecar"
@@ -76,16 +76,11 @@ func (e *env) do(t *testing.T, method, path, contentType, body string) (int, []b
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
+	resp, data := testkit.Send(t, req)
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("%s %s: Content-Type %q", method, path, ct)
 	}
-	return resp.StatusCode, data
+	return resp.StatusCode, []byte(data)
 }
 
 func (e *env) post(t *testing.T, path, body string) (int, []byte) {

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
@@ -25,7 +23,7 @@ func TestCLIReproducesVectors(t *testing.T) {
 	for _, c := range m.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			args := cliArgs(t, m, c)
-			code, out, errOut := runCLI(t, args...)
+			code, out, errOut := runSvc(t, args...)
 			wantCode := 0
 			if c.Expect.Result != "VERIFIED" {
 				wantCode = 1
@@ -40,7 +38,7 @@ func TestCLIReproducesVectors(t *testing.T) {
 				t.Fatalf("first FAIL line names %q, want %q\n%s", first, c.Expect.FailedCheck, out)
 			}
 			var rep conformance.Report
-			_, jout, _ := runCLI(t, append(args, "--json")...)
+			_, jout, _ := runSvc(t, append(args, "--json")...)
 			if err := json.Unmarshal([]byte(jout), &rep); err != nil {
 				t.Fatalf("--json: %v\n%s", err, jout)
 			}
@@ -52,23 +50,19 @@ func TestCLIReproducesVectors(t *testing.T) {
 }
 
 func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string {
-	key := func(n string) string { return filepath.Join(vectorsDir, m.Keys[n]) }
 	var args []string
+	keys := func(flag string, names []string) {
+		for _, n := range names {
+			args = append(args, flag, filepath.Join(vectorsDir, m.Keys[n]))
+		}
+	}
 	in := c.Inputs
 	if c.Kind == "verify" {
 		args = []string{"verify", filepath.Join(vectorsDir, c.Bundle)}
-		for _, k := range in.IssuerKeys {
-			args = append(args, "--issuer-key", key(k))
-		}
-		for _, k := range in.PrincipalKeys {
-			args = append(args, "--principal-key", key(k))
-		}
-		for _, k := range in.UpstreamKeys {
-			args = append(args, "--upstream-key", key(k))
-		}
-		for _, k := range in.WitnessKeys {
-			args = append(args, "--witness-key", key(k))
-		}
+		keys("--issuer-key", in.IssuerKeys)
+		keys("--principal-key", in.PrincipalKeys)
+		keys("--upstream-key", in.UpstreamKeys)
+		keys("--witness-key", in.WitnessKeys)
 		for _, s := range in.Secrets {
 			env := map[string]string{receipt.ProviderPaymentWebhook: "SVC_TEST_STRIPE_SECRET", receipt.ProviderRepoDelivery: "SVC_TEST_GITHUB_SECRET"}[s]
 			t.Setenv(env, m.Secrets[s])
@@ -77,16 +71,10 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 		}
 	} else {
 		args = []string{"audit", "--older", filepath.Join(vectorsDir, c.Older), "--newer", filepath.Join(vectorsDir, c.Newer)}
-		for _, k := range in.IssuerKeys {
-			args = append(args, "--issuer-key", key(k))
-		}
-		for _, k := range in.WitnessKeys {
-			args = append(args, "--witness-key", key(k))
-		}
+		keys("--issuer-key", in.IssuerKeys)
+		keys("--witness-key", in.WitnessKeys)
 	}
-	for _, k := range in.LogKeys {
-		args = append(args, "--log-key", key(k))
-	}
+	keys("--log-key", in.LogKeys)
 	if in.Log != "" {
 		args = append(args, "--log", filepath.Join(vectorsDir, in.Log))
 	}
@@ -94,13 +82,6 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 		args = append(args, "--log-id", in.LogID)
 	}
 	return args
-}
-
-func runCLI(t *testing.T, args ...string) (int, string, string) {
-	t.Helper()
-	var out, errOut bytes.Buffer
-	code := run(context.Background(), args, &out, &errOut)
-	return code, out.String(), errOut.String()
 }
 
 func firstFail(out string) string {
@@ -115,15 +96,15 @@ func firstFail(out string) string {
 
 // TestVerifyUsage: missing keys or bundle are usage errors (exit 2) that say what to do.
 func TestVerifyUsage(t *testing.T) {
-	code, _, errOut := runCLI(t, "verify", "x.json")
+	code, _, errOut := runSvc(t, "verify", "x.json")
 	if code != 2 || !strings.Contains(errOut, "--issuer-key is required") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "verify", "--issuer-key", "k.pub")
+	code, _, errOut = runSvc(t, "verify", "--issuer-key", "k.pub")
 	if code != 2 || !strings.Contains(errOut, "want a bundle file, a directory of bundles or -") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
 	}
-	code, _, errOut = runCLI(t, "verify", "--help")
+	code, _, errOut = runSvc(t, "verify", "--help")
 	if code != 0 || !strings.Contains(errOut, "-gateway-key") || !strings.Contains(errOut, "-stripe-secret-env") {
 		t.Fatalf("--help: exit %d\n%s", code, errOut)
 	}

@@ -67,7 +67,7 @@ func TestExportsCommandDatabaseProjections(t *testing.T) {
 	defer func() { stop(); <-done }()
 
 	testkit.Eventually(t, 10*time.Second, func() error {
-		code, out, errOut := runCLI(t, "exports", "status", "--config", cfgPath, "--db-env", "TEST_EXPORTS_DB", "--json")
+		code, out, errOut := runSvc(t, "exports", "status", "--config", cfgPath, "--db-env", "TEST_EXPORTS_DB", "--json")
 		if code != 0 {
 			return fmt.Errorf("status: exit %d %s", code, errOut)
 		}
@@ -85,7 +85,7 @@ func TestExportsCommandDatabaseProjections(t *testing.T) {
 		}
 		return fmt.Errorf("no %s row in %s", store.HandlerAdmin, out)
 	})
-	code, out, errOut := runCLI(t, "exports", "dead", "replay", "--config", cfgPath, "--db-env", "TEST_EXPORTS_DB")
+	code, out, errOut := runSvc(t, "exports", "dead", "replay", "--config", cfgPath, "--db-env", "TEST_EXPORTS_DB")
 	if code != 1 || !strings.Contains(out, "delivered 0 dead letters") || !strings.Contains(errOut, exporters.DeadStream) {
 		t.Fatalf("dead replay of an undecodable letter: exit %d, %q, %q; want exit 1 naming %s", code, out, errOut, exporters.DeadStream)
 	}

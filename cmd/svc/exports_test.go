@@ -130,7 +130,7 @@ func TestExportsCommand(t *testing.T) {
 	// status: position 6, nothing pending, one dead letter, the last error.
 	var st []exporters.ExporterStatus
 	testkit.Eventually(t, 5*time.Second, func() error {
-		code, out, errOut := runCLI(t, "exports", "status", "--config", cfgPath, "--json")
+		code, out, errOut := runSvc(t, "exports", "status", "--config", cfgPath, "--json")
 		if code != 0 {
 			return fmt.Errorf("status: exit %d %s", code, errOut)
 		}
@@ -142,20 +142,20 @@ func TestExportsCommand(t *testing.T) {
 		}
 		return nil
 	})
-	code, out, _ := runCLI(t, "exports", "status", "--config", cfgPath)
+	code, out, _ := runSvc(t, "exports", "status", "--config", cfgPath)
 	if code != 0 || !strings.Contains(out, "splunk") || !strings.Contains(out, "dead letters") {
 		t.Errorf("status table: exit %d\n%s", code, out)
 	}
 
 	// dead list names the receipt, the handler and the error.
-	code, out, _ = runCLI(t, "exports", "dead", "list", "--config", cfgPath, "--json")
+	code, out, _ = runSvc(t, "exports", "dead", "list", "--config", cfgPath, "--json")
 	var letters []exporters.DeadLetter
 	if err := json.Unmarshal([]byte(out), &letters); code != 0 || err != nil || len(letters) != 1 || letters[0].ReceiptID != bad || letters[0].Handler != "splunk" || !strings.Contains(letters[0].Error, "400") {
 		t.Fatalf("dead list: exit %d %q", code, out)
 	}
 
 	// replay from sequence 4: receipts 4..6 again, and the refused one stays refused.
-	code, out, errOut := runCLI(t, "exports", "replay", "--config", cfgPath, "--exporter", "splunk", "--since", "4")
+	code, out, errOut := runSvc(t, "exports", "replay", "--config", cfgPath, "--exporter", "splunk", "--since", "4")
 	if code != 0 || !strings.Contains(out, "sent 3 receipts of tenant acme to splunk again") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
 	}
@@ -168,22 +168,22 @@ func TestExportsCommand(t *testing.T) {
 			t.Errorf("receipt %d: %d deliveries, want %d", i, col.count(id), want)
 		}
 	}
-	if code, _, errOut := runCLI(t, "exports", "replay", "--config", cfgPath, "--exporter", "otel", "--since", "4"); code != 2 || !strings.Contains(errOut, "--exporter") {
+	if code, _, errOut := runSvc(t, "exports", "replay", "--config", cfgPath, "--exporter", "otel", "--since", "4"); code != 2 || !strings.Contains(errOut, "--exporter") {
 		t.Errorf("replay to an unconfigured exporter: exit %d %s", code, errOut)
 	}
 
 	// dead replay while the collector still refuses: the letter stays, exit 1.
-	if code, _, errOut := runCLI(t, "exports", "dead", "replay", "--config", cfgPath); code != 1 || !strings.Contains(errOut, "stay in SVC_DEAD") {
+	if code, _, errOut := runSvc(t, "exports", "dead", "replay", "--config", cfgPath); code != 1 || !strings.Contains(errOut, "stay in SVC_DEAD") {
 		t.Errorf("dead replay refused again: exit %d %s", code, errOut)
 	}
 	col.mu.Lock()
 	col.refuse = map[string]bool{}
 	col.mu.Unlock()
-	code, out, errOut = runCLI(t, "exports", "dead", "replay", "--config", cfgPath, "--id", jsonNumber(letters[0].Seq))
+	code, out, errOut = runSvc(t, "exports", "dead", "replay", "--config", cfgPath, "--id", jsonNumber(letters[0].Seq))
 	if code != 0 || !strings.Contains(out, "delivered 1 dead letters") || col.count(bad) != 1 {
 		t.Fatalf("dead replay: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, _ = runCLI(t, "exports", "dead", "list", "--config", cfgPath)
+	code, out, _ = runSvc(t, "exports", "dead", "list", "--config", cfgPath)
 	if code != 0 || !strings.Contains(out, "no dead letters") {
 		t.Errorf("after dead replay: %s", out)
 	}

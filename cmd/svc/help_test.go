@@ -25,7 +25,7 @@ func TestEveryCommandHasCompleteHelp(t *testing.T) {
 		if name == "replay" {
 			args = []string{"replay", "logfile", "--help"}
 		}
-		code, _, errOut := runCLI(t, args...)
+		code, _, errOut := runSvc(t, args...)
 		if code != 0 {
 			t.Errorf("svc %s --help: exit %d", name, code)
 			continue
@@ -41,7 +41,7 @@ func TestEveryCommandHasCompleteHelp(t *testing.T) {
 		}
 	}
 	// The top-level help lists every command.
-	code, _, errOut := runCLI(t, "--help")
+	code, _, errOut := runSvc(t, "--help")
 	for _, name := range names {
 		if code != 0 || !strings.Contains(errOut, "  "+name+" ") {
 			t.Errorf("svc --help does not list %s", name)

@@ -24,6 +24,25 @@ func runSvc(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errOut.String()
 }
 
+// cliError is a command line that must fail: its exit code and what its stderr says.
+type cliError struct {
+	args []string
+	code int
+	want string
+}
+
+// checkCLIErrors runs each command line and checks its exit code and that its stderr
+// contains what it must.
+func checkCLIErrors(t *testing.T, cases []cliError) {
+	t.Helper()
+	for _, c := range cases {
+		code, _, stderr := runSvc(t, c.args...)
+		if code != c.code || !strings.Contains(stderr, c.want) {
+			t.Errorf("svc %v: exit %d, stderr %q; want %d containing %q", c.args, code, stderr, c.code, c.want)
+		}
+	}
+}
+
 // mustRun runs a command line that must succeed.
 func mustRun(t *testing.T, args ...string) string {
 	t.Helper()

@@ -97,27 +97,18 @@ func TestLogWithRemoteSigner(t *testing.T) {
 }
 
 func TestLogFlagErrors(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLIErrors(t, []cliError{
 		{[]string{"log"}, 2, "exactly one of --key and --signer-url"},
 		{[]string{"log", "--file", "x", "--key", "k", "--signer-url", "http://s"}, 2, "exactly one of"},
 		{[]string{"log", "--file", "x", "--signer-url", "http://127.0.0.1:1"}, 2, "--signer-token-env"},
 		{[]string{"log", "--file", "x", "--key", "/nonexistent.key"}, 1, "nonexistent.key"},
 		{[]string{"log", "--file", "x", "--key", "/nonexistent.key", "--max-conns", "0"}, 2, "--max-conns 0: want 1 to 65536"},
-	} {
-		code, _, stderr := runCLI(t, c.args...)
-		if code != c.code || !strings.Contains(stderr, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q; want %d containing %q", c.args, code, stderr, c.code, c.want)
-		}
-	}
+	})
 	t.Setenv("UNSET_FOR_TEST", "")
 	dir := t.TempDir()
 	k, _ := signer.GenerateKey()
 	k.WriteKeyFiles(dir, "log")
-	code, _, stderr := runCLI(t, "log", "--file", filepath.Join(dir, "l"), "--key", filepath.Join(dir, "log.key"), "--token-env", "UNSET_FOR_TEST", "--data", filepath.Join(dir, "d"))
+	code, _, stderr := runSvc(t, "log", "--file", filepath.Join(dir, "l"), "--key", filepath.Join(dir, "log.key"), "--token-env", "UNSET_FOR_TEST", "--data", filepath.Join(dir, "d"))
 	if code != 1 || !strings.Contains(stderr, "UNSET_FOR_TEST") {
 		t.Fatalf("missing token variable: %d %s", code, stderr)
 	}

@@ -35,7 +35,7 @@ func grow(t *testing.T, l *logtest.Log, tenant string, n int) {
 func helpCovers(t *testing.T, name string, flags ...string) {
 	t.Helper()
 	for _, h := range []string{"--help", "-h"} {
-		code, out, errOut := runCLI(t, name, h)
+		code, out, errOut := runSvc(t, name, h)
 		if code != 0 {
 			t.Fatalf("svc %s %s: exit %d\n%s", name, h, code, errOut)
 		}
@@ -54,7 +54,7 @@ func helpCovers(t *testing.T, name string, flags ...string) {
 			}
 		}
 	}
-	if _, _, top := runCLI(t, "--help"); !strings.Contains(top, "  "+name+" ") {
+	if _, _, top := runSvc(t, "--help"); !strings.Contains(top, "  "+name+" ") {
 		t.Errorf("svc --help does not list %s:\n%s", name, top)
 	}
 }
@@ -64,33 +64,25 @@ func TestLogCheckHelp(t *testing.T) {
 }
 
 func TestLogCheckUsageErrors(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"log-check"}, "--log-url is required"},
-		{[]string{"log-check", "--log-url", "ftp://x"}, "want http(s)"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--max-lag", "0"}, "--max-lag must be a positive"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--tenant", "../etc"}, "tenant"},
-		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "extra"}, "unexpected argument"},
-	} {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != 2 || !strings.Contains(errOut, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q; want 2 containing %q", c.args, code, errOut, c.want)
-		}
-	}
+	checkCLIErrors(t, []cliError{
+		{[]string{"log-check"}, 2, "--log-url is required"},
+		{[]string{"log-check", "--log-url", "ftp://x"}, 2, "want http(s)"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--max-lag", "0"}, 2, "--max-lag must be a positive"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "--tenant", "../etc"}, 2, "tenant"},
+		{[]string{"log-check", "--log-url", "http://127.0.0.1:1", "extra"}, 2, "unexpected argument"},
+	})
 }
 
 func TestLogCheckCommand(t *testing.T) {
 	l := startMonitoredLog(t)
 	grow(t, l, "default", 3)
 	grow(t, l, "acme", 2)
-	code, out, errOut := runCLI(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--tenant", "default", "--tenant", "acme")
+	code, out, errOut := runSvc(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--tenant", "default", "--tenant", "acme")
 	if code != 0 || strings.Count(out, "\nPASS ")+1 != 12 || !strings.HasSuffix(out, "RESULT: OK (12 checks passed)\n") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	// JSON: exactly { ok, checks: [{ tenant, name, ok, detail? }] }.
-	code, out, _ = runCLI(t, "log-check", "--log-url", l.URL, "--tenant", "acme", "--json")
+	code, out, _ = runSvc(t, "log-check", "--log-url", l.URL, "--tenant", "acme", "--json")
 	var generic map[string]any
 	if err := json.Unmarshal([]byte(out), &generic); err != nil || code != 0 || len(generic) != 2 || generic["ok"] != true {
 		t.Fatalf("--json: exit %d %v\n%s", code, err, out)
@@ -105,7 +97,7 @@ func TestLogCheckCommand(t *testing.T) {
 	// The log grows and no checkpoint follows: --max-lag 1 fails once a second passed.
 	l.Grow(t, "default", "lag", 2)
 	testkit.Eventually(t, 15*time.Second, func() error {
-		code, out, _ = runCLI(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--max-lag", "1", "--json")
+		code, out, _ = runSvc(t, "log-check", "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--max-lag", "1", "--json")
 		var res monitor.Result
 		json.Unmarshal([]byte(out), &res)
 		if code == 1 && len(res.Failed()) == 1 && res.Failed()[0].Name == monitor.CheckCheckpointFreshness {
@@ -116,7 +108,7 @@ func TestLogCheckCommand(t *testing.T) {
 	// A dead log: every check fails, exit 1.
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	if code, out, _ := runCLI(t, "log-check", "--log-url", dead.URL); code != 1 || !strings.Contains(out, "FAIL default health") || !strings.Contains(out, "RESULT: FAILED (6 of 6 checks failed)") {
+	if code, out, _ := runSvc(t, "log-check", "--log-url", dead.URL); code != 1 || !strings.Contains(out, "FAIL default health") || !strings.Contains(out, "RESULT: FAILED (6 of 6 checks failed)") {
 		t.Fatalf("dead log: exit %d\n%s", code, out)
 	}
 }

@@ -51,7 +51,7 @@ func TestReplayRebuildsProjections(t *testing.T) {
 	svc.Close()
 
 	out := filepath.Join(dir, "rebuilt.jsonl")
-	code, stdout, stderr := runCLI(t, "replay", "logfile", "--data", data, "--out", out)
+	code, stdout, stderr := runSvc(t, "replay", "logfile", "--data", data, "--out", out)
 	if code != 0 {
 		t.Fatalf("replay logfile: %d\n%s\n%s", code, stdout, stderr)
 	}
@@ -63,10 +63,10 @@ func TestReplayRebuildsProjections(t *testing.T) {
 	if !strings.Contains(stderr, "100.0%") {
 		t.Fatalf("no progress shown:\n%s", stderr)
 	}
-	if code, _, stderr := runCLI(t, "replay", "metering", "--data", data); code != 0 {
+	if code, _, stderr := runSvc(t, "replay", "metering", "--data", data); code != 0 {
 		t.Fatalf("replay metering: %d %s", code, stderr)
 	}
-	if code, stdout, stderr := runCLI(t, "replay", "tree", "--data", data); code != 0 || !strings.Contains(stdout, "300 leaves") {
+	if code, stdout, stderr := runSvc(t, "replay", "tree", "--data", data); code != 0 || !strings.Contains(stdout, "300 leaves") {
 		t.Fatalf("replay tree: %d %s %s", code, stdout, stderr)
 	}
 	// The service starts on the rebuilt projections with the same log.
@@ -81,7 +81,7 @@ func TestReplayRebuildsProjections(t *testing.T) {
 	if err != nil || len(entries) != 300 || entries[0].Kind != merkle.LineHash || entries[1].Kind != merkle.LineLeaf {
 		t.Fatalf("rebuilt file: %v, %d entries", err, len(entries))
 	}
-	if code, _, stderr := runCLI(t, "replay", "nonsense", "--data", data); code != 2 || !strings.Contains(stderr, "unknown projection") {
+	if code, _, stderr := runSvc(t, "replay", "nonsense", "--data", data); code != 2 || !strings.Contains(stderr, "unknown projection") {
 		t.Fatalf("unknown projection: %d %s", code, stderr)
 	}
 }

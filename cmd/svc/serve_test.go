@@ -43,21 +43,13 @@ func TestServeHelp(t *testing.T) {
 
 func TestServeUsageErrors(t *testing.T) {
 	dir := t.TempDir()
-	for _, c := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"serve"}, "--config is required"},
-		{[]string{"serve", "--config", "x.json", "extra"}, "unexpected argument"},
-		{[]string{"serve", "--config", "x.json", "--host", "0.0.0.0"}, "not a loopback address"},
-		{[]string{"serve", "--config", "x.json", "--host", "192.168.1.10"}, "--allow-remote"},
-		{[]string{"serve", "--config", "x.json", "--port", "70000"}, "--port"},
-	} {
-		code, _, errOut := runSvc(t, c.args...)
-		if code != 2 || !strings.Contains(errOut, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q (want 2 and %q)", c.args, code, errOut, c.want)
-		}
-	}
+	checkCLIErrors(t, []cliError{
+		{[]string{"serve"}, 2, "--config is required"},
+		{[]string{"serve", "--config", "x.json", "extra"}, 2, "unexpected argument"},
+		{[]string{"serve", "--config", "x.json", "--host", "0.0.0.0"}, 2, "not a loopback address"},
+		{[]string{"serve", "--config", "x.json", "--host", "192.168.1.10"}, 2, "--allow-remote"},
+		{[]string{"serve", "--config", "x.json", "--port", "70000"}, 2, "--port"},
+	})
 	// A config that does not parse, or names a missing key, fails at run time (exit 1)
 	// naming the field.
 	bad := filepath.Join(dir, "bad.json")

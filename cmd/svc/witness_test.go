@@ -20,11 +20,7 @@ func TestWitnessUsageErrors(t *testing.T) {
 	dir := t.TempDir()
 	_, keyPath, _ := testKey(t, dir, "w")
 	base := []string{"witness", "--key", keyPath, "--log-url", "http://127.0.0.1:1", "--checkpoints-url", "http://127.0.0.1:1", "--out", dir}
-	for _, c := range []struct {
-		args []string
-		code int
-		want string
-	}{
+	checkCLIErrors(t, []cliError{
 		{[]string{"witness"}, 2, "are required"},
 		{[]string{"witness", "--key", keyPath, "--log-url", "http://x"}, 2, "are required"},
 		{append(append([]string{}, base...), "--every", "0"), 2, "--every must be"},
@@ -33,12 +29,7 @@ func TestWitnessUsageErrors(t *testing.T) {
 		{append(append([]string{}, base...), "--no-such-flag"), 2, "no-such-flag"},
 		{[]string{"witness", "--key", filepath.Join(dir, "missing.key"), "--log-url", "http://x", "--checkpoints-url", "http://x", "--out", dir}, 1, "missing.key"},
 		{append(append([]string{}, base...), "--tenant", "a/b"), 1, "tenant"},
-	} {
-		code, _, errOut := runCLI(t, c.args...)
-		if code != c.code || !strings.Contains(errOut, c.want) {
-			t.Errorf("svc %v: exit %d, stderr %q; want %d containing %q", c.args, code, errOut, c.code, c.want)
-		}
-	}
+	})
 }
 
 // TestWitnessOnce: one cycle countersigns (exit 0); one that cannot reach the log
@@ -51,7 +42,7 @@ func TestWitnessOnce(t *testing.T) {
 	wKey, keyPath, _ := testKey(t, dir, "witness")
 	out := filepath.Join(dir, "out")
 	args := []string{"witness", "--key", keyPath, "--log-url", l.URL, "--checkpoints-url", l.CheckpointsURL, "--out", out, "--once"}
-	code, _, errOut := runCLI(t, append(args, "--tenant", "default", "--tenant", "acme")...)
+	code, _, errOut := runSvc(t, append(args, "--tenant", "default", "--tenant", "acme")...)
 	if code != 0 || !strings.Contains(errOut, "outcome=countersigned") {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
@@ -66,12 +57,12 @@ func TestWitnessOnce(t *testing.T) {
 		t.Fatalf("countersigned checkpoint: %v", err)
 	}
 	// Without --tenant, the default tenant; nothing new: unchanged, exit 0.
-	if code, _, errOut := runCLI(t, args...); code != 0 || !strings.Contains(errOut, "outcome=unchanged") {
+	if code, _, errOut := runSvc(t, args...); code != 0 || !strings.Contains(errOut, "outcome=unchanged") {
 		t.Fatalf("second cycle: exit %d\n%s", code, errOut)
 	}
 	dead := httptest.NewServer(http.NotFoundHandler())
 	dead.Close()
-	code, _, errOut = runCLI(t, "witness", "--key", keyPath, "--log-url", dead.URL, "--checkpoints-url", dead.URL, "--out", out, "--once")
+	code, _, errOut = runSvc(t, "witness", "--key", keyPath, "--log-url", dead.URL, "--checkpoints-url", dead.URL, "--out", out, "--once")
 	if code != 1 || !strings.Contains(errOut, "outcome=error") {
 		t.Fatalf("unreachable log: exit %d\n%s", code, errOut)
 	}

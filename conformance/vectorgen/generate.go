@@ -245,17 +245,7 @@ func (g *gen) addVerify(name, desc, cause string, b *receipt.Bundle, in conforma
 	if err != nil {
 		return err
 	}
-	c := conformance.Case{Name: name, Description: desc, Kind: "verify", Cause: cause, Bundle: path, Inputs: in}
-	rep, err := g.runCase(&c)
-	if err != nil {
-		return fmt.Errorf("case %s: %w", name, err)
-	}
-	if rep.FirstFailure() != wantFail {
-		return fmt.Errorf("case %s: first failed check is %q, the generator meant %q", name, rep.FirstFailure(), wantFail)
-	}
-	c.Expect = conformance.Expect{Result: rep.Result, FailedCheck: wantFail, Checks: rep.CheckNames()}
-	g.m.Cases = append(g.m.Cases, c)
-	return nil
+	return g.record(conformance.Case{Name: name, Description: desc, Kind: "verify", Cause: cause, Bundle: path, Inputs: in}, wantFail)
 }
 
 func (g *gen) addAudit(name, desc, cause string, older, newer *receipt.Bundle, in conformance.CaseInputs, wantFail string) error {
@@ -267,13 +257,18 @@ func (g *gen) addAudit(name, desc, cause string, older, newer *receipt.Bundle, i
 	if err != nil {
 		return err
 	}
-	c := conformance.Case{Name: name, Description: desc, Kind: "audit", Cause: cause, Older: op, Newer: np, Inputs: in}
+	return g.record(conformance.Case{Name: name, Description: desc, Kind: "audit", Cause: cause, Older: op, Newer: np, Inputs: in}, wantFail)
+}
+
+// record runs case c through the reference verifier or auditor, refuses it when its
+// first failed check is not wantFail, and records it with the checks it ran.
+func (g *gen) record(c conformance.Case, wantFail string) error {
 	rep, err := g.runCase(&c)
 	if err != nil {
-		return fmt.Errorf("case %s: %w", name, err)
+		return fmt.Errorf("case %s: %w", c.Name, err)
 	}
 	if rep.FirstFailure() != wantFail {
-		return fmt.Errorf("case %s: first failed check is %q, the generator meant %q", name, rep.FirstFailure(), wantFail)
+		return fmt.Errorf("case %s: first failed check is %q, the generator meant %q", c.Name, rep.FirstFailure(), wantFail)
 	}
 	c.Expect = conformance.Expect{Result: rep.Result, FailedCheck: wantFail, Checks: rep.CheckNames()}
 	g.m.Cases = append(g.m.Cases, c)

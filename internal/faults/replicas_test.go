@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -83,20 +82,11 @@ func TestStreamsKeepTheirReplicas(t *testing.T) {
 // newBundle issues one receipt into a file log.
 func newBundle(t testing.TB) *receipt.Bundle {
 	t.Helper()
-	dir := t.TempDir()
 	key, err := signer.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), key, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: key, Kind: receipt.KindSDK, Framework: "test", Log: l, ReceiptsDir: filepath.Join(dir, "receipts")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	is := testkit.FileIssuer(t, receipt.IssuerConfig{Key: key, Kind: receipt.KindSDK, Framework: "test"})
 	p, err := is.Begin(receipt.Call{
 		Principal: receipt.Principal{Provenance: receipt.Claimed},
 		Agent:     receipt.Agent{ID: "agent", Provenance: receipt.Claimed},

@@ -1,7 +1,6 @@
 package logserver_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/svcbin"
+	"svc.dev/svc/internal/testkit"
 
 	"svc.dev/svc/bench"
 	"svc.dev/svc/merkle"
@@ -31,7 +31,6 @@ func TestMain(m *testing.M) { svcbin.Main(m, &svcBin) }
 type logProc struct {
 	cmd  *exec.Cmd
 	base string
-	err  *strings.Builder
 }
 
 var addrRE = regexp.MustCompile(`msg="log server listening" addr=(\S+)`)
@@ -42,34 +41,7 @@ func startLog(t *testing.T, dir string, extra ...string) *logProc {
 		"--data", filepath.Join(dir, "data"), "--port", "0"}, extra...)
 	cmd := exec.Command(svcBin, args...)
 	cmd.Env = append(os.Environ(), "TEST_LOG_TOKEN=crash-test-token")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &logProc{cmd: cmd, err: &strings.Builder{}}
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			line := sc.Text()
-			p.err.WriteString(line + "\n")
-			if m := addrRE.FindStringSubmatch(line); m != nil {
-				found <- m[1]
-			}
-		}
-	}()
-	select {
-	case addr := <-found:
-		p.base = "http://" + addr
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("svc log did not start:\n%s", p.err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	return p
+	return &logProc{cmd: cmd, base: "http://" + testkit.StartProcess(t, cmd, addrRE)}
 }
 
 func (p *logProc) kill9(t *testing.T) {

@@ -1,7 +1,6 @@
 package telemetry_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net/http"
@@ -10,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -38,37 +36,8 @@ func startLogCmd(t *testing.T, env []string, args ...string) (string, *exec.Cmd)
 	t.Helper()
 	cmd := exec.Command(svcBin, append([]string{"log", "--port", "0"}, args...)...)
 	cmd.Env = append(cmd.Environ(), env...)
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
-	addr := make(chan string, 1)
-	var seen strings.Builder
-	go func() {
-		re := regexp.MustCompile(`msg="log server listening" addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			seen.WriteString(sc.Text() + "\n")
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-		close(addr)
-	}()
-	select {
-	case a, ok := <-addr:
-		if !ok {
-			t.Fatalf("svc log exited before listening:\n%s", seen.String())
-		}
-		return "http://" + a, cmd
-	case <-time.After(60 * time.Second):
-		t.Fatal("svc log did not start within 60 s")
-	}
-	return "", nil
+	addr := testkit.StartProcess(t, cmd, regexp.MustCompile(`msg="log server listening" addr=(\S+)`))
+	return "http://" + addr, cmd
 }
 
 // scrape reads url's /metrics in Prometheus text form.

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -101,6 +102,25 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 	}
 }
 
+// FileIssuer is a receipt issuer of cfg that logs into a local log file and writes its
+// receipts, both in a new temporary directory (cfg's Log and ReceiptsDir are set);
+// the log closes with the test.
+func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
+	t.Helper()
+	dir := t.TempDir()
+	l, err := receipt.OpenFileLog(filepath.Join(dir, "log.jsonl"), cfg.Key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	cfg.Log, cfg.ReceiptsDir = l, filepath.Join(dir, "receipts")
+	is, err := receipt.NewIssuer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return is
+}
+
 // Predicate decodes a bundle's receipt predicate, failing the test if it does not
 // decode.
 func Predicate(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
@@ -123,19 +143,40 @@ func Do(t testing.TB, method, url, token, body string) (int, http.Header, string
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	resp, b := Send(t, req)
+	return resp.StatusCode, resp.Header, b
+}
+
+// Send sends req with the default client and returns the response, its body already
+// read and closed, and that body; a transport error fails the test. It is Do for a
+// request that needs more than a bearer token (its own headers, a deadline).
+func Send(t testing.TB, req *http.Request) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
+	return resp, string(b)
 }
 
 // Broker starts an embedded nats-server (no TCP listener, no fsync) with the
 // pipeline's streams for the test and returns a function that opens a new connection
 // to it (one per simulated process); everything is closed when the test ends.
 func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	connect := BareBroker(t)
+	_, js := connect()
+	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return connect
+}
+
+// BareBroker is Broker without the pipeline's streams: nothing published to it is
+// stored until the test makes a stream.
+func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
 	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), NoSync: true})
 	if err != nil {
@@ -153,10 +194,6 @@ func Broker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 			t.Fatal(err)
 		}
 		return nc, js
-	}
-	_, js := connect()
-	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
 	}
 	return connect
 }

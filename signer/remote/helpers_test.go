@@ -84,13 +84,8 @@ func post(t *testing.T, url, authorization, contentType string, body io.Reader) 
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	resp, data := testkit.Send(t, req)
+	return resp.StatusCode, data
 }
 
 func get(t *testing.T, url string) (*http.Response, []byte) {
