@@ -93,5 +93,5 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := g.CheckGrant(); err != nil {
 		return err
 	}
-	return g.ServeStdio(ctx, os.Stdin, stdout, stderr)
+	return g.ServeStdio(ctx, gateway.PollableInput(os.Stdin), stdout, stderr)
 }
