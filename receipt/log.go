@@ -226,19 +226,16 @@ func (l *FileLog) commit(batch []*fileAppend) {
 }
 
 // appendOne appends a single new leaf. The head of the tree with the leaf is signed
-// while the line is written and fsynced: the signature is not on the path of the
-// fsync. It is handed out only if the append lands where Next said.
+// first (merkle.Tree.Next gives its root), then the line is written and fsynced; the
+// head is handed out only if the append lands where Next said. Signing on another
+// goroutine while the line was synced cost more than it saved: the hand-off woke a
+// parked thread, and BenchmarkFinish/write-behind went from p50 591-761 µs to 482-532
+// µs on ext4 and from 92-100 µs to 79 µs on tmpfs when the two were done in turn.
 func (l *FileLog) appendOne(a *fileAppend) (*Proof, error) {
 	next, root, path := l.file.Tree().Next(a.hash)
-	appended := make(chan error, 1)
-	var idx uint64
-	go func() {
-		var err error
-		idx, err = l.file.AppendBatch([]merkle.Entry{{Kind: merkle.LineLeaf, Leaf: string(a.leaf), Hash: a.hash}})
-		appended <- err
-	}()
 	head, headErr := SignTreeHead(l.key, next+1, root.String(), l.now(), l.logID)
-	if err := <-appended; err != nil {
+	idx, err := l.file.AppendBatch([]merkle.Entry{{Kind: merkle.LineLeaf, Leaf: string(a.leaf), Hash: a.hash}})
+	if err != nil {
 		return nil, appendError(err)
 	}
 	if headErr != nil || idx != next { // the file was appended to behind this log's back
