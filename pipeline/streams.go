@@ -2,11 +2,18 @@ package pipeline
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/receipt"
 )
 
 // Stream names and subject prefixes.
@@ -109,4 +116,27 @@ func TenantLeaves(ctx context.Context, js jetstream.JetStream, tenant string) (s
 		return stream, nil, nil
 	}
 	return stream, last, err
+}
+
+// AdminMsg is the message that records an administrative event on SVC_ADMIN: e gets
+// a random id and the time now where it has none, and v (e itself, or an event that
+// embeds it) is the message's JSON on e's tenant's admin subject, deduplicated by e's
+// id.
+func AdminMsg(e *client.AuditEntry, v any, now time.Time) (*nats.Msg, error) {
+	if e.ID == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		e.ID = hex.EncodeToString(b[:])
+	}
+	if e.At == "" {
+		e.At = receipt.FormatTime(now)
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	m := nats.NewMsg(AdminSubject(e.TenantID))
+	m.Data = data
+	m.Header.Set(jetstream.MsgIDHeader, e.ID)
+	return m, nil
 }

@@ -136,10 +136,10 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 
 // auditJSON is the audit entries of SPEC.md ({ id, at, actor, action, tenantId,
 // detail }), without the fold's fields of the events.
-func auditJSON(evs []tenancy.Event) []logserver.AuditEntry {
-	out := make([]logserver.AuditEntry, 0, len(evs))
+func auditJSON(evs []tenancy.Event) []client.AuditEntry {
+	out := make([]client.AuditEntry, 0, len(evs))
 	for _, e := range evs {
-		out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+		out = append(out, e.AuditEntry)
 	}
 	return out
 }

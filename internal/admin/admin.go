@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
@@ -391,9 +392,9 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 		h.fail(w, r, err)
 		return
 	}
-	out := make([]logserver.AuditEntry, len(entries))
+	out := make([]client.AuditEntry, len(entries))
 	for i, e := range entries {
-		out[i] = logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail}
+		out[i] = e.AuditEntry
 	}
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{"entries": out})
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
@@ -262,7 +262,7 @@ func TestAdminRoutes(t *testing.T) {
 
 	// The audit trail (PostgreSQL, a projection) catches up: actors as SPEC.md says.
 	testkit.Eventually(t, 5*time.Second, func() error {
-		var a struct{ Entries []logserver.AuditEntry }
+		var a struct{ Entries []client.AuditEntry }
 		f.ok(t, call{method: "GET", path: "/admin/audit?limit=100"}, 200, &a)
 		if len(a.Entries) != 6 {
 			return fmt.Errorf("%d audit entries, want 6", len(a.Entries))
@@ -283,7 +283,7 @@ func TestAdminRoutes(t *testing.T) {
 		}
 		return nil
 	})
-	var one struct{ Entries []logserver.AuditEntry }
+	var one struct{ Entries []client.AuditEntry }
 	f.ok(t, call{method: "GET", path: "/admin/audit?tenant=globex&limit=1"}, 200, &one)
 	if len(one.Entries) != 1 || one.Entries[0].TenantID != "globex" {
 		t.Fatalf("filtered audit %+v", one.Entries)

@@ -38,7 +38,7 @@ type pageData struct {
 	NewToken                             *newToken
 	Tenants                              []pageTenant
 	Plans                                []string
-	Audit                                []logserver.AuditEntry
+	Audit                                []client.AuditEntry
 	tokenTenant                          map[string]string
 }
 
@@ -86,7 +86,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, actor string, d
 	}
 	if evs, err := h.cfg.Store.Audit(ctx, "", 20); err == nil {
 		for _, e := range evs {
-			d.Audit = append(d.Audit, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+			d.Audit = append(d.Audit, e.AuditEntry)
 		}
 	}
 	var buf bytes.Buffer

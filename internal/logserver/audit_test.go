@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logservice"
 
 	"svc.dev/svc/internal/logserver"
@@ -57,7 +58,7 @@ func TestAuditTrailAcrossRestarts(t *testing.T) {
 	}
 }
 
-func auditEntries(t *testing.T, svc *logservice.Service, tenant string) []logserver.AuditEntry {
+func auditEntries(t *testing.T, svc *logservice.Service, tenant string) []client.AuditEntry {
 	t.Helper()
 	e, err := svc.AuditEntries(tenant, 100)
 	if err != nil {

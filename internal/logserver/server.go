@@ -618,7 +618,7 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	entries := []AuditEntry{}
+	entries := []client.AuditEntry{}
 	if t.Audit != nil {
 		if entries, err = t.Audit(int(min(limit, maxAuditLimit))); err != nil {
 			s.unavailable(w, r, err)

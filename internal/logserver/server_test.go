@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/testkit"
@@ -113,7 +114,7 @@ func TestAppendAndPublicRoutes(t *testing.T) {
 	}
 	code, _, body = do(t, "GET", l.URL+"/t/default/audit", "default-token", "")
 	var audit struct {
-		Entries []logserver.AuditEntry `json:"entries"`
+		Entries []client.AuditEntry `json:"entries"`
 	}
 	if code != 200 || json.Unmarshal([]byte(body), &audit) != nil || len(audit.Entries) != 2 ||
 		audit.Entries[0].Action != "token.add" || audit.Entries[1].Action != "tenant.add" || audit.Entries[0].TenantID != "default" {

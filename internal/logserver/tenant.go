@@ -37,7 +37,7 @@ type Tenant struct {
 	// CheckpointNote returns the latest C2SP signed-note checkpoint; nil: none.
 	CheckpointNote func() ([]byte, error)
 	// Audit returns the newest entries first; nil: empty.
-	Audit func(limit int) ([]AuditEntry, error)
+	Audit func(limit int) ([]client.AuditEntry, error)
 	// Entries serves the C2SP entry bundles (/tile/entries/...); nil: 404.
 	Entries EntryBundles
 }
@@ -59,16 +59,6 @@ type Usage struct {
 	LiveTokens  int     `json:"liveTokens"`
 	Plan        string  `json:"plan"`
 	Quota       *uint64 `json:"quota"`
-}
-
-// AuditEntry is one administrative action; it never contains a token.
-type AuditEntry struct {
-	ID       string `json:"id"`
-	At       string `json:"at"`
-	Actor    string `json:"actor"`
-	Action   string `json:"action"`
-	TenantID string `json:"tenantId"`
-	Detail   string `json:"detail"`
 }
 
 // HashToken is how tokens are stored: SHA-256 of the token text.

@@ -531,14 +531,14 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 			}
 			return out, nil
 		},
-		Audit: func(limit int) ([]logserver.AuditEntry, error) {
+		Audit: func(limit int) ([]client.AuditEntry, error) {
 			evs, err := db.Audit(context.Background(), id, limit)
 			if err != nil {
 				return nil, err
 			}
-			out := []logserver.AuditEntry{}
+			out := []client.AuditEntry{}
 			for _, e := range evs {
-				out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
+				out = append(out, e.AuditEntry)
 			}
 			return out, nil
 		},

@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
@@ -327,7 +328,7 @@ func (s *Service) front(spec TenantSpec, seq *sequencer.Sequencer, cp *projectio
 			}
 			return out, nil
 		},
-		Audit: func(limit int) ([]logserver.AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
+		Audit: func(limit int) ([]client.AuditEntry, error) { return s.AuditEntries(spec.ID, limit) },
 		CheckpointNote: func() ([]byte, error) {
 			return receipt.ReadFileCapped(filepath.Join(s.cfg.CheckpointDir, spec.ID, "checkpoint"), 1<<20)
 		},
@@ -349,7 +350,7 @@ func (s *Service) reconcileAudit(ctx context.Context, spec TenantSpec) error {
 	}
 	known, live := s.audit.Tokens(spec.ID)
 	rec := func(action, detail string) error {
-		return s.audit.Record(ctx, projections.AdminEvent{Actor: actor, Action: action, TenantID: spec.ID, Detail: detail})
+		return s.audit.Record(ctx, client.AuditEntry{Actor: actor, Action: action, TenantID: spec.ID, Detail: detail})
 	}
 	if !known {
 		detail := "log id " + orNone(spec.LogID)
@@ -465,12 +466,8 @@ func (s *Service) Sequencer(tenant string) *sequencer.Sequencer {
 }
 
 // AuditEntries returns a tenant's audit trail, newest first.
-func (s *Service) AuditEntries(tenant string, limit int) ([]logserver.AuditEntry, error) {
-	out := []logserver.AuditEntry{}
-	for _, e := range s.audit.Entries(tenant, limit) {
-		out = append(out, logserver.AuditEntry{ID: e.ID, At: e.At, Actor: e.Actor, Action: e.Action, TenantID: e.TenantID, Detail: e.Detail})
-	}
-	return out, nil
+func (s *Service) AuditEntries(tenant string, limit int) ([]client.AuditEntry, error) {
+	return append([]client.AuditEntry{}, s.audit.Entries(tenant, limit)...), nil // [] in JSON when empty
 }
 
 // Conn is the service's NATS connection.

@@ -2,8 +2,6 @@ package projections
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,42 +10,19 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/pipeline"
-	"svc.dev/svc/receipt"
 )
-
-// AdminEvent is an administrative action: the audit trail is their projection. It
-// never contains a token (Detail names a token by the 12-hex prefix of its hash).
-type AdminEvent struct {
-	ID       string `json:"id"`
-	At       string `json:"at"`
-	Actor    string `json:"actor"`
-	Action   string `json:"action"` // tenant.add, tenant.disable, token.add, token.revoke, plan.set
-	TenantID string `json:"tenantId"`
-	Detail   string `json:"detail"`
-}
 
 // PublishAdmin records an administrative event on the tenant's admin subject,
 // filling in its id and time when unset.
-func PublishAdmin(ctx context.Context, js jetstream.JetStream, e *AdminEvent) error {
-	if e.ID == "" {
-		var b [12]byte
-		rand.Read(b[:])
-		e.ID = hex.EncodeToString(b[:])
-	}
-	if e.At == "" {
-		e.At = receipt.FormatTime(time.Now())
-	}
-	data, err := json.Marshal(e)
+func PublishAdmin(ctx context.Context, js jetstream.JetStream, e *client.AuditEntry) error {
+	m, err := pipeline.AdminMsg(e, e, time.Now())
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(pipeline.AdminSubject(e.TenantID))
-	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, e.ID)
 	_, err = js.PublishMsg(ctx, m)
 	return err
 }
@@ -58,13 +33,13 @@ type Audit struct {
 	JS jetstream.JetStream
 
 	mu     sync.RWMutex
-	events map[string][]AdminEvent // tenant → events in order
+	events map[string][]client.AuditEntry // tenant → events in order
 }
 
 // Load reads the whole admin stream.
 func (a *Audit) Load(ctx context.Context) error {
 	a.mu.Lock()
-	a.events = map[string][]AdminEvent{}
+	a.events = map[string][]client.AuditEntry{}
 	a.mu.Unlock()
 	stream, err := a.JS.Stream(ctx, pipeline.AdminStream)
 	if err != nil {
@@ -89,7 +64,7 @@ func (a *Audit) Load(ctx context.Context) error {
 		n := 0
 		for m := range batch.Messages() {
 			n++
-			var e AdminEvent
+			var e client.AuditEntry
 			if err := json.Unmarshal(m.Data(), &e); err != nil {
 				return fmt.Errorf("audit: admin event %s: %w", m.Subject(), err)
 			}
@@ -103,14 +78,14 @@ func (a *Audit) Load(ctx context.Context) error {
 	return nil
 }
 
-func (a *Audit) add(e AdminEvent) {
+func (a *Audit) add(e client.AuditEntry) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.events[e.TenantID] = append(a.events[e.TenantID], e)
 }
 
 // Record publishes e and adds it to the trail.
-func (a *Audit) Record(ctx context.Context, e AdminEvent) error {
+func (a *Audit) Record(ctx context.Context, e client.AuditEntry) error {
 	if err := PublishAdmin(ctx, a.JS, &e); err != nil {
 		return err
 	}
@@ -119,7 +94,7 @@ func (a *Audit) Record(ctx context.Context, e AdminEvent) error {
 }
 
 // Entries returns a tenant's newest entries first, at most limit.
-func (a *Audit) Entries(tenant string, limit int) []AdminEvent {
+func (a *Audit) Entries(tenant string, limit int) []client.AuditEntry {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	ev := slices.Clone(a.events[tenant])

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/client"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/sequencer"
@@ -202,7 +203,7 @@ func TestReplayRebuildsTheLiveDatabase(t *testing.T) {
 		}
 	}
 	// Idempotent by stream position: the first event again changes nothing.
-	ev := tenancy.Event{ID: "x", At: receipt.FormatTime(time.Now()), Actor: "replayed", Action: tenancy.ActionTenantDisable, TenantID: "globex"}
+	ev := tenancy.Event{AuditEntry: client.AuditEntry{ID: "x", At: receipt.FormatTime(time.Now()), Actor: "replayed", Action: tenancy.ActionTenantDisable, TenantID: "globex"}}
 	if err := rebuilt.ApplyAdmin(ctx, 1, ev); err != nil {
 		t.Fatal(err)
 	}

@@ -5,14 +5,12 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
@@ -47,14 +45,10 @@ func (a *Admin) now() time.Time {
 // publish records e on its tenant's subject (with expectLast, when not nil, as
 // Nats-Expected-Last-Subject-Sequence) and waits until the view applied it.
 func (a *Admin) publish(ctx context.Context, e *Event, expectLast *uint64) error {
-	e.fill(a.now())
-	data, err := json.Marshal(e)
+	m, err := pipeline.AdminMsg(&e.AuditEntry, e, a.now())
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(pipeline.AdminSubject(e.TenantID))
-	m.Data = data
-	m.Header.Set(jetstream.MsgIDHeader, e.ID)
 	if expectLast != nil {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(*expectLast, 10))
 	}
@@ -95,7 +89,7 @@ func (a *Admin) AddTenant(ctx context.Context, actor, id, logID string) (Tenant,
 	}
 	detail := "log id " + orNone(logID) + ", plan free"
 	var zero uint64
-	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionTenantAdd, TenantID: id, Detail: detail, LogID: logID, Plan: PlanFree}, &zero); err != nil {
+	if err := a.publish(ctx, &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionTenantAdd, TenantID: id, Detail: detail}, LogID: logID, Plan: PlanFree}, &zero); err != nil {
 		return Tenant{}, err
 	}
 	return a.existing(ctx, id)
@@ -106,7 +100,7 @@ func (a *Admin) DisableTenant(ctx context.Context, actor, id string) (Tenant, er
 	if _, err := a.existing(ctx, id); err != nil {
 		return Tenant{}, err
 	}
-	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionTenantDisable, TenantID: id, Detail: "tenant disabled"}, nil); err != nil {
+	if err := a.publish(ctx, &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionTenantDisable, TenantID: id, Detail: "tenant disabled"}}, nil); err != nil {
 		return Tenant{}, err
 	}
 	return a.existing(ctx, id)
@@ -121,7 +115,7 @@ func (a *Admin) SetPlan(ctx context.Context, actor, id, plan string) (Tenant, er
 	if err != nil {
 		return Tenant{}, err
 	}
-	if err := a.publish(ctx, &Event{Actor: actor, Action: ActionPlanSet, TenantID: id, Detail: "plan " + t.Plan + " -> " + plan, Plan: plan}, nil); err != nil {
+	if err := a.publish(ctx, &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionPlanSet, TenantID: id, Detail: "plan " + t.Plan + " -> " + plan}, Plan: plan}, nil); err != nil {
 		return Tenant{}, err
 	}
 	return a.existing(ctx, id)
@@ -143,7 +137,7 @@ func (a *Admin) AddToken(ctx context.Context, actor, id, label string) (string, 
 	token := hex.EncodeToString(raw[:])
 	h := sha256.Sum256([]byte(token))
 	hash := hex.EncodeToString(h[:])
-	e := &Event{Actor: actor, Action: ActionTokenAdd, TenantID: id, Detail: "token " + Prefix(hash) + " added, label " + strconv.Quote(label), Label: label, TokenHash: hash}
+	e := &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionTokenAdd, TenantID: id, Detail: "token " + Prefix(hash) + " added, label " + strconv.Quote(label)}, Label: label, TokenHash: hash}
 	if err := a.publish(ctx, e, nil); err != nil {
 		return "", Token{}, err
 	}
@@ -178,7 +172,7 @@ func (a *Admin) RevokeToken(ctx context.Context, actor, id, prefix string) (int,
 	default:
 		return 0, fmt.Errorf("%w: %d live tokens of %s start with %s; give more of the hash", ErrInvalid, len(match), id, prefix)
 	}
-	e := &Event{Actor: actor, Action: ActionTokenRevoke, TenantID: id, Detail: "token " + Prefix(match[0].Hash) + " revoked", TokenHash: match[0].Hash}
+	e := &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionTokenRevoke, TenantID: id, Detail: "token " + Prefix(match[0].Hash) + " revoked"}, TokenHash: match[0].Hash}
 	if err := a.publish(ctx, e, nil); err != nil {
 		return 0, err
 	}

@@ -1,14 +1,11 @@
 package tenancy
 
 import (
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"svc.dev/svc/client"
-	"svc.dev/svc/receipt"
 )
 
 // Actions of administrative events (SPEC.md, "Administrative audit events").
@@ -44,16 +41,10 @@ func ValidPlan(plan string) bool {
 	return plan == PlanFree || plan == PlanTeam || plan == PlanEnterprise
 }
 
-// Event is one administrative event. Its first six fields are the audit entry of
-// SPEC.md ({ id, at, actor, action, tenantId, detail }); the others carry what the
-// fold needs and are empty where the action does not use them. It never holds a token.
+// Event is one administrative event: the audit entry of SPEC.md, and what the fold
+// needs besides, empty where the action does not use it. It never holds a token.
 type Event struct {
-	ID       string `json:"id"`
-	At       string `json:"at"`
-	Actor    string `json:"actor"`
-	Action   string `json:"action"`
-	TenantID string `json:"tenantId"`
-	Detail   string `json:"detail"`
+	client.AuditEntry
 
 	LogID     string `json:"logId,omitempty"`     // tenant.add
 	Plan      string `json:"plan,omitempty"`      // tenant.add (initial plan), plan.set
@@ -85,17 +76,6 @@ func DecodeEvent(data []byte) (Event, error) {
 		return e, fmt.Errorf("admin event %s: unknown plan %q", e.ID, e.Plan)
 	}
 	return e, nil
-}
-
-func (e *Event) fill(now time.Time) {
-	if e.ID == "" {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		e.ID = hex.EncodeToString(b[:])
-	}
-	if e.At == "" {
-		e.At = receipt.FormatTime(now)
-	}
 }
 
 // Prefix is how responses and audit details name a token: the first 12 hex
