@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/gateway"
+	"svc.dev/svc/internal/testkit"
 )
 
 // serveHTTP runs g's HTTP front on a free port of 127.0.0.1 until the test ends and
@@ -61,14 +61,8 @@ func mcpGoSessionAnswers(t *testing.T) (unknown, terminated rawAnswer) {
 		if session != "" {
 			req.Header.Set("Mcp-Session-Id", session)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
-		return rawAnswer{resp.StatusCode, resp.Header.Get("Content-Type"), b.String()}, resp.Header.Get("Mcp-Session-Id")
+		resp, body := testkit.Send(t, req)
+		return rawAnswer{resp.StatusCode, resp.Header.Get("Content-Type"), body}, resp.Header.Get("Mcp-Session-Id")
 	}
 	callBody := `{"jsonrpc":"2.0","id":92,"method":"tools/call","params":{"name":"echo","arguments":{}}}`
 	unknown, _ = do("POST", "mcp-session-00000000-0000-4000-8000-000000000000", callBody)

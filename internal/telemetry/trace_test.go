@@ -39,13 +39,8 @@ func TestAppendTraced(t *testing.T) {
 		if traceparent != "" {
 			req.Header.Set("traceparent", traceparent)
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("append: %d", resp.StatusCode)
+		if resp, body := testkit.Send(t, req); resp.StatusCode != http.StatusOK {
+			t.Fatalf("append: %d %s", resp.StatusCode, body)
 		}
 	}
 	post("", 0)
