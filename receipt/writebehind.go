@@ -140,8 +140,9 @@ func (w *bundleWriter) callDone() {
 // alarms the calls set rings (quietAt, dueAt), a flush or a close asks, or a sync is
 // due: a queued bundle does not wake it, nor does a call in progress make it look
 // again every quietAfter (with calls back to back it woke three or four times a
-// call, each wake a thread woken and put back to sleep). Syncs (syncfs) wait for quiet as well, but
-// not longer than maxUnsynced, which bounds the work of a recovery.
+// call, each wake a thread woken and put back to sleep). Syncs (syncfs) wait for
+// quiet as well, but not longer than maxUnsynced, which bounds the work of a
+// recovery.
 const (
 	quietAfter  = 200 * time.Microsecond
 	maxDelay    = 20 * time.Millisecond

@@ -104,7 +104,7 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 
 // FileIssuer is a receipt issuer of cfg that logs into a local log file and writes its
 // receipts, both in a new temporary directory (cfg's Log and ReceiptsDir are set);
-// the log closes with the test.
+// the issuer, then the log, close with the test.
 func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
 	t.Helper()
 	dir := t.TempDir()
@@ -118,6 +118,7 @@ func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { is.Close() }) // before the log's: cleanups run last first
 	return is
 }
 
