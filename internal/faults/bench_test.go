@@ -40,7 +40,7 @@ func TestClusterVsSingle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := &signerService{h: h, addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	sig := &signerService{h: h}
 	sig.start(t)
 	t.Cleanup(sig.stop)
 	setup := func(name string, nodes int) (natsURL, base string) {

@@ -57,35 +57,29 @@ func freePorts(t testing.TB, n int) []int {
 
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
-	routes := freePorts(t, n)
-	clients := freePorts(t, n)
 	c := &cluster{t: t, nodes: make([]*server.Server, n)}
-	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
-			JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true,
-			// NoAdvertise: clients know only the URLs they were given, so a proxy
-			// in front of one node isolates a process (no reconnect around it).
-			Cluster: server.ClusterOpts{Name: "svc", Host: "127.0.0.1", Port: routes[i], NoAdvertise: true},
-		}
-		if n == 1 {
-			o.Cluster = server.ClusterOpts{} // a single node: plain JetStream
-		}
-		for j := range n {
-			if j != i {
-				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
-			}
-		}
-		c.opts = append(c.opts, o)
-	}
-	for i := range n {
-		c.start(i)
-	}
 	t.Cleanup(func() {
 		for i := range n {
 			c.stop(i)
 		}
 	})
+	// The ports are chosen before the nodes listen (each node's routes name the
+	// others'), so a test running beside this one can take one in between, if only
+	// as the local port of an outgoing connection. A node that cannot listen never
+	// becomes ready; the whole cluster then starts again on new ports.
+	var err error
+	for range 3 {
+		c.configure(n)
+		if err = c.startAll(); err == nil {
+			break
+		}
+		for i := range n {
+			c.stop(i)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	// The cluster is usable once an R3 stream can be created.
 	nc, err := nats.Connect(c.URLs())
 	if err != nil {
@@ -102,19 +96,64 @@ func startCluster(t testing.TB, n int) *cluster {
 	return c
 }
 
+// configure gives the n nodes fresh ports; a node that comes back keeps them, so it
+// is reached at the URLs the svc processes were given.
+func (c *cluster) configure(n int) {
+	routes := freePorts(c.t, n)
+	clients := freePorts(c.t, n)
+	c.opts = nil
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
+			JetStream: true, StoreDir: c.t.TempDir(), NoLog: true, NoSigs: true,
+			// NoAdvertise: clients know only the URLs they were given, so a proxy
+			// in front of one node isolates a process (no reconnect around it).
+			Cluster: server.ClusterOpts{Name: "svc", Host: "127.0.0.1", Port: routes[i], NoAdvertise: true},
+		}
+		if n == 1 {
+			o.Cluster = server.ClusterOpts{} // a single node: plain JetStream
+		}
+		for j := range n {
+			if j != i {
+				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
+			}
+		}
+		c.opts = append(c.opts, o)
+	}
+}
+
+// startAll starts every node, stopping at the first that does not become ready.
+func (c *cluster) startAll() error {
+	for i := range c.opts {
+		if err := c.tryStart(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start starts node i again (after stop), failing the test if it does not come up.
 func (c *cluster) start(i int) {
 	c.t.Helper()
+	if err := c.tryStart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) tryStart(i int) error {
 	s, err := server.NewServer(c.opts[i])
 	if err != nil {
-		c.t.Fatal(err)
+		return fmt.Errorf("nats node %d: %w", i, err)
 	}
 	go s.Start()
 	if !s.ReadyForConnections(20 * time.Second) {
-		c.t.Fatalf("nats node %d did not start", i)
+		s.Shutdown()
+		return fmt.Errorf("nats node %d did not start within 20 s (client port %d, route port %d: taken by another process?)", i, c.opts[i].Port, c.opts[i].Cluster.Port)
 	}
 	c.mu.Lock()
 	c.nodes[i] = s
 	c.mu.Unlock()
+	return nil
 }
 
 func (c *cluster) stop(i int) {

@@ -74,14 +74,23 @@ type signerService struct {
 	srv  *http.Server
 }
 
+// start serves the signer: the first time on a port the kernel picks (addr empty),
+// later on the same address, which the svc processes were given.
 func (s *signerService) start(t testing.TB) {
 	t.Helper()
 	var ln net.Listener
 	var err error
-	testkit.Eventually(t, 10*time.Second, func() error {
-		ln, err = net.Listen("tcp", s.addr)
-		return err
-	})
+	if s.addr == "" {
+		if ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			t.Fatal(err)
+		}
+		s.addr = ln.Addr().String()
+	} else {
+		testkit.Eventually(t, 10*time.Second, func() error {
+			ln, err = net.Listen("tcp", s.addr)
+			return err
+		})
+	}
 	srv := &http.Server{Handler: s.h, ReadHeaderTimeout: 5 * time.Second, ErrorLog: nil}
 	s.mu.Lock()
 	s.srv = srv
@@ -118,7 +127,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	r.js, _ = jetstream.New(nc)
 
 	key, _ := signer.GenerateKey()
-	r.signer = &signerService{addr: fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])}
+	r.signer = &signerService{}
 	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler),
 		Now: func() time.Time { return time.Now().Add(time.Duration(r.signer.skew.Load())) }})
 	if err != nil {
