@@ -6,10 +6,14 @@
 // threads' context switches per call (/proc/<pid>/task/*/status), and the p50 of ping
 // one at a time (the transport's share: no upstream, no receipt).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--profile <dir>] [--json]
 // --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
 // over HTTP (log.url, the append route) and over NATS (log.nats, the log's pipeline), next
 // to the local log file.
+// --peer also measures another gateway in the same run, over stdio: its command line as a
+// JSON array, in which {node}, {server} and {data} stand for node, the filesystem server's
+// script and the directory it serves (the file read is {data}/hello.txt). Its CPU per call
+// is the peer process's own (not its children's).
 // --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
 // and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
@@ -19,6 +23,7 @@ import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
+import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -35,14 +40,18 @@ const sessions = Number(opt("sessions", 32));
 const asJSON = args.includes("--json");
 const remoteLog = args.includes("--remote-log");
 const profileDir = opt("profile") && resolve(opt("profile"));
+const peer = opt("peer") && JSON.parse(opt("peer"));
 const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `gateway-${name}.prof`)] : []);
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
-if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0)) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--profile <dir>] [--json]");
+if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0) || (peer && !(Array.isArray(peer) && peer.length > 0 && peer.every((a) => typeof a === "string")))) {
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--profile <dir>] [--json]");
   process.exit(2);
 }
+// The SDK's Streamable HTTP transport adds an abort listener per request to one signal
+// it keeps for the session; Node warns past 10 (here a few thousand), which is noise.
+setMaxListeners(0);
 const log = (...a) => console.error(...a);
 
 // The upstream: the npm filesystem server, pinned in package-lock.json.
@@ -229,6 +238,13 @@ try {
   let c = await stdioClient(process.execPath, [fsServer, data]);
   rows.push(await measure("direct (stdio)", c.client, NaN));
   await c.client.close();
+
+  if (peer) {
+    const fill = (a) => a.replaceAll("{node}", process.execPath).replaceAll("{server}", fsServer).replaceAll("{data}", data);
+    c = await stdioClient(fill(peer[0]), peer.slice(1).map(fill));
+    rows.push(await measure(`peer: ${fill(peer[0]).split("/").pop()} (stdio)`.slice(0, 40), c.client, c.pid));
+    await c.client.close();
+  }
 
   c = await stdioClient(svc, ["gateway", "--config", config, ...profileArgs("stdio")]);
   rows.push(await measure("svc gateway (stdio)", c.client, c.pid));

@@ -10,11 +10,13 @@ import (
 
 // TestGatewayBenchmarkScriptRuns keeps `go tool task bench:gateway` working: a short
 // run of e2e/bench-gateway.mjs (the TS SDK client, the npm filesystem server, the real
-// svc gateway over stdio and HTTP) reports every variant with plausible figures.
+// svc gateway over stdio and HTTP) reports every variant with plausible figures. The
+// filesystem server itself stands in for a peer gateway (--peer), which checks that the
+// peer's command line gets its placeholders filled.
 func TestGatewayBenchmarkScriptRuns(t *testing.T) {
 	nodeModules(t)
 	cmd := exec.Command("node", filepath.Join(repoDir, "e2e", "bench-gateway.mjs"), "--svc", svcBin, "--work", t.TempDir(),
-		"--calls", "20", "--inflight", "4", "--sessions", "3", "--json")
+		"--calls", "20", "--inflight", "4", "--sessions", "3", "--json", "--peer", `["{node}","{server}","{data}"]`)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -30,7 +32,7 @@ func TestGatewayBenchmarkScriptRuns(t *testing.T) {
 	if err := json.Unmarshal(out, &rows); err != nil {
 		t.Fatalf("output %q: %v", out, err)
 	}
-	want := []string{"direct (stdio)", "svc gateway (stdio)", "svc gateway --http (1 session)", "svc gateway --http (3 sessions)"}
+	want := []string{"direct (stdio)", "peer: node (stdio)", "svc gateway (stdio)", "svc gateway --http (1 session)", "svc gateway --http (3 sessions)"}
 	if len(rows) != len(want) {
 		t.Fatalf("%d rows, want %d: %s", len(rows), len(want), out)
 	}
