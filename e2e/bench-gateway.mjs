@@ -6,14 +6,17 @@
 // threads' context switches per call (/proc/<pid>/task/*/status), and the p50 of ping
 // one at a time (the transport's share: no upstream, no receipt).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--profile <dir>] [--json]
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]
 // --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
 // over HTTP (log.url, the append route) and over NATS (log.nats, the log's pipeline), next
 // to the local log file.
 // --peer also measures another gateway in the same run, over stdio: its command line as a
 // JSON array, in which {node}, {server} and {data} stand for node, the filesystem server's
 // script and the directory it serves (the file read is {data}/hello.txt). Its CPU per call
-// is the peer process's own (not its children's).
+// is the peer process's own (not its children's). --peer-http likewise measures a peer
+// serving Streamable HTTP, one session, next to svc gateway --http: {port} in its command
+// line is a free port, and the bench calls http://127.0.0.1:{port}/mcp once it accepts
+// connections.
 // --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
 // and <dir>/gateway-http.prof, for `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
@@ -22,7 +25,7 @@ import { mkdtempSync, writeFileSync, readFileSync, readdirSync, rmSync } from "n
 import { tmpdir } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
-import { createServer } from "node:net";
+import { createServer, connect } from "node:net";
 import { setMaxListeners } from "node:events";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -41,12 +44,14 @@ const asJSON = args.includes("--json");
 const remoteLog = args.includes("--remote-log");
 const profileDir = opt("profile") && resolve(opt("profile"));
 const peer = opt("peer") && JSON.parse(opt("peer"));
+const peerHTTP = opt("peer-http") && JSON.parse(opt("peer-http"));
+const isArgv = (a) => Array.isArray(a) && a.length > 0 && a.every((x) => typeof x === "string");
 const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `gateway-${name}.prof`)] : []);
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
-if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0) || (peer && !(Array.isArray(peer) && peer.length > 0 && peer.every((a) => typeof a === "string")))) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--profile <dir>] [--json]");
+if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0) || (peer && !isArgv(peer)) || (peerHTTP && !isArgv(peerHTTP))) {
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]");
   process.exit(2);
 }
 // The SDK's Streamable HTTP transport adds an abort listener per request to one signal
@@ -232,6 +237,29 @@ function startHTTPGateway() {
   });
 }
 
+// fill puts the run's values in a peer's command line.
+const fill = (a, port) => a.replaceAll("{node}", process.execPath).replaceAll("{server}", fsServer).replaceAll("{data}", data).replaceAll("{port}", String(port));
+
+// startPeerHTTP runs the --peer-http command on a free port and resolves once the port
+// accepts connections (at most 60 s).
+async function startPeerHTTP() {
+  const port = await freePort();
+  const p = spawn(fill(peerHTTP[0], port), peerHTTP.slice(1).map((a) => fill(a, port)), { stdio: ["ignore", "ignore", "ignore"] });
+  let exited = null;
+  p.once("exit", (code) => { exited = code; });
+  for (const deadline = Date.now() + 60000; Date.now() < deadline;) {
+    if (exited !== null) throw new Error(`--peer-http command exited ${exited} before listening on ${port}`);
+    const ok = await new Promise((r) => {
+      const sock = connect(port, "127.0.0.1", () => { sock.destroy(); r(true); });
+      sock.once("error", () => r(false));
+    });
+    if (ok) return { url: `http://127.0.0.1:${port}/mcp`, proc: p };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  p.kill("SIGKILL");
+  throw new Error(`--peer-http command did not listen on ${port} within 60 s`);
+}
+
 const rows = [];
 try {
   log(`${calls} calls of read_text_file per variant, ${inflight} in flight for the throughput figure; receipts under ${dir}`);
@@ -240,8 +268,7 @@ try {
   await c.client.close();
 
   if (peer) {
-    const fill = (a) => a.replaceAll("{node}", process.execPath).replaceAll("{server}", fsServer).replaceAll("{data}", data);
-    c = await stdioClient(fill(peer[0]), peer.slice(1).map(fill));
+    c = await stdioClient(fill(peer[0]), peer.slice(1).map((a) => fill(a)));
     rows.push(await measure(`peer: ${fill(peer[0]).split("/").pop()} (stdio)`.slice(0, 40), c.client, c.pid));
     await c.client.close();
   }
@@ -263,6 +290,19 @@ try {
     await c.client.close();
     const stopped = new Promise((r) => ls.proc.once("exit", r));
     ls.proc.kill("SIGTERM");
+    await stopped;
+  }
+
+  if (peerHTTP) {
+    const ph = await startPeerHTTP();
+    const transport = new StreamableHTTPClientTransport(new URL(ph.url));
+    const cl = new Client({ name: "svc-bench", version: "1.0.0" });
+    await cl.connect(transport);
+    rows.push(await measure(`peer: ${fill(peerHTTP[0]).split("/").pop()} (HTTP)`.slice(0, 40), cl, ph.proc.pid));
+    await transport.terminateSession().catch(() => {});
+    await cl.close();
+    const stopped = new Promise((r) => ph.proc.once("exit", r));
+    ph.proc.kill("SIGTERM");
     await stopped;
   }
 
