@@ -210,7 +210,9 @@ async function measure(name, client, pid) {
 }
 
 async function stdioClient(command, argv) {
-  const transport = new StdioClientTransport({ command, args: argv, stderr: "ignore" });
+  // The whole environment, as the HTTP gateway gets it (the SDK passes only a few
+  // variables by default): GOMAXPROCS, GOGC or GODEBUG set for a run reach the gateway.
+  const transport = new StdioClientTransport({ command, args: argv, stderr: "ignore", env: { ...process.env } });
   const client = new Client({ name: "svc-bench", version: "1.0.0" });
   await client.connect(transport);
   return { client, pid: transport.pid };
