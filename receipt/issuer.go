@@ -159,7 +159,7 @@ func (is *Issuer) Begin(call Call) (*Pending, error) {
 		return nil, fmt.Errorf("request args: canonical json: %w", err)
 	}
 	id := is.newID()
-	if !receiptFileID.MatchString(id) { // it names the receipt's files
+	if !isReceiptFileID(id) { // it names the receipt's files
 		return nil, fmt.Errorf("issuer: receipt id %q is not a plain file name (letters, digits, - and _, at most 128)", id)
 	}
 	return &Pending{ReceiptID: id, Timestamp: FormatTime(is.now()), call: call, args: args, argsDigest: sha256Hex(args.text)}, nil

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
 
 	"svc.dev/svc/merkle"
@@ -98,8 +97,21 @@ func absPath(p string) string {
 	return p
 }
 
-// receiptFileID is what a receipt id must look like to name a file.
-var receiptFileID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+// isReceiptFileID reports whether a receipt id may name a file: 1 to 128 of letters,
+// digits, - and _, the first a letter or digit (^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$,
+// checked byte by byte: Begin checks every id, and the regexp cost a few µs a call).
+func isReceiptFileID(id string) bool {
+	if len(id) == 0 || len(id) > 128 || id[0] == '-' || id[0] == '_' {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
 
 // recoverBundles checks the bundle file of every leaf of the log from the mark on and
 // rewrites those a crash lost or left incomplete, from the envelope in the log and a
@@ -183,7 +195,7 @@ func bundleFileOf(leaf string, own []signer.PublicKey) (string, *Envelope, bool)
 	var p struct {
 		ReceiptID string `json:"receiptId"`
 	}
-	if json.Unmarshal(st.Predicate, &p) != nil || !receiptFileID.MatchString(p.ReceiptID) {
+	if json.Unmarshal(st.Predicate, &p) != nil || !isReceiptFileID(p.ReceiptID) {
 		return "", nil, false
 	}
 	switch st.PredicateType {

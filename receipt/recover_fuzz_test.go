@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,20 @@ func FuzzParseMark(f *testing.F) {
 		again, _ := json.Marshal(m)
 		if m2, err := parseMark(again); err != nil || m2 != m {
 			t.Fatalf("round trip: %v %+v %+v", err, m, m2)
+		}
+	})
+}
+
+// FuzzIsReceiptFileID: a receipt id names a file, and the byte-by-byte check accepts
+// exactly what the pattern SPEC's file names follow accepts.
+func FuzzIsReceiptFileID(f *testing.F) {
+	for _, s := range []string{"0b6f3c1e-9a2d-4f5b-8c7e-1d2a3b4c5d6e", "a", "-a", "_a", "a-_9Z", "", "a b", "a/b", "..", "é", strings.Repeat("a", 128), strings.Repeat("a", 129), "a\n"} {
+		f.Add(s)
+	}
+	pattern := regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
+	f.Fuzz(func(t *testing.T, id string) {
+		if got, want := isReceiptFileID(id), pattern.MatchString(id); got != want {
+			t.Fatalf("isReceiptFileID(%q) = %v, the pattern says %v", id, got, want)
 		}
 	})
 }
