@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -48,13 +49,15 @@ func (f *httpFront) fastCall(r *http.Request, body []byte) (*toolCallRequest, bo
 }
 
 // serveCall answers one fast-path call: 200, application/json, the JSON-RPC answer
-// as mcp-go's encoder ends it (a newline). The call is cancelled when the client
-// goes away or sends notifications/cancelled naming it.
+// as mcp-go's encoder ends it (a newline), with its Content-Length: net/http would
+// send an answer over 2 KB without one in chunks. The call is cancelled when the
+// client goes away or sends notifications/cancelled naming it.
 func (f *httpFront) serveCall(w http.ResponseWriter, r *http.Request, hs *httpSession, req *toolCallRequest) {
 	ctx, done := hs.calls.start(r.Context(), req.id)
 	defer done()
 	line := f.g.answerCall(ctx, f.g.log, hs.s, req)
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(line); err != nil {
 		f.g.log.Warn("writing the answer to a tool call", "err", err)

@@ -210,6 +210,26 @@ func TestHTTPFastPathKeepsSessionAlive(t *testing.T) {
 	}
 }
 
+// TestHTTPFastPathAnswerHasContentLength: the fast path's answer goes out with its
+// length, in one piece, however long: net/http chunks an answer over 2 KB written
+// without one, which a client then reassembles.
+func TestHTTPFastPathAnswerHasContentLength(t *testing.T) {
+	h := startHostileGateway(t, gateway.HTTPConfig{}, nil)
+	grant := h.grant(t, "length-agent", time.Hour)
+	id := h.initialize(t, grant)
+	for _, tool := range []string{"echo", "big"} {
+		before := gateway.FastCalls(h.g)
+		body := strings.NewReader(`{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"` + tool + `","arguments":{}}}`)
+		resp, answer := h.do(t, mcpReq{method: "POST", session: id, grant: grant, body: body})
+		if resp.StatusCode != 200 || gateway.FastCalls(h.g) == before {
+			t.Fatalf("%s: %d, fast path took it: %v", tool, resp.StatusCode, gateway.FastCalls(h.g) != before)
+		}
+		if len(resp.TransferEncoding) > 0 || resp.ContentLength != int64(len(answer)) {
+			t.Errorf("%s: answer of %d bytes sent with Transfer-Encoding %v, Content-Length %d", tool, len(answer), resp.TransferEncoding, resp.ContentLength)
+		}
+	}
+}
+
 // TestRefusedRequestsDoNotKeepSessionAlive: a grant travels in every receipt, so
 // whoever copies one out can send requests naming the session; refused for want of
 // the agent key's proof of possession, they must not keep the session open.
