@@ -3,6 +3,7 @@ package merkle
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -38,6 +39,7 @@ func FuzzParseLine(f *testing.F) {
 		`"x"`, `""`, `"\u0000\"\\ é 😀"`, ` "x" `, `{"hash":"` + h + `"}`, `{"pruned":"` + h + `"}`,
 		`{ "hash" : "` + strings.ToUpper(h) + `" }`, `{}`, `{"hash":1}`, `null`, `"x`, "\"\xff\"",
 		`{"hash":"` + h + `","hash":"` + h + `"}`, `{"hash":"` + h + `"} x`,
+		`"{\"payload\":\"eyJ4IjoxfQ\",\"sig\":\"a\\\\b\"}"`, `"\"\\\""`, `"a\/b"`, `"\u2028"`, "\"\u2029 \\\"\"", `"x\"`, `"\\"`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -79,6 +81,16 @@ func FuzzParseLine(f *testing.F) {
 		e2, err := ParseLine(out[:len(out)-1])
 		if err != nil || e2 != e {
 			t.Fatalf("round trip of %q through %q: %+v, %v", line, out, e2, err)
+		}
+		if e.Kind == LineLeaf {
+			// A leaf line is written as encoding/json writes the string, byte for byte,
+			// whether or not appendQuoted took it.
+			var want bytes.Buffer
+			enc := json.NewEncoder(&want)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(e.Leaf); err != nil || !bytes.Equal(out, want.Bytes()) {
+				t.Fatalf("appendLine wrote %q, encoding/json %q (%v)", out, want.Bytes(), err)
+			}
 		}
 	})
 }

@@ -91,23 +91,18 @@ var (
 )
 
 // parseCanonicalLine parses the lines this package writes, without
-// encoding/json: a JSON string with nothing to unescape, or a hash or pruned
-// object without whitespace. It reports false for anything else, which
+// encoding/json: a JSON string whose only escapes are \" and \\ (unquoteSimple), or a
+// hash or pruned object without whitespace. It reports false for anything else, which
 // parseLineSlow then handles; where both succeed they agree (FuzzParseLine
 // checks it).
 func parseCanonicalLine(line []byte) (Entry, bool) {
 	n := len(line)
 	if n >= 2 && line[0] == '"' && line[n-1] == '"' {
-		body := line[1 : n-1]
-		for _, c := range body {
-			if c < 0x20 || c == '"' || c == '\\' {
-				return Entry{}, false
-			}
-		}
-		if !utf8.Valid(body) {
+		leaf, ok := unquoteSimple(line[1 : n-1])
+		if !ok || !utf8.Valid(leaf) {
 			return Entry{}, false
 		}
-		return Entry{Kind: LineLeaf, Leaf: string(body), Hash: LeafHash(body)}, true
+		return Entry{Kind: LineLeaf, Leaf: string(leaf), Hash: LeafHash(leaf)}, true
 	}
 	var e Entry
 	var hexHash []byte
@@ -126,6 +121,74 @@ func parseCanonicalLine(line []byte) (Entry, bool) {
 	}
 	return e, true
 }
+
+// unquoteSimple is the text of a JSON string's body whose only escapes are \" and
+// \\ (a leaf that is itself JSON, such as a receipt's envelope, has quotes in it);
+// false for a body with any other escape, a bare quote or a control character. A
+// body without escapes is returned as it is.
+func unquoteSimple(body []byte) ([]byte, bool) {
+	var out []byte
+	last := 0
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if !lineSpecial[c] {
+			continue
+		}
+		if c != '\\' || i+1 == len(body) || (body[i+1] != '"' && body[i+1] != '\\') {
+			return nil, false // a bare quote, a control character, another escape
+		}
+		if out == nil {
+			out = make([]byte, 0, len(body))
+		}
+		out = append(out, body[last:i]...)
+		i++
+		last = i // the escaped byte starts the next span
+	}
+	if out == nil {
+		return body, true
+	}
+	return append(out, body[last:]...), true
+}
+
+// appendQuoted appends leaf as a JSON string, as encoding/json writes it without HTML
+// escaping, when leaf needs no escape but \" and \\ (false: nothing appended). leaf is
+// valid UTF-8; encoding/json would also escape control characters, U+2028 and U+2029
+// (E2 80 A8 and E2 80 A9).
+func appendQuoted(dst []byte, leaf string) ([]byte, bool) {
+	start := len(dst)
+	dst = append(dst, '"')
+	last := 0
+	for i := 0; i < len(leaf); i++ {
+		c := leaf[i]
+		if !lineSpecial[c] && c != 0xe2 {
+			continue
+		}
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, leaf[last:i]...)
+			dst = append(dst, '\\')
+			last = i // the byte itself starts the next span
+		case c == 0xe2:
+			if i+2 < len(leaf) && leaf[i+1] == 0x80 && (leaf[i+2] == 0xa8 || leaf[i+2] == 0xa9) {
+				return dst[:start], false
+			}
+		default:
+			return dst[:start], false
+		}
+	}
+	dst = append(dst, leaf[last:]...)
+	return append(dst, '"'), true
+}
+
+// lineSpecial marks the bytes a leaf line's string cannot hold as they are: control
+// characters, the quote and the backslash.
+var lineSpecial = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
 
 // parseLineSlow is ParseLine with encoding/json, for every valid form.
 func parseLineSlow(line []byte) (Entry, error) {
@@ -216,13 +279,17 @@ func appendLine(dst []byte, e Entry) ([]byte, Hash, error) {
 		if len(e.Leaf)+2 > MaxLineSize { // cheap early check; escaping only grows it
 			return dst, Hash{}, fmt.Errorf("%w: leaf of %d bytes, line limit %d", ErrLineTooLong, len(e.Leaf), MaxLineSize)
 		}
-		b := bytes.NewBuffer(dst)
-		enc := json.NewEncoder(b)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(e.Leaf); err != nil { // appends '\n'
-			return dst, Hash{}, err
+		if quoted, ok := appendQuoted(dst, e.Leaf); ok {
+			dst = append(quoted, '\n')
+		} else {
+			b := bytes.NewBuffer(dst)
+			enc := json.NewEncoder(b)
+			enc.SetEscapeHTML(false)
+			if err := enc.Encode(e.Leaf); err != nil { // appends '\n'
+				return dst, Hash{}, err
+			}
+			dst = b.Bytes()
 		}
-		dst = b.Bytes()
 		if n := len(dst) - start - 1; n > MaxLineSize {
 			return dst[:start], Hash{}, fmt.Errorf("%w: leaf line of %d bytes, limit %d", ErrLineTooLong, n, MaxLineSize)
 		}
