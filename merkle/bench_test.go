@@ -285,6 +285,44 @@ func BenchmarkOpenLogFile(b *testing.B) {
 	b.ReportMetric(perLeaf, "heap-B/leaf")
 }
 
+// envelopeLeaf is a leaf shaped like a receipt's DSSE envelope (5 KB of JSON), the
+// i-th of a log: a gateway's log file holds one per call.
+func envelopeLeaf(i int) string {
+	return `{"payload":"` + strings.Repeat("eyJfdHlwZSI6Imh0dHBz", 240) + fmt.Sprintf("%08d", i) + `","payloadType":"application/vnd.in-toto+json","signatures":[{"keyid":"` + strings.Repeat("ab", 32) + `","sig":"` + strings.Repeat("Zm9v", 22) + `"}]}`
+}
+
+// BenchmarkOpenLogFileOfReceipts reopens a log file of 30,000 envelope leaves, as a
+// gateway does at every start.
+//
+//	go test -run '^$' -bench OpenLogFileOfReceipts -benchtime 3x ./merkle/
+func BenchmarkOpenLogFileOfReceipts(b *testing.B) {
+	const n = 30_000
+	path := filepath.Join(b.TempDir(), "log.jsonl")
+	l, err := OpenLogFile(path, LogFileOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := make([]Entry, n)
+	for i := range entries {
+		entries[i] = Entry{Kind: LineLeaf, Leaf: envelopeLeaf(i)}
+	}
+	if _, err := l.AppendBatch(entries); err != nil {
+		b.Fatal(err)
+	}
+	want := l.Tree().Root()
+	l.Close()
+	for b.Loop() {
+		l, err := OpenLogFile(path, LogFileOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l.Tree().Root() != want {
+			b.Fatal("root differs")
+		}
+		l.Close()
+	}
+}
+
 // BenchmarkLeafLine parses and writes the line of a leaf that is itself JSON (a
 // receipt's envelope, 5 KB, quotes escaped in the line), the kind a gateway's log file
 // holds one of per call: parse (ParseLine, at every open), parse-json (the same
@@ -293,7 +331,7 @@ func BenchmarkOpenLogFile(b *testing.B) {
 //
 //	go test -run '^$' -bench LeafLine ./merkle/
 func BenchmarkLeafLine(b *testing.B) {
-	leaf := `{"payload":"` + strings.Repeat("eyJfdHlwZSI6Imh0dHBz", 240) + `","payloadType":"application/vnd.in-toto+json","signatures":[{"keyid":"` + strings.Repeat("ab", 32) + `","sig":"` + strings.Repeat("Zm9v", 22) + `"}]}`
+	leaf := envelopeLeaf(0)
 	line, _, err := appendLine(nil, Entry{Kind: LineLeaf, Leaf: leaf})
 	if err != nil {
 		b.Fatal(err)
