@@ -218,8 +218,10 @@ async function stdioClient(command, argv) {
   return { client, pid: transport.pid };
 }
 
-async function httpClient(url) {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { "X-Svc-Grant": grantB64 } } });
+// httpClient connects over Streamable HTTP, presenting the grant (headers: svc
+// gateway's; a peer gets none).
+async function httpClient(url, headers = { "X-Svc-Grant": grantB64 }) {
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
   const client = new Client({ name: "svc-bench", version: "1.0.0" });
   await client.connect(transport);
   return client;
@@ -297,11 +299,9 @@ try {
 
   if (peerHTTP) {
     const ph = await startPeerHTTP();
-    const transport = new StreamableHTTPClientTransport(new URL(ph.url));
-    const cl = new Client({ name: "svc-bench", version: "1.0.0" });
-    await cl.connect(transport);
+    const cl = await httpClient(ph.url, {});
     rows.push(await measure(`peer: ${fill(peerHTTP[0]).split("/").pop()} (HTTP)`.slice(0, 40), cl, ph.proc.pid));
-    await transport.terminateSession().catch(() => {});
+    await cl.transport.terminateSession().catch(() => {}); // the peer keeps a server process per session until then
     await cl.close();
     const stopped = new Promise((r) => ph.proc.once("exit", r));
     ph.proc.kill("SIGTERM");
