@@ -244,25 +244,30 @@ func BenchmarkLogFileAppend(b *testing.B) {
 	}
 }
 
-// BenchmarkOpenLogFile reopens a log file of 100,000 hash lines, rebuilding
-// the tree in a memory store, and reports the heap kept per leaf (tree,
-// line offsets and the IndexOf map).
-func BenchmarkOpenLogFile(b *testing.B) {
-	const n = 100_000
+// writeLogFile writes entries to a new log file and returns its path and root.
+func writeLogFile(b *testing.B, entries []Entry) (string, Hash) {
 	path := filepath.Join(b.TempDir(), "log.jsonl")
 	l, err := OpenLogFile(path, LogFileOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer l.Close()
+	if _, err := l.AppendBatch(entries); err != nil {
+		b.Fatal(err)
+	}
+	return path, l.Tree().Root()
+}
+
+// BenchmarkOpenLogFile reopens a log file of 100,000 hash lines, rebuilding
+// the tree in a memory store, and reports the heap kept per leaf (tree,
+// line offsets and the IndexOf map).
+func BenchmarkOpenLogFile(b *testing.B) {
+	const n = 100_000
 	entries := make([]Entry, n)
 	for i := range entries {
 		entries[i] = Entry{Kind: LineHash, Hash: seqLeaf(uint64(i))}
 	}
-	if _, err := l.AppendBatch(entries); err != nil {
-		b.Fatal(err)
-	}
-	want := l.Tree().Root()
-	l.Close()
+	path, want := writeLogFile(b, entries)
 	entries = nil
 	var perLeaf float64
 	b.ResetTimer()
@@ -296,21 +301,11 @@ func envelopeLeaf(i int) string {
 //
 //	go test -run '^$' -bench OpenLogFileOfReceipts -benchtime 3x ./merkle/
 func BenchmarkOpenLogFileOfReceipts(b *testing.B) {
-	const n = 30_000
-	path := filepath.Join(b.TempDir(), "log.jsonl")
-	l, err := OpenLogFile(path, LogFileOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	entries := make([]Entry, n)
+	entries := make([]Entry, 30_000)
 	for i := range entries {
 		entries[i] = Entry{Kind: LineLeaf, Leaf: envelopeLeaf(i)}
 	}
-	if _, err := l.AppendBatch(entries); err != nil {
-		b.Fatal(err)
-	}
-	want := l.Tree().Root()
-	l.Close()
+	path, want := writeLogFile(b, entries)
 	for b.Loop() {
 		l, err := OpenLogFile(path, LogFileOptions{})
 		if err != nil {
