@@ -58,11 +58,6 @@ func freePorts(t testing.TB, n int) []int {
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, nodes: make([]*server.Server, n)}
-	t.Cleanup(func() {
-		for i := range n {
-			c.stop(i)
-		}
-	})
 	// The ports are chosen before the nodes listen (each node's routes name the
 	// others'), so a test running beside this one can take one in between, if only
 	// as the local port of an outgoing connection. A node that cannot listen never
@@ -73,9 +68,7 @@ func startCluster(t testing.TB, n int) *cluster {
 		if err = c.startAll(); err == nil {
 			break
 		}
-		for i := range n {
-			c.stop(i)
-		}
+		c.stopAll()
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +112,16 @@ func (c *cluster) configure(n int) {
 			}
 		}
 		c.opts = append(c.opts, o)
+	}
+	// Registered after the store directories: cleanups run last first, so the nodes
+	// stop before their directories are removed.
+	c.t.Cleanup(c.stopAll)
+}
+
+// stopAll stops every node that runs.
+func (c *cluster) stopAll() {
+	for i := range c.nodes {
+		c.stop(i)
 	}
 }
 
