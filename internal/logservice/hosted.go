@@ -45,7 +45,15 @@ type Hosted struct {
 	// max(DefaultQuietPeriod, 2 × CheckpointEvery): longer than the checkpoint
 	// interval, so the last appends of a burst are checkpointed before the stop.
 	QuietPeriod time.Duration
+	// MaxActive caps the tenants active in this process at once (sequencers and
+	// read-only trees, each with one broker consumer); starting one more first stops
+	// the least recently used. Default DefaultMaxActive, which keeps a few processes'
+	// consumers under the broker's default limit of 1,000 a stream.
+	MaxActive int
 }
+
+// DefaultMaxActive is the default of Hosted.MaxActive.
+const DefaultMaxActive = 250
 
 // DefaultQuietPeriod is the least default of Hosted.QuietPeriod.
 const DefaultQuietPeriod = 10 * time.Minute
@@ -75,12 +83,12 @@ type hostedState struct {
 	left    sync.Once          // leave: once per process stop, whoever asks first
 
 	mu      sync.Mutex
-	started map[string]bool               // tenants the view reported (served on their first request)
-	held    map[string]*holding           // active tenants whose sequencer runs here
-	follows map[string]*following         // active tenants served from a read-only tree
-	locks   map[string]*sync.Mutex        // per tenant: a start and a stop never overlap
-	refused map[string]string             // tenants whose last start failed, with why
-	used    sync.Map                      // tenant → *atomic.Int64: unix ns of its last request here
+	started map[string]bool        // tenants the view reported (served on their first request)
+	held    map[string]*holding    // active tenants whose sequencer runs here
+	follows map[string]*following  // active tenants served from a read-only tree
+	locks   map[string]*sync.Mutex // per tenant: a start and a stop never overlap
+	refused map[string]string      // tenants whose last start failed, with why
+	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -94,6 +102,9 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	host, _ := os.Hostname()
 	if h.LeaseTTL < 100*time.Millisecond {
 		return fmt.Errorf("logservice: lease TTL %v is below 100 ms", h.LeaseTTL)
+	}
+	if h.MaxActive <= 0 {
+		h.MaxActive = DefaultMaxActive
 	}
 	if h.QuietPeriod <= 0 {
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)

@@ -76,6 +76,7 @@ const startTimeout = 30 * time.Second
 // again.
 func (s *Service) activate(ctx context.Context, id string) error {
 	st := s.hosted
+	s.makeRoom(id)
 	l := st.lock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -97,6 +98,39 @@ func (s *Service) activate(ctx context.Context, id string) error {
 	err := s.serveHosted(sctx, t)
 	st.refuse(id, err, s.cfg.Logger)
 	return err
+}
+
+// makeRoom stops the least recently used active tenants while MaxActive or more are
+// active here (not counting id), before id's lock is taken: one tenant's lock is never
+// held while another's is taken.
+func (s *Service) makeRoom(id string) {
+	st := s.hosted
+	for range 8 { // bounded: a stop that does not happen (the process stops) ends it
+		st.mu.Lock()
+		n := len(st.held) + len(st.follows)
+		var victim string
+		var oldest time.Time
+		held := false
+		for t, h := range st.held {
+			if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && (victim == "" || at.Before(oldest)) {
+				victim, oldest, held = t, at, true
+			}
+		}
+		for t, f := range st.follows {
+			if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && (victim == "" || at.Before(oldest)) {
+				victim, oldest, held = t, at, false
+			}
+		}
+		st.mu.Unlock()
+		if n < st.cfg.MaxActive || victim == "" {
+			return
+		}
+		if held {
+			s.quiesce(victim, nil)
+		} else {
+			s.stopFollowing(victim, nil, nil)
+		}
+	}
 }
 
 // refuse records (err non-nil) or clears tenant's start failure.
