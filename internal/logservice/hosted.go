@@ -120,6 +120,9 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
+	if err := st.reclaim(ctx, s.cfg.DataDir, s.cfg.Logger); err != nil {
+		return err
+	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
 	st.quota.View = st.view

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -287,4 +290,54 @@ func (s *Service) stopFollowing(tenant string, f *following, cause error) {
 	if cause != nil {
 		st.refuse(tenant, fmt.Errorf("read-only tree: %w", cause), s.cfg.Logger)
 	}
+}
+
+// holderFile, in the data directory, names the process that last ran there (its
+// lease id).
+const holderFile = "lease-holder"
+
+// reclaim releases the leases the previous process on this data directory held
+// when it died (kill -9, a crash): that process is gone, so its tenants need not
+// wait out the lease TTL before their next request starts them here. Then it
+// records this process's lease id there. Two processes never share a data
+// directory; if they did, the commit fence would still refuse the second writer.
+func (st *hostedState) reclaim(ctx context.Context, dataDir string, log *slog.Logger) error {
+	path := filepath.Join(dataDir, holderFile)
+	prev, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(prev) > 0 && string(prev) != st.id {
+		n, err := st.releaseHeldBy(ctx, string(prev))
+		if err != nil {
+			log.Warn("releasing the leases of the previous process failed; its tenants start once the leases run out", "err", err)
+		} else if n > 0 {
+			log.Info("released the leases the previous process on this data directory held", "leases", n, "process", string(prev))
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(st.id), 0o644)
+}
+
+// releaseHeldBy deletes every lease whose holder is id (at the revision read, so a
+// lease taken meanwhile stays) and returns how many.
+func (st *hostedState) releaseHeldBy(ctx context.Context, id string) (int, error) {
+	keys, err := st.kv.ListKeys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = keys.Stop() }()
+	n := 0
+	for k := range keys.Keys() {
+		e, err := st.kv.Get(ctx, k)
+		if err != nil || string(e.Value()) != id {
+			continue
+		}
+		if st.kv.Delete(ctx, k, jetstream.LastRevision(e.Revision())) == nil {
+			n++
+		}
+	}
+	return n, nil
 }
