@@ -97,8 +97,8 @@ func (s *Service) balance(ctx context.Context) error {
 		if _, err := st.members.Put(ctx, me, []byte(strconv.Itoa(st.heldCount()))); err != nil && ctx.Err() == nil {
 			s.cfg.Logger.Warn("announcing this process failed", "err", err)
 		} else if tenant := st.surplus(ctx, me); tenant != "" {
-			if err := s.stepDown(st.runCtx, tenant, "a less loaded process can take it"); err != nil {
-				return fmt.Errorf("handing over %s: %w", tenant, err)
+			if err := s.stepDown(st.runCtx, tenant, "a less loaded process can take it"); err != nil && ctx.Err() == nil {
+				st.refuse(tenant, fmt.Errorf("handing over: %w", err), s.cfg.Logger)
 			}
 		}
 		select {

@@ -484,8 +484,12 @@ func (st *hostedState) take(tenant string) *holding {
 func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
-	if err := s.follow(ctx, h.t); err != nil {
-		return err
+	ferr := s.follow(ctx, h.t)
+	if ferr != nil {
+		// No read-only tree (the broker is slow or refuses): the tenant stops here
+		// all the same, and its next request starts it again.
+		s.http.RemoveTenant(tenant)
+		ferr = fmt.Errorf("serving it read-only: %w", ferr)
 	}
 	h.stopWork()
 	h.work.Wait()
@@ -503,7 +507,7 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	}
 	h.stopLease()
 	<-h.lease
-	return err
+	return errors.Join(ferr, err)
 }
 
 // errLeaseLost: another process holds a tenant's lease this one held, or it could
@@ -520,8 +524,9 @@ func (s *Service) isHeld(tenant string) bool {
 
 // loseTenant steps down from a tenant whose lease was lost or whose sequencer was
 // fenced out: the process goes on serving its other tenants and this one read-only,
-// as a standby that takes the lease again when it is free. Only when even that fails
-// (the broker is unreachable) is the process told to stop.
+// as a standby that takes the lease again when it is free. When even that fails (the
+// broker is slow or unreachable) the tenant stops here and /health lists it; the
+// process goes on, and the tenant's next request starts it again.
 //
 // A sequencer fenced out and its lease lost may both report one loss: the first
 // takes the holding and reports it (log line, svc.sequencer.leases.lost), the second
@@ -537,7 +542,7 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	s.cfg.Logger.Warn("lost a tenant's sequencer; serving it read-only as a standby", "tenant", tenant, "err", cause)
 	telemetry.Current().LeaseLost(tenant)
 	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
-		s.report(fmt.Errorf("tenant %s: %w; stepping down failed: %w", tenant, cause, err))
+		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
 	}
 }
 
