@@ -76,7 +76,7 @@ type logOptions struct {
 	maxConns                            int
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
-	trustProxy                          bool
+	trustProxy                          proxyFlags
 	witnesses                           listFlag
 	tokenHashes                         [][32]byte // svc up: the hash of its generated token
 	// The database-backed server (--db-env).
@@ -96,7 +96,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
-	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+	o.trustProxy.register(fs)
 	o.telemetry.register(fs)
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
@@ -200,6 +200,9 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
 	if o.maxConns < 1 || o.maxConns > 65536 {
 		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
+	}
+	if err := o.trustProxy.parse(); err != nil {
+		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	headSigner, keys, err := logSigner(ctx, o)
@@ -378,7 +381,7 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
+		TrustProxy: o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
 		NoteKey: noteKey, Witnesses: o.witnesses,
 	})
 	if err != nil {

@@ -50,7 +50,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
+		TrustProxy: o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
 	})
 	if err != nil {
 		st.Close()
@@ -68,7 +68,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 			m, n := svc.Quota().Used(tenant)
 			return m, n, m != ""
 		},
-		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, KeyID: headSigner.KeyID(), TrustProxy: o.trustProxy, Logger: logger,
+		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, KeyID: headSigner.KeyID(), TrustProxy: o.trustProxy.proxy, Logger: logger,
 	})
 	if err != nil {
 		svc.Close()

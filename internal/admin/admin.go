@@ -38,10 +38,10 @@ type Config struct {
 	// sequencer's quota); the store's projection answers otherwise.
 	Usage func(tenant string) (month string, appends uint64, ok bool)
 	// LatestCheckpoint, when set, tells the page a tenant's latest checkpoint.
-	PublicURL      string // the log's public base URL, for the welcome text and info
-	CheckpointsURL string // the checkpoints host, for info
-	KeyID          string // the log key's id, for info
-	TrustProxy     bool   // per-address throttling uses the first X-Forwarded-For address
+	PublicURL      string           // the log's public base URL, for the welcome text and info
+	CheckpointsURL string           // the checkpoints host, for info
+	KeyID          string           // the log key's id, for info
+	TrustProxy     httplimits.Proxy // which address per-address throttling counts behind a proxy
 	Logger         *slog.Logger
 	Now            func() time.Time // default time.Now
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
@@ -43,7 +44,7 @@ func start(t *testing.T, trustProxy bool) *fixture {
 	if err := v.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Token: adminToken, Admin: &tenancy.Admin{JS: js, View: v}, View: v, Store: st, PublicURL: "https://log.example", TrustProxy: trustProxy, Logger: slog.New(slog.DiscardHandler)})
+	h, err := New(Config{Token: adminToken, Admin: &tenancy.Admin{JS: js, View: v}, View: v, Store: st, PublicURL: "https://log.example", TrustProxy: httplimits.Proxy{First: trustProxy}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
