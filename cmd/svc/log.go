@@ -73,7 +73,7 @@ type logOptions struct {
 	port, checkpointsPort               int
 	data, natsURL, natsListen           string
 	replicas                            int
-	maxConns                            int
+	maxConns, maxConnsPerAddr           int
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
 	trustProxy                          proxyFlags
@@ -93,6 +93,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
 	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
+	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections one client address (IPv6: its /64) holds at `once`; one more is answered 503 (default --max-conns/16; --max-conns behind a proxy flag, whose peer is the proxy)")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
@@ -183,6 +184,9 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 		if e.File == "" {
 			return nil, fmt.Errorf("--tenants %s: tenant %s: file is required", path, id)
 		}
+		if err := client.CheckLogID(e.LogID); err != nil {
+			return nil, usagef("--tenants %s: tenant %s: %s", path, id, err.Error())
+		}
 		if !filepath.IsAbs(e.File) {
 			e.File = filepath.Join(filepath.Dir(path), e.File)
 		}
@@ -203,6 +207,9 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	if err := o.trustProxy.parse(); err != nil {
 		return err
+	}
+	if o.maxConnsPerAddr < 0 || o.maxConnsPerAddr > o.maxConns {
+		return usagef("--max-conns-per-addr %d: want 1 to --max-conns (%d)", o.maxConnsPerAddr, o.maxConns)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	headSigner, keys, err := logSigner(ctx, o)
@@ -247,7 +254,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
 	// within 2 min, idle connections closed after 2 min, --max-conns connections at once.
 	lim := httplimits.Default()
-	lim.MaxConns = o.maxConns
+	lim.MaxConns, lim.MaxConnsPerAddr = o.maxConns, connShare(o.maxConns, o.maxConnsPerAddr, o.trustProxy.proxy)
 	hs := lim.Server(handler)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
@@ -356,6 +363,9 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		noteKey = ks.Key // C2SP notes are signed in-process only
 	} else if len(o.witnesses) > 0 {
 		return nil, nil, usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
+	}
+	if err := client.CheckLogID(o.logID); err != nil {
+		return nil, nil, usagef("--log-id: %s", err.Error())
 	}
 	th := o.tokenHashes
 	if o.tokenEnv != "" {

@@ -42,6 +42,9 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := admin.CheckToken(adminToken); err != nil {
+		return nil, nil, fmt.Errorf("%s (named by --admin-token-env): %w", o.adminTokenEnv, err)
+	}
 	st, err := openStore(ctx, o.dbEnv)
 	if err != nil {
 		return nil, nil, err

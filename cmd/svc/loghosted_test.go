@@ -46,7 +46,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	t.Cleanup(ss.Close)
 	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
-	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456")
+	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456-0123456789abcdefghij")
 	base, _ := startLogCmd(t, "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--public-url", "https://log.example")
 	admin := func(args ...string) string {
@@ -67,7 +67,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		t.Fatalf("usage: %d %s", s, body)
 	}
 	// The admin API of the same process sees the tenant the command line added.
-	if s, body := httpDo(t, "GET", base+"/admin/tenants", "admin-token-456", ""); s != 200 || !strings.Contains(body, `"id":"acme"`) || !strings.Contains(body, `"id":"default"`) {
+	if s, body := httpDo(t, "GET", base+"/admin/tenants", "admin-token-456-0123456789abcdefghij", ""); s != 200 || !strings.Contains(body, `"id":"acme"`) || !strings.Contains(body, `"id":"default"`) {
 		t.Fatalf("admin tenants: %d %s", s, body)
 	}
 	if s, _ := httpDo(t, "GET", base+"/admin/tenants", "wrong", ""); s != 401 {

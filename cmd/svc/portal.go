@@ -132,6 +132,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	// Headers within 10 s, a body (at most 8 KiB, 256 KiB for the webhook) within
 	// 30 s, an answer within 2 min, idle connections closed after 2 min.
 	lim := httplimits.Default()
+	lim.MaxConnsPerAddr = connShare(lim.MaxConns, 0, o.trustProxy.proxy)
 	hs := lim.Server(p)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()

@@ -22,6 +22,18 @@ func (p *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&p.trusted, "trusted-proxies", "", httplimits.TrustedProxyHelp)
 }
 
+// connShare is a server's per-address connection share: set, or behind a proxy (every
+// connection comes from the proxy) all of maxConns, else httplimits' default.
+func connShare(maxConns, set int, p httplimits.Proxy) int {
+	switch {
+	case set > 0:
+		return set
+	case p.First || p.Hops > 0 || len(p.Trusted) > 0:
+		return maxConns
+	}
+	return 0
+}
+
 // parse checks the flags and keeps their Proxy.
 func (p *proxyFlags) parse() error {
 	pr, err := httplimits.ParseProxy(p.first, p.hops, p.trusted)
