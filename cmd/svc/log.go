@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,13 +49,22 @@ With --db-env the server is database-backed (the hosted log): tenants, tokens an
 are administrative events on the broker (svc log-admin, the admin API), PostgreSQL holds
 their projections, usage, the audit trail and checkpoints, heads are signed by a separate
 svc signer (--signer-url), and the admin API and page are served under /admin with the
-token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
-one database serve the same tenants; each tenant's sequencer runs in one of them.
+token of --admin-token-env (at least 32 characters: openssl rand -hex 32). Any number
+of such processes on one broker (--nats-url) and one database serve the same tenants;
+each tenant's sequencer runs in one of them.
+
+Each client address (an IPv6 /64) holds at most --max-conns-per-addr connections.
+Behind a reverse proxy, say which X-Forwarded-For entry is the client's, for the
+per-address throttles: --trusted-proxies with the proxies' addresses (safest),
+--trust-proxy-hops N behind a fixed chain of N proxies that append to the header, or
+--trust-proxy (the first entry) only behind a proxy that replaces the header
+(docs/design/threats.md, "Behind a proxy").
 
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
 reason, requests by route and status; docs/design/telemetry.md), behind the token of
---metrics-token-env when set; --otlp-metrics also pushes them over OTLP/HTTP. An append
+--metrics-token-env when set; a hosted log (--db-env) serves them only with that token,
+since their labels name tenants. --otlp-metrics also pushes them over OTLP/HTTP. An append
 carrying a sampled W3C traceparent header is traced (HTTP, broker, sequencer) to
 --otlp-traces. --metrics=false turns all of it off.
 
@@ -63,7 +73,8 @@ Example:
     --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081
   SVC_DATABASE_URL=postgres://svc@db/svc SVC_ADMIN_TOKEN=... SVC_SIGNER_TOKEN=... svc log \
     --db-env SVC_DATABASE_URL --admin-token-env SVC_ADMIN_TOKEN --signer-url http://127.0.0.1:8090 \
-    --signer-token-env SVC_SIGNER_TOKEN --public-url https://log.example.com --port 8080`
+    --signer-token-env SVC_SIGNER_TOKEN --public-url https://log.example.com --port 8080 \
+    --metrics-token-env SVC_METRICS_TOKEN --trusted-proxies 10.0.0.0/8`
 
 // logOptions are the flags of svc log that svc up also sets.
 type logOptions struct {
@@ -219,6 +230,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
+	o.telemetry.hosted = o.dbEnv != ""
 	tel, err := setupTelemetry(o.telemetry)
 	if err != nil {
 		return err
@@ -300,9 +312,25 @@ func serveCheckpoints(o logOptions, lim httplimits.Limits, errc chan<- error) (*
 	if err != nil {
 		return nil, "", fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
 	}
-	cps := lim.Server(readOnly(http.FileServer(http.Dir(dir))))
+	cps := lim.Server(readOnly(http.FileServer(filesOnly{http.Dir(dir)})))
 	go func() { errc <- cps.Serve(lim.Listener(cln)) }()
 	return cps, cln.Addr().String(), nil
+}
+
+// filesOnly serves files and nothing else: a directory (the root, a tenant's) is not
+// found, so the checkpoints host lists no tenants.
+type filesOnly struct{ fs http.FileSystem }
+
+func (f filesOnly) Open(name string) (http.File, error) {
+	file, err := f.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		file.Close()
+		return nil, fs.ErrNotExist
+	}
+	return file, nil
 }
 
 // readOnly allows only GET and HEAD.
