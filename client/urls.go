@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // CheckBaseURL checks that base is an http(s) URL and returns it without a trailing
@@ -40,3 +42,24 @@ var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 // characters of a-z, 0-9, '-' and '_', starting with a letter or digit. Self-registered
 // tenants are stricter (3 to 40 of a-z, 0-9, '-'); that is the portal's check.
 func ValidTenant(id string) bool { return tenantRE.MatchString(id) }
+
+// MaxLogIDLen caps a log id (it is signed into every head).
+const MaxLogIDLen = 200
+
+// CheckLogID refuses a log id that cannot be signed into heads as it is: over
+// MaxLogIDLen bytes, not UTF-8, or holding a control or other non-printing character
+// (a newline would forge lines of a signed note). Empty is allowed (no log id).
+func CheckLogID(id string) error {
+	if len(id) > MaxLogIDLen {
+		return fmt.Errorf("logId of %d characters; at most %d", len(id), MaxLogIDLen)
+	}
+	if !utf8.ValidString(id) {
+		return fmt.Errorf("logId %q is not UTF-8", id)
+	}
+	for i, r := range id {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("logId %q has a control or non-printing character (%U) at byte %d; use printable characters, e.g. log.example.com/acme", id, r, i)
+		}
+	}
+	return nil
+}

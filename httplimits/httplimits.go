@@ -1,14 +1,17 @@
 // Package httplimits holds the bounds every svc HTTP server applies to its clients:
 // how long a client may take to send headers and body, how long a response may take
 // to be written, how long an idle keep-alive connection stays open, how large the
-// headers may be and how many connections are served at once. Bodies are capped by
-// each server's handlers (with http.MaxBytesReader), after the credentials are checked.
+// headers may be, how many connections are served at once and how many of them one
+// client address may hold. Bodies are capped by each server's handlers (with
+// http.MaxBytesReader), after the credentials are checked; a response written before
+// the request's body was read closes the connection (the body is never waited for).
 package httplimits
 
 import (
+	"io"
 	"net"
 	"net/http"
-	"strings"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -32,6 +35,11 @@ type Limits struct {
 	// MaxConns caps the connections served at once; more wait in the kernel's
 	// accept queue. Default 1024.
 	MaxConns int
+	// MaxConnsPerAddr caps the connections one client address holds at once (an
+	// IPv4 address, or an IPv6 /64: one host's allocation); one more is answered 503
+	// and closed at once. Default MaxConns/16 (64 of 1024), at least 1. Behind a
+	// reverse proxy every client shares the proxy's address: raise it to MaxConns.
+	MaxConnsPerAddr int
 }
 
 // Default is the bounds of every svc server unless it says otherwise.
@@ -60,6 +68,9 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxConns == 0 {
 		l.MaxConns = d.MaxConns
 	}
+	if l.MaxConnsPerAddr <= 0 {
+		l.MaxConnsPerAddr = max(1, l.MaxConns/16)
+	}
 	return l
 }
 
@@ -67,29 +78,87 @@ func (l Limits) withDefaults() Limits {
 func (l Limits) Server(h http.Handler) *http.Server {
 	l = l.withDefaults()
 	pos := func(d time.Duration) time.Duration { return max(d, 0) }
-	return &http.Server{Handler: h, ReadHeaderTimeout: l.ReadHeader, ReadTimeout: pos(l.Read),
+	return &http.Server{Handler: closeUnread(h), ReadHeaderTimeout: l.ReadHeader, ReadTimeout: pos(l.Read),
 		WriteTimeout: pos(l.Write), IdleTimeout: l.Idle, MaxHeaderBytes: l.MaxHeaderBytes}
 }
 
-// Listener caps the connections ln hands out at once at l.MaxConns.
+// Listener caps the connections ln hands out at once at l.MaxConns, and those of
+// one client address (IPv6: its /64) at l.MaxConnsPerAddr: one address holding its
+// share cannot starve the others, its next connection is answered 503 and closed.
 func (l Limits) Listener(ln net.Listener) net.Listener {
 	l = l.withDefaults()
-	return &limitListener{Listener: ln, sem: make(chan struct{}, l.MaxConns)}
+	return &limitListener{Listener: ln, sem: make(chan struct{}, l.MaxConns), perAddr: l.MaxConnsPerAddr, held: map[string]int{}}
 }
 
 type limitListener struct {
 	net.Listener
-	sem chan struct{}
+	sem     chan struct{}
+	perAddr int
+	mu      sync.Mutex
+	held    map[string]int // connections open per address key
 }
 
+// overShare is the answer to a connection beyond its address's share.
+const overShare = "HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 52\r\n\r\ntoo many connections from this address; retry later\n"
+
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
+	for {
+		l.sem <- struct{}{}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.sem
+			return nil, err
+		}
+		key := addrKey(c.RemoteAddr())
+		if !l.take(key) {
+			<-l.sem
+			_ = c.SetWriteDeadline(time.Now().Add(time.Second))
+			_, _ = io.WriteString(c, overShare)
+			_ = c.Close()
+			continue
+		}
+		return &limitConn{Conn: c, release: func() { l.put(key); <-l.sem }}, nil
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+// take counts one more connection of key, false when key holds its share.
+func (l *limitListener) take(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[key] >= l.perAddr {
+		return false
+	}
+	l.held[key]++
+	return true
+}
+
+func (l *limitListener) put(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held[key]--; l.held[key] <= 0 {
+		delete(l.held, key)
+	}
+}
+
+// addrKey is what a connection's share is counted by: its IPv4 address, or the /64
+// of its IPv6 address; the whole address text otherwise.
+func addrKey(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return AddrKey(ap.Addr())
+}
+
+// AddrKey is the key per-address limits count ip by: an IPv4 address (also when
+// IPv4-mapped) as itself, an IPv6 address by its /64 (one host's allocation).
+func AddrKey(ip netip.Addr) string {
+	ip = ip.Unmap()
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, _ := ip.WithZone("").Prefix(64)
+	return p.String()
 }
 
 type limitConn struct {
@@ -102,23 +171,4 @@ func (c *limitConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
-}
-
-// ClientAddr is the address per-address limits count: the peer's, or with
-// trustProxy the first X-Forwarded-For entry when it is an IP address (only behind a
-// proxy that sets it: a client can forge the header).
-func ClientAddr(r *http.Request, trustProxy bool) string {
-	if trustProxy {
-		if xff := r.Header.Get("X-Forwarded-For"); xff != "" {
-			first := strings.TrimSpace(strings.Split(xff, ",")[0])
-			if ip := net.ParseIP(first); ip != nil {
-				return ip.String()
-			}
-		}
-	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }

@@ -33,7 +33,7 @@ func serve(t *testing.T, l httplimits.Limits) string {
 // A client that stops sending its body, or its headers, is cut off; an idle
 // keep-alive connection is closed; connections beyond MaxConns wait.
 func TestLimitsOverRealConnections(t *testing.T) {
-	addr := serve(t, httplimits.Limits{ReadHeader: 300 * time.Millisecond, Read: 500 * time.Millisecond, Idle: 300 * time.Millisecond, MaxConns: 2})
+	addr := serve(t, httplimits.Limits{ReadHeader: 300 * time.Millisecond, Read: 500 * time.Millisecond, Idle: 300 * time.Millisecond, MaxConns: 2, MaxConnsPerAddr: 2})
 	closedWithin := func(name string, c net.Conn, d time.Duration) {
 		t.Helper()
 		c.SetReadDeadline(time.Now().Add(d))

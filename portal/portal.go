@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
@@ -50,9 +51,9 @@ type Config struct {
 	PortalURL string
 	// Billing, when set, turns on checkout, the billing portal and the webhook.
 	Billing *Billing
-	// TrustProxy takes the client address of the throttles from the first
-	// X-Forwarded-For address; only behind a proxy that sets it.
-	TrustProxy bool
+	// TrustProxy says which address the throttles count behind a proxy (the zero
+	// value: the peer; see httplimits.Proxy for which form suits which proxy).
+	TrustProxy httplimits.Proxy
 	// Web is the tree served at the site root; default web.FS.
 	Web fs.FS
 	// SessionTTL is how long a session lives; default 7 days.

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/portal"
@@ -73,7 +74,7 @@ func TestCookieFlags(t *testing.T) {
 // Retry-After; X-Forwarded-For counts only with TrustProxy.
 func TestRegistrationThrottle(t *testing.T) {
 	for _, trust := range []bool{false, true} {
-		e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.TrustProxy = trust }})
+		e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.TrustProxy = httplimits.Proxy{First: trust} }})
 		b := newBrowser(t, e.URL)
 		b.addr = "203.0.113.7"
 		for i := range 5 {
@@ -96,7 +97,7 @@ func itoa(i int) string { return string(rune('0' + i)) }
 // TestLoginThrottle: wrong passwords from one address get 401 until the burst is
 // used, then 429 even for the right password; another address is unaffected.
 func TestLoginThrottle(t *testing.T) {
-	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.TrustProxy = true; c.LoginBurst = 4 }})
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.TrustProxy = httplimits.Proxy{First: true}; c.LoginBurst = 4 }})
 	newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
 	b := newBrowser(t, e.URL)
 	b.addr = "198.51.100.1"

@@ -19,9 +19,11 @@ first=""
 umask 077
 [ -f "$DATA/signer.token" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/signer.token"
 [ -f "$DATA/portal.secret" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/portal.secret"
+[ -f "$DATA/metrics.token" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/metrics.token"
 if [ ! -f "$DATA/admin.token" ]; then head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/admin.token"; first=1; fi
 umask 022
 export SVC_SIGNER_TOKEN=$(cat "$DATA/signer.token") SVC_ADMIN_TOKEN=$(cat "$DATA/admin.token") SVC_PORTAL_SECRET=$(cat "$DATA/portal.secret")
+export SVC_METRICS_TOKEN=$(cat "$DATA/metrics.token")
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
 trap cleanup EXIT INT TERM
@@ -30,7 +32,7 @@ for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$SIGNER_PORT/keys" >/dev/nul
 bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
   --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --port "$PORT" \
   --checkpoints-port "$CHECKPOINTS_PORT" --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" \
-  2>>"$DATA/log.log" & pids+=($!)
+  --metrics-token-env SVC_METRICS_TOKEN 2>>"$DATA/log.log" & pids+=($!)
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "the log server did not start; see $DATA/log.log" >&2; exit 1; }
 bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --secret-env SVC_PORTAL_SECRET \
@@ -46,6 +48,8 @@ svc hosted stack is up (logs in $DATA/*.log).
   portal (self-serve)     http://127.0.0.1:$PORTAL_PORT
   NATS (for log-admin)    nats://127.0.0.1:$NATS_PORT
   database                $SVC_DATABASE_URL
+  metrics (token in $DATA/metrics.token; its labels name tenants)
+    curl -s -H "Authorization: Bearer \$(cat $DATA/metrics.token)" http://127.0.0.1:$PORT/metrics
 MSG
 if [ -n "$first" ]; then
   echo; echo "  admin token (shown once; kept in $DATA/admin.token, mode 0600, for restarts):"; echo "    $SVC_ADMIN_TOKEN"

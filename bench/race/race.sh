@@ -55,10 +55,12 @@ wait_line() {
 
 # start_svc BINARY NAME: a fresh svc log under $WORK/NAME; sets PID and URL.
 start_svc() {
-  local d="$WORK/$2"; mkdir -p "$d"
+  local d="$WORK/$2"; mkdir -p "$d"; local share=()
+  # wrk's connections all come from 127.0.0.1: lift the per-address share where the binary has one.
+  "$1" log --help 2>&1 | grep -q max-conns-per-addr && share=(--max-conns-per-addr 1024)
   "$1" keygen --dir "$d" --name log >/dev/null
   "$1" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port 0 \
-    --checkpoint-every 1 --log-id example.com/svc-race 2>"$d/svc.log" &
+    --checkpoint-every 1 --log-id example.com/svc-race "${share[@]}" 2>"$d/svc.log" &
   PID=$!; pids+=("$PID")
   wait_line "$d/svc.log" "log server listening"
   URL="http://$(grep -m1 "log server listening" "$d/svc.log" | sed -E 's/.* addr=([^ ]+).*/\1/')/$ROUTE"
@@ -71,7 +73,7 @@ B_URL=""
 if [ -n "${B_FLAGS:-}" ]; then
   # shellcheck disable=SC2086 # B_FLAGS is a list of flags
   "$WORK/svc" log --file "$WORK/log-b.jsonl" --key "$WORK/log.key" --data "$WORK/data-b" --port 0 \
-    --checkpoint-every 1 --log-id example.com/svc-race-b $B_FLAGS 2>"$WORK/svc-b.log" &
+    --checkpoint-every 1 --log-id example.com/svc-race-b --max-conns-per-addr 1024 $B_FLAGS 2>"$WORK/svc-b.log" &
   B_PID=$!; pids+=("$B_PID")
   wait_line "$WORK/svc-b.log" "log server listening"
   B_URL="http://$(grep -m1 "log server listening" "$WORK/svc-b.log" | sed -E 's/.* addr=([^ ]+).*/\1/')/$ROUTE"

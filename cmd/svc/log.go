@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,13 +49,22 @@ With --db-env the server is database-backed (the hosted log): tenants, tokens an
 are administrative events on the broker (svc log-admin, the admin API), PostgreSQL holds
 their projections, usage, the audit trail and checkpoints, heads are signed by a separate
 svc signer (--signer-url), and the admin API and page are served under /admin with the
-token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
-one database serve the same tenants; each tenant's sequencer runs in one of them.
+token of --admin-token-env (at least 32 characters: openssl rand -hex 32). Any number
+of such processes on one broker (--nats-url) and one database serve the same tenants;
+each tenant's sequencer runs in one of them.
+
+Each client address (an IPv6 /64) holds at most --max-conns-per-addr connections.
+Behind a reverse proxy, say which X-Forwarded-For entry is the client's, for the
+per-address throttles: --trusted-proxies with the proxies' addresses (safest),
+--trust-proxy-hops N behind a fixed chain of N proxies that append to the header, or
+--trust-proxy (the first entry) only behind a proxy that replaces the header
+(docs/design/threats.md, "Behind a proxy").
 
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
 reason, requests by route and status; docs/design/telemetry.md), behind the token of
---metrics-token-env when set; --otlp-metrics also pushes them over OTLP/HTTP. An append
+--metrics-token-env when set; a hosted log (--db-env) serves them only with that token,
+since their labels name tenants. --otlp-metrics also pushes them over OTLP/HTTP. An append
 carrying a sampled W3C traceparent header is traced (HTTP, broker, sequencer) to
 --otlp-traces. --metrics=false turns all of it off.
 
@@ -63,7 +73,8 @@ Example:
     --token-env SVC_LOG_TOKEN --log-id acme-prod --port 8080 --checkpoints-port 8081
   SVC_DATABASE_URL=postgres://svc@db/svc SVC_ADMIN_TOKEN=... SVC_SIGNER_TOKEN=... svc log \
     --db-env SVC_DATABASE_URL --admin-token-env SVC_ADMIN_TOKEN --signer-url http://127.0.0.1:8090 \
-    --signer-token-env SVC_SIGNER_TOKEN --public-url https://log.example.com --port 8080`
+    --signer-token-env SVC_SIGNER_TOKEN --public-url https://log.example.com --port 8080 \
+    --metrics-token-env SVC_METRICS_TOKEN --trusted-proxies 10.0.0.0/8`
 
 // logOptions are the flags of svc log that svc up also sets.
 type logOptions struct {
@@ -73,10 +84,10 @@ type logOptions struct {
 	port, checkpointsPort               int
 	data, natsURL, natsListen           string
 	replicas                            int
-	maxConns                            int
+	maxConns, maxConnsPerAddr           int
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
-	trustProxy                          bool
+	trustProxy                          proxyFlags
 	witnesses                           listFlag
 	tokenHashes                         [][32]byte // svc up: the hash of its generated token
 	// The database-backed server (--db-env).
@@ -93,10 +104,11 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
 	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
+	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections one client address (IPv6: its /64) holds at `once`; one more is answered 503 (default --max-conns/16; --max-conns behind a proxy flag, whose peer is the proxy)")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
 	fs.IntVar(&o.checkpointEvery, "checkpoint-every", 300, "`seconds` between checkpoints of a log that grew")
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
-	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "per-address limits use the first X-Forwarded-For address (only behind a proxy)")
+	o.trustProxy.register(fs)
 	o.telemetry.register(fs)
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
@@ -183,6 +195,9 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 		if e.File == "" {
 			return nil, fmt.Errorf("--tenants %s: tenant %s: file is required", path, id)
 		}
+		if err := client.CheckLogID(e.LogID); err != nil {
+			return nil, usagef("--tenants %s: tenant %s: %s", path, id, err.Error())
+		}
 		if !filepath.IsAbs(e.File) {
 			e.File = filepath.Join(filepath.Dir(path), e.File)
 		}
@@ -201,6 +216,12 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.maxConns < 1 || o.maxConns > 65536 {
 		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
 	}
+	if err := o.trustProxy.parse(); err != nil {
+		return err
+	}
+	if o.maxConnsPerAddr < 0 || o.maxConnsPerAddr > o.maxConns {
+		return usagef("--max-conns-per-addr %d: want 1 to --max-conns (%d)", o.maxConnsPerAddr, o.maxConns)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	headSigner, keys, err := logSigner(ctx, o)
 	if err != nil {
@@ -209,6 +230,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
 	}
+	o.telemetry.hosted = o.dbEnv != ""
 	tel, err := setupTelemetry(o.telemetry)
 	if err != nil {
 		return err
@@ -244,7 +266,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
 	// within 2 min, idle connections closed after 2 min, --max-conns connections at once.
 	lim := httplimits.Default()
-	lim.MaxConns = o.maxConns
+	lim.MaxConns, lim.MaxConnsPerAddr = o.maxConns, connShare(o.maxConns, o.maxConnsPerAddr, o.trustProxy.proxy)
 	hs := lim.Server(handler)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
@@ -290,9 +312,25 @@ func serveCheckpoints(o logOptions, lim httplimits.Limits, errc chan<- error) (*
 	if err != nil {
 		return nil, "", fmt.Errorf("listen on %s:%d for checkpoints: %w", o.host, o.checkpointsPort, err)
 	}
-	cps := lim.Server(readOnly(http.FileServer(http.Dir(dir))))
+	cps := lim.Server(readOnly(http.FileServer(filesOnly{http.Dir(dir)})))
 	go func() { errc <- cps.Serve(lim.Listener(cln)) }()
 	return cps, cln.Addr().String(), nil
+}
+
+// filesOnly serves files and nothing else: a directory (the root, a tenant's) is not
+// found, so the checkpoints host lists no tenants.
+type filesOnly struct{ fs http.FileSystem }
+
+func (f filesOnly) Open(name string) (http.File, error) {
+	file, err := f.fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := file.Stat(); err != nil || st.IsDir() {
+		file.Close()
+		return nil, fs.ErrNotExist
+	}
+	return file, nil
 }
 
 // readOnly allows only GET and HEAD.
@@ -354,6 +392,9 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 	} else if len(o.witnesses) > 0 {
 		return nil, nil, usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
 	}
+	if err := client.CheckLogID(o.logID); err != nil {
+		return nil, nil, usagef("--log-id: %s", err.Error())
+	}
 	th := o.tokenHashes
 	if o.tokenEnv != "" {
 		if th, err = tokenHashes(o.tokenEnv); err != nil {
@@ -378,7 +419,7 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger, Actor: commandLineActor(),
+		TrustProxy: o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
 		NoteKey: noteKey, Witnesses: o.witnesses,
 	})
 	if err != nil {

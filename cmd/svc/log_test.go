@@ -21,6 +21,14 @@ import (
 // startLogCmd runs `svc log` in-process and returns its base URL once it listens.
 func startLogCmd(t *testing.T, args ...string) (string, context.CancelFunc) {
 	t.Helper()
+	base, _, cancel := startLogCmdCP(t, args...)
+	return base, cancel
+}
+
+// startLogCmdCP is startLogCmd that also returns the checkpoints host's address
+// ("" without --checkpoints-port).
+func startLogCmdCP(t *testing.T, args ...string) (string, string, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
@@ -29,26 +37,26 @@ func startLogCmd(t *testing.T, args ...string) (string, context.CancelFunc) {
 		done <- run(ctx, append([]string{"log", "--port", "0"}, args...), &out, pw)
 		pw.Close()
 	}()
-	addr := make(chan string, 1)
+	addr := make(chan []string, 1)
 	go func() {
-		re := regexp.MustCompile(`msg="log server listening" addr=(\S+)`)
+		re := regexp.MustCompile(`msg="log server listening" addr=(\S+) checkpoints=(\S+)`)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
+				addr <- m
 			}
 		}
 	}()
 	select {
-	case a := <-addr:
+	case m := <-addr:
 		t.Cleanup(func() { cancel(); <-done })
-		return "http://" + a, cancel
+		return "http://" + m[1], strings.Trim(m[2], `"`), cancel
 	case code := <-done:
 		t.Fatalf("svc log exited with %d", code)
 	case <-time.After(30 * time.Second):
 		t.Fatal("svc log did not start")
 	}
-	return "", nil
+	return "", "", nil
 }
 
 // TestLogWithRemoteSigner: the log server signs through svc signer and never holds

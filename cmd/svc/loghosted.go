@@ -42,6 +42,9 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := admin.CheckToken(adminToken); err != nil {
+		return nil, nil, fmt.Errorf("%s (named by --admin-token-env): %w", o.adminTokenEnv, err)
+	}
 	st, err := openStore(ctx, o.dbEnv)
 	if err != nil {
 		return nil, nil, err
@@ -50,7 +53,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
+		TrustProxy: o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
 	})
 	if err != nil {
 		st.Close()
@@ -68,7 +71,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 			m, n := svc.Quota().Used(tenant)
 			return m, n, m != ""
 		},
-		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, KeyID: headSigner.KeyID(), TrustProxy: o.trustProxy, Logger: logger,
+		PublicURL: o.publicURL, CheckpointsURL: o.checkpointsURL, KeyID: headSigner.KeyID(), TrustProxy: o.trustProxy.proxy, Logger: logger,
 	})
 	if err != nil {
 		svc.Close()

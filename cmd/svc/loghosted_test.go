@@ -46,9 +46,11 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	t.Cleanup(ss.Close)
 	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
-	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456")
+	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456-0123456789abcdefghij")
+	t.Setenv("TEST_METRICS_TOKEN", "metrics-token-789")
 	base, _ := startLogCmd(t, "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--data", filepath.Join(dir, "data"),
-		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--public-url", "https://log.example")
+		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--public-url", "https://log.example",
+		"--metrics-token-env", "TEST_METRICS_TOKEN")
 	admin := func(args ...string) string {
 		return mustRun(t, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL()}, args...)...)
 	}
@@ -67,7 +69,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		t.Fatalf("usage: %d %s", s, body)
 	}
 	// The admin API of the same process sees the tenant the command line added.
-	if s, body := httpDo(t, "GET", base+"/admin/tenants", "admin-token-456", ""); s != 200 || !strings.Contains(body, `"id":"acme"`) || !strings.Contains(body, `"id":"default"`) {
+	if s, body := httpDo(t, "GET", base+"/admin/tenants", "admin-token-456-0123456789abcdefghij", ""); s != 200 || !strings.Contains(body, `"id":"acme"`) || !strings.Contains(body, `"id":"default"`) {
 		t.Fatalf("admin tenants: %d %s", s, body)
 	}
 	if s, _ := httpDo(t, "GET", base+"/admin/tenants", "wrong", ""); s != 401 {
@@ -76,7 +78,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	// /metrics of the hosted process: routes by pattern (never the tenant's path), the
 	// database projection among the consumers, acme's sequencer backlog.
 	testkit.Eventually(t, 10*time.Second, func() error {
-		s, body := httpDo(t, "GET", base+"/metrics", "", "")
+		s, body := httpDo(t, "GET", base+"/metrics", "metrics-token-789", "")
 		for _, want := range []string{
 			`svc_http_requests_total{route="POST /t/{tenant}/append",status="200"} 1`,
 			`svc_http_requests_total{route="POST /t/{tenant}/append",status="401"} 1`,

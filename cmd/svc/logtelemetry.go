@@ -20,11 +20,20 @@ type telemetryOptions struct {
 	metricsTokenEnv string
 	otlpMetrics     string
 	otlpTraces      string
+	hosted          bool // the database-backed server: /metrics needs the token
+}
+
+// scrapeCommand is how to read base's /metrics, working when pasted.
+func (o telemetryOptions) scrapeCommand(base string) string {
+	if o.metricsTokenEnv != "" {
+		return fmt.Sprintf("curl -s -H \"Authorization: Bearer $%s\" %s/metrics", o.metricsTokenEnv, base)
+	}
+	return "curl -s " + base + "/metrics"
 }
 
 func (o *telemetryOptions) register(fs *flag.FlagSet) {
 	fs.BoolVar(&o.metrics, "metrics", true, "serve GET /metrics (Prometheus text form) and keep the metrics of docs/design/telemetry.md; --metrics=false turns telemetry off")
-	fs.StringVar(&o.metricsTokenEnv, "metrics-token-env", "", "environment `variable` holding a bearer token that GET /metrics requires (labels name tenants: set it on a hosted log)")
+	fs.StringVar(&o.metricsTokenEnv, "metrics-token-env", "", "environment `variable` holding a bearer token that GET /metrics requires; a hosted log (--db-env) serves /metrics only with it (its labels name tenants)")
 	fs.StringVar(&o.otlpMetrics, "otlp-metrics", "", "also push the metrics every 15 s over OTLP/HTTP to this `URL` (e.g. http://collector:4318/v1/metrics)")
 	fs.StringVar(&o.otlpTraces, "otlp-traces", "", "export the append path's spans (for requests carrying a sampled traceparent) over OTLP/HTTP to this `URL` (e.g. http://collector:4318/v1/traces)")
 }
@@ -63,7 +72,14 @@ func withTelemetry(o telemetryOptions, tel *telemetry.Telemetry, svc *logservice
 	}
 	metrics := tel.Handler()
 	mux := http.NewServeMux()
+	if o.hosted && token == "" {
+		logger.Warn("GET /metrics is refused: its labels name tenants, and a hosted log serves them only with --metrics-token-env (OTLP export, if set, goes on)")
+	}
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		if o.hosted && token == "" {
+			http.Error(w, "forbidden: this hosted log serves /metrics only with --metrics-token-env (its labels name tenants)", http.StatusForbidden)
+			return
+		}
 		if token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte("Bearer "+token)) != 1 {
 			w.Header().Set("WWW-Authenticate", "Bearer")
 			http.Error(w, "unauthorized: GET /metrics needs Authorization: Bearer <the token of --metrics-token-env>", http.StatusUnauthorized)

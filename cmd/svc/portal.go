@@ -48,7 +48,7 @@ type portalOptions struct {
 	logURL                             string
 	host                               string
 	port                               int
-	trustProxy                         bool
+	trustProxy                         proxyFlags
 	stripeKeyEnv, stripeHookEnv, price string
 	stripeAPI                          string
 }
@@ -61,7 +61,7 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // address it listens on.
 // portalFlags parses svc portal's flags.
 func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
-	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy]", portalHelp, stderr)
+	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy | --trust-proxy-hops N | --trusted-proxies <addrs>]", portalHelp, stderr)
 	var o portalOptions
 	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL of the log's database (required)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
@@ -72,13 +72,15 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
-	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "throttles use the first X-Forwarded-For address (only behind a proxy)")
+	o.trustProxy.register(fs)
 	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
 	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
 	fs.StringVar(&o.price, "stripe-price", "", "billing: the Stripe price `id` of the team plan")
 	fs.StringVar(&o.stripeAPI, "stripe-api-url", "", "billing: the Stripe API base `URL` (default Stripe's; stripe-mock in tests)")
-	_, err := parseFlags(fs, args)
-	return o, err
+	if _, err := parseFlags(fs, args); err != nil {
+		return o, err
+	}
+	return o, o.trustProxy.parse()
 }
 
 func servePortal(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
@@ -118,7 +120,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
 		PublicURL: o.publicURL, LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
-		Billing: bill, TrustProxy: o.trustProxy, Logger: logger,
+		Billing: bill, TrustProxy: o.trustProxy.proxy, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -130,6 +132,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	// Headers within 10 s, a body (at most 8 KiB, 256 KiB for the webhook) within
 	// 30 s, an answer within 2 min, idle connections closed after 2 min.
 	lim := httplimits.Default()
+	lim.MaxConnsPerAddr = connShare(lim.MaxConns, 0, o.trustProxy.proxy)
 	hs := lim.Server(p)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()

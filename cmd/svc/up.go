@@ -79,6 +79,9 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stdout, "  checkpoints (read-only)   http://%s/default/latest.json\n", cpAddr)
 		}
 		fmt.Fprintf(stdout, "  log file                  %s\n", o.file)
+		if o.telemetry.metrics {
+			fmt.Fprintf(stdout, "  metrics                   %s\n", o.telemetry.scrapeCommand(base))
+		}
 		if token != "" {
 			fmt.Fprintf(stdout, "\n  bearer token (shown once; only its hash is kept):\n    %s\n", token)
 		} else if o.tokenEnv == "" {

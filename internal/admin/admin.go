@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -24,9 +22,22 @@ import (
 // MaxBody caps an admin request body.
 const MaxBody = 16 << 10
 
+// MinTokenLen is the shortest admin token accepted: it stands for the operator, so
+// it must be beyond guessing (32 random hex characters are 128 bits).
+const MinTokenLen = 32
+
+// CheckToken refuses an admin token too short to be a secret, saying what to do.
+func CheckToken(token string) error {
+	if len(token) < MinTokenLen {
+		return fmt.Errorf("admin: the admin token has %d characters; give at least %d random ones (e.g. openssl rand -hex 32)", len(token), MinTokenLen)
+	}
+	return nil
+}
+
 // Config configures the admin routes.
 type Config struct {
-	// Token is the admin token; required. Only its SHA-256 is kept.
+	// Token is the admin token; required, at least MinTokenLen characters. Only its
+	// SHA-256 is kept.
 	Token string
 	// Admin publishes administrative events; View is this process's fold of them.
 	// Both required.
@@ -38,12 +49,15 @@ type Config struct {
 	// sequencer's quota); the store's projection answers otherwise.
 	Usage func(tenant string) (month string, appends uint64, ok bool)
 	// LatestCheckpoint, when set, tells the page a tenant's latest checkpoint.
-	PublicURL      string // the log's public base URL, for the welcome text and info
-	CheckpointsURL string // the checkpoints host, for info
-	KeyID          string // the log key's id, for info
-	TrustProxy     bool   // per-address throttling uses the first X-Forwarded-For address
-	Logger         *slog.Logger
-	Now            func() time.Time // default time.Now
+	PublicURL      string           // the log's public base URL, for the welcome text and info
+	CheckpointsURL string           // the checkpoints host, for info
+	KeyID          string           // the log key's id, for info
+	TrustProxy     httplimits.Proxy // which address per-address throttling counts behind a proxy
+	// ThrottleTable caps the addresses the throttle of wrong attempts tracks; default
+	// DefaultThrottleTable. Active blocks are never dropped to make room.
+	ThrottleTable int
+	Logger        *slog.Logger
+	Now           func() time.Time // default time.Now
 }
 
 // Handler serves /admin and /admin/*.
@@ -57,9 +71,10 @@ type Handler struct {
 
 // New checks cfg and builds the routes.
 func New(cfg Config) (*Handler, error) {
+	if err := CheckToken(cfg.Token); err != nil {
+		return nil, err
+	}
 	switch {
-	case cfg.Token == "":
-		return nil, errors.New("admin: no admin token")
 	case cfg.Admin == nil || cfg.View == nil || cfg.Store == nil:
 		return nil, errors.New("admin: the admin publisher, view and store are required")
 	}
@@ -69,17 +84,21 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ThrottleTable <= 0 {
+		cfg.ThrottleTable = DefaultThrottleTable
+	}
 	h := &Handler{cfg: cfg, token: sha256.Sum256([]byte(cfg.Token)), mux: http.NewServeMux(), log: cfg.Logger}
+	h.thr.size = cfg.ThrottleTable
 	routes := map[string]func(http.ResponseWriter, *http.Request, string){
 		"GET /admin":                                      h.page,
 		"POST /admin/page":                                h.pageAction,
 		"GET /admin/tenants":                              h.listTenants,
-		"POST /admin/tenants":                             h.addTenant,
-		"POST /admin/tenants/{id}/disable":                h.disable,
-		"POST /admin/tenants/{id}/plan":                   h.plan,
+		"POST /admin/tenants":                             h.write(h.addTenant, true),
+		"POST /admin/tenants/{id}/disable":                h.write(h.disable, false),
+		"POST /admin/tenants/{id}/plan":                   h.write(h.plan, true),
 		"GET /admin/tenants/{id}/tokens":                  h.listTokens,
-		"POST /admin/tenants/{id}/tokens":                 h.addToken,
-		"POST /admin/tenants/{id}/tokens/{prefix}/revoke": h.revoke,
+		"POST /admin/tenants/{id}/tokens":                 h.write(h.addToken, true),
+		"POST /admin/tenants/{id}/tokens/{prefix}/revoke": h.write(h.revoke, false),
 		"GET /admin/usage":                                h.usage,
 		"GET /admin/usage.csv":                            h.usageCSV,
 		"GET /admin/audit":                                h.audit,
@@ -111,8 +130,8 @@ func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.
 		token, actor := credentials(r, addr)
 		if !tokenMatches(token, h.token) {
 			if token != "" {
-				h.thr.fail(addr, now)
-				h.log.Warn("wrong admin credentials", "addr", addr, "path", r.URL.Path)
+				tracked := h.thr.fail(addr, now)
+				h.log.Warn("wrong admin credentials", "addr", addr, "path", r.URL.Path, "counted", tracked)
 			}
 			w.Header().Set("WWW-Authenticate", basicRealmHdr)
 			logserver.WriteError(w, http.StatusUnauthorized, "unauthorized")
@@ -143,25 +162,10 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	logserver.WriteError(w, status, err.Error())
 }
 
-// decode reads a JSON body of at most MaxBody bytes into v, refusing unknown fields.
+// decode reads a JSON body of at most MaxBody bytes into v, refusing unknown fields
+// and data after the value.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			logserver.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", MaxBody))
-			return false
-		}
-		logserver.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
-		return false
-	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		logserver.WriteError(w, http.StatusBadRequest, "body: "+err.Error())
-		return false
-	}
-	return true
+	return logserver.Decode(w, r, MaxBody, v)
 }
 
 // tenantJSON is the Tenant of the admin API.

@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/internal/testkit"
 )
 
-const adminToken = "admin-secret"
+const adminToken = "admin-secret-0123456789abcdefghijklmn"
 
 type fixture struct {
 	url   string
@@ -29,6 +30,13 @@ type fixture struct {
 }
 
 func start(t *testing.T, trustProxy bool) *fixture {
+	t.Helper()
+	return startWith(t, func(c *Config) { c.TrustProxy = httplimits.Proxy{First: trustProxy} })
+}
+
+// startWith serves the admin routes over a real listener, with configure applied to
+// the fixture's Config.
+func startWith(t *testing.T, configure func(*Config)) *fixture {
 	t.Helper()
 	_, js := testkit.Broker(t)()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -43,7 +51,9 @@ func start(t *testing.T, trustProxy bool) *fixture {
 	if err := v.Start(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	h, err := New(Config{Token: adminToken, Admin: &tenancy.Admin{JS: js, View: v}, View: v, Store: st, PublicURL: "https://log.example", TrustProxy: trustProxy, Logger: slog.New(slog.DiscardHandler)})
+	cfg := Config{Token: adminToken, Admin: &tenancy.Admin{JS: js, View: v}, View: v, Store: st, PublicURL: "https://log.example", Logger: slog.New(slog.DiscardHandler)}
+	configure(&cfg)
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,6 +84,9 @@ func (f *fixture) do(t *testing.T, c call) (int, http.Header, []byte) {
 	}
 	if c.auth != nil {
 		c.auth(req)
+	}
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range c.header {
 		req.Header.Set(k, v)

@@ -14,12 +14,15 @@ import (
 const (
 	MaxFailures   = 5
 	ThrottleFor   = time.Minute
-	maxThrottled  = 100000
 	basicRealmHdr = `Basic realm="svc admin", charset="UTF-8"`
 )
 
+// DefaultThrottleTable is how many addresses the throttle tracks by default.
+const DefaultThrottleTable = 100000
+
 type throttle struct {
 	mu    sync.Mutex
+	size  int // addresses tracked at most
 	fails map[string]*failures
 }
 
@@ -44,12 +47,17 @@ func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
 	return 0, false
 }
 
-// fail records a wrong attempt from addr.
-func (t *throttle) fail(addr string, now time.Time) {
+// fail records a wrong attempt from addr. A full table makes room by dropping
+// expired entries, then an address still counting; never an active block. When every
+// entry is an active block, addr's attempt is not counted (and a warning says so).
+func (t *throttle) fail(addr string, now time.Time) (tracked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.fails == nil || len(t.fails) >= maxThrottled {
+	if t.fails == nil {
 		t.fails = map[string]*failures{}
+	}
+	if _, ok := t.fails[addr]; !ok && len(t.fails) >= max(t.size, 1) && !t.makeRoom(now) {
+		return false
 	}
 	f := t.fails[addr]
 	if f == nil || now.Sub(f.first) > ThrottleFor {
@@ -60,6 +68,29 @@ func (t *throttle) fail(addr string, now time.Time) {
 	if f.n >= MaxFailures {
 		f.blocked = now
 	}
+	return true
+}
+
+// makeRoom frees one entry or more of a full table: the expired ones, else one that
+// is only counting. False when every entry is an active block.
+func (t *throttle) makeRoom(now time.Time) bool {
+	var counting string
+	for a, f := range t.fails {
+		switch {
+		case f.blocked.IsZero() && now.Sub(f.first) > ThrottleFor, !f.blocked.IsZero() && now.Sub(f.blocked) >= ThrottleFor:
+			delete(t.fails, a)
+		case f.blocked.IsZero() && counting == "":
+			counting = a
+		}
+	}
+	if len(t.fails) < t.size {
+		return true
+	}
+	if counting != "" {
+		delete(t.fails, counting)
+		return true
+	}
+	return false
 }
 
 // credentials returns the presented token and the actor it stands for: "bearer" for

@@ -6,8 +6,9 @@
 // Every route needs the admin token, as a bearer or as the HTTP Basic password with
 // any user name, checked (by its SHA-256, in constant time) before a body is read.
 // After MaxFailures wrong attempts from one address within a minute, that address is
-// refused with 429 for a minute. With TrustProxy the address is the first
-// X-Forwarded-For entry; off by default, since a client can forge the header.
+// refused with 429 for a minute. TrustProxy says which X-Forwarded-For entry is the
+// address behind a proxy (httplimits.Proxy); by default the peer, since a client can
+// forge the header.
 //
 // Writes become administrative events (internal/tenancy) whose actor is "bearer" for
 // an API client and "<name at the prompt> (<address>)" for the page and other Basic

@@ -104,6 +104,10 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, actor string, d
 // pageAction performs a form of the page (POST /admin/page, form-encoded, field
 // action: add, disable, plan, token, revoke) and renders the page with the outcome.
 func (h *Handler) pageAction(w http.ResponseWriter, r *http.Request, actor string) {
+	if why := h.crossSite(r); why != "" {
+		logserver.WriteError(w, http.StatusForbidden, "cross-site admin request refused ("+why+"); use the page at /admin itself")
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	if err := r.ParseForm(); err != nil {
 		logserver.WriteError(w, http.StatusBadRequest, "form: "+err.Error())

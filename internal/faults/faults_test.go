@@ -143,7 +143,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	viaProxy := strings.Replace(r.dbURL, pgHost, r.db.Addr(), 1)
 	r.nats = testkit.StartProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
 
-	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
 	r.cpRoot, r.tmpfs = t.TempDir(), errors.New("the short suite has no disk-full case")
 	if full() {
 		r.tmpfs = mountTmpfs(t, r.cpRoot, "8m")

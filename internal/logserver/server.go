@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
@@ -44,10 +45,11 @@ type Config struct {
 	Append *pipeline.Client
 	// Checkpoints says whether checkpoints are published (/health reports it).
 	Checkpoints bool
-	// TrustProxy makes per-address limits (admin throttling, in the database-backed
-	// server) use the first X-Forwarded-For address. Off by default: the header is
-	// client-forgeable. The file-mode routes have no per-address limit.
-	TrustProxy bool
+	// TrustProxy says which address per-address limits (admin throttling and the
+	// broker checks of unknown tokens, in the database-backed server) count behind a
+	// proxy. The zero value counts the peer: the header is client-forgeable. The
+	// file-mode routes have no per-address limit.
+	TrustProxy httplimits.Proxy
 	Logger     *slog.Logger
 	Now        func() time.Time
 	// Dynamic allows a server that starts with no tenants and gets them from

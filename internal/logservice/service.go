@@ -23,6 +23,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
@@ -60,7 +61,7 @@ type Config struct {
 	CheckpointDir       string
 	CheckpointEvery     time.Duration // default 300 s
 	CheckpointHeartbeat time.Duration // default 21600 s
-	TrustProxy          bool
+	TrustProxy          httplimits.Proxy
 	// NoteKey, when set (the in-process log key), also publishes every checkpoint as a
 	// C2SP signed note (Dir/<tenant>/checkpoint) and has it cosigned by the C2SP
 	// tlog-witnesses in Witnesses.

@@ -84,8 +84,8 @@ func (a *Admin) AddTenant(ctx context.Context, actor, id, logID string) (Tenant,
 	if !client.ValidTenant(id) {
 		return Tenant{}, fmt.Errorf("%w: tenant id %q: use 1 to 63 of a-z, 0-9, - and _, starting with a letter or digit", ErrInvalid, id)
 	}
-	if len(logID) > 200 {
-		return Tenant{}, fmt.Errorf("%w: logId of %d characters; at most 200", ErrInvalid, len(logID))
+	if err := client.CheckLogID(logID); err != nil {
+		return Tenant{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	detail := "log id " + orNone(logID) + ", plan free"
 	var zero uint64

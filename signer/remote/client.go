@@ -113,6 +113,7 @@ func NewClient(ctx context.Context, baseURL, token string, opts ...Option) (*Cli
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.Proxy = nil // the token goes straight to the signer, never through an environment proxy
 		tr.MaxIdleConnsPerHost = 16
+		tr.MaxConnsPerHost = 64 // within the signer's per-address share (256); more calls queue here
 		hc.Transport = tr
 	}
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }

@@ -358,9 +358,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	// Headers within 5 s, a body within 30 s, an answer within 30 s (one signature),
-	// idle connections closed after 2 min, headers at most 64 KiB, 1024 connections.
+	// idle connections closed after 2 min, headers at most 64 KiB, 1024 connections,
+	// 256 of them per client address (a log server's client opens at most 64).
 	lim := httplimits.Limits{ReadHeader: 5 * time.Second, Read: 30 * time.Second, Write: 30 * time.Second,
-		Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10}
+		Idle: 2 * time.Minute, MaxHeaderBytes: 64 << 10, MaxConnsPerAddr: 256}
 	hs := lim.Server(s)
 	hs.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 	hs.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
