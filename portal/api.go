@@ -135,7 +135,7 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 	p.log.Info("portal registration", "tenant", t.ID, "token", tok.TokenHash)
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "token": token, "tokenHash": tok.TokenHash,
-		"welcome": admin.Welcome(p.cfg.PublicURL, t.ID), "exportCommand": p.exportCommand(t.ID),
+		"welcome": admin.Welcome(p.cfg.PublicURL, t.ID, token), "exportCommand": p.exportCommand(t.ID),
 	})
 }
 

@@ -2,6 +2,7 @@ package portal_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,7 +35,7 @@ func TestRegisterAppendKeysLogout(t *testing.T) {
 	if !hex64.MatchString(token) || !hex12.MatchString(reg["tokenHash"].(string)) || reg["plan"] != "free" || reg["tenant"] != "acme" || reg["logId"] == "" {
 		t.Fatalf("register answered %v", reg)
 	}
-	if !strings.Contains(reg["exportCommand"].(string), "svc log-export --log-url "+e.LogURL+" --tenant acme --token-env SVC_TOKEN") || !strings.Contains(reg["welcome"].(string), "/t/acme/append") {
+	if !strings.Contains(reg["exportCommand"].(string), "svc log-export --log-url "+e.LogURL+" --tenant acme --token-env SVC_LOG_TOKEN") || !strings.Contains(reg["welcome"].(string), "/t/acme/append") {
 		t.Fatalf("register answered %v", reg)
 	}
 	// The token appends at once, to the hosted log.
@@ -132,27 +133,55 @@ func TestRegisterAppendKeysLogout(t *testing.T) {
 	}
 }
 
-// TestExportCommandWorks runs the overview's export command with the registration's
-// token against the log: the export adds up.
+// TestExportCommandWorks: what the dashboard prints runs and opens as printed. The
+// registration's welcome curl line appends with the token it shows; the overview's
+// URLs (log, key document, checkpoints) answer 200; the export command, run by sh in a
+// directory where bin/svc is (as after the README's build) with the token in
+// SVC_LOG_TOKEN, exports a log that adds up.
 func TestExportCommandWorks(t *testing.T) {
-	e := portaltest.Start(t, portaltest.Options{})
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.SvcCommand = "bin/svc" }})
 	b := newBrowser(t, e.URL)
 	reg := b.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "bo-team"))
-	for i := range 3 {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(svcBinary(t), filepath.Join(dir, "bin", "svc")); err != nil {
+		t.Fatal(err)
+	}
+	welcome := reg["welcome"].(string)
+	curl, _, ok := strings.Cut(welcome[strings.Index(welcome, "curl "):], " ; ")
+	if !ok || strings.Contains(curl, "<") {
+		t.Fatalf("welcome has no ready curl line: %s", welcome)
+	}
+	if out, err := exec.Command("sh", "-c", curl+" -s").CombinedOutput(); err != nil || !strings.Contains(string(out), `"inclusion"`) {
+		t.Fatalf("the welcome's curl line as printed: %v\n%s\n%s", err, curl, out)
+	}
+	for i := range 2 {
 		logtest.AppendAt(t, e.LogURL, "bo-team", reg["token"].(string), strings.Repeat(string("abc"[i]), 64))
 	}
-	bin := svcBinary(t)
-	dir := t.TempDir()
-	args := strings.Fields(b.must(http.StatusOK, "GET", "/api/overview", "")["exportCommand"].(string))
-	if args[0] != "svc" {
-		t.Fatalf("export command %v", args)
+	ov := b.must(http.StatusOK, "GET", "/api/overview", "")
+	for name, u := range ov["urls"].(map[string]any) {
+		resp, err := http.Get(u.(string))
+		if err != nil {
+			t.Fatalf("urls.%s %s: %v", name, u, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("urls.%s %s: %d %s", name, u, resp.StatusCode, body)
+		}
 	}
-	cmd := exec.Command(bin, args[1:]...)
+	command := ov["exportCommand"].(string)
+	if !strings.HasPrefix(command, "bin/svc log-export ") {
+		t.Fatalf("export command %q", command)
+	}
+	cmd := exec.Command("sh", "-c", command)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "SVC_TOKEN="+reg["token"].(string))
+	cmd.Env = append(os.Environ(), "SVC_LOG_TOKEN="+reg["token"].(string))
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("%v: %v\n%s", args, err, out)
+		t.Fatalf("%s: %v\n%s", command, err, out)
 	}
 	if strings.Contains(string(out), "DOES NOT ADD UP") {
 		t.Fatalf("export: %s", out)

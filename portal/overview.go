@@ -41,9 +41,9 @@ func lastMonths(now time.Time, n int) []string {
 }
 
 // exportCommand is the command line that exports tenant's log, with its token in
-// the environment variable SVC_TOKEN.
+// the environment variable SVC_LOG_TOKEN (the one the welcome and a gateway's config name).
 func (p *Portal) exportCommand(tenant string) string {
-	return "svc log-export --log-url " + p.cfg.PublicURL + " --tenant " + tenant + " --token-env SVC_TOKEN --out " + tenant + "-export"
+	return p.cfg.SvcCommand + " log-export --log-url " + p.cfg.PublicURL + " --tenant " + tenant + " --token-env SVC_LOG_TOKEN --out " + tenant + "-export"
 }
 
 // urls are where a tenant's log, key document and checkpoints are.
@@ -53,7 +53,7 @@ func (p *Portal) urls(tenant string) map[string]string {
 		cps = p.cfg.CheckpointsURL + "/" + tenant + "/"
 	}
 	return map[string]string{
-		"log":         client.TenantBase(p.cfg.PublicURL, tenant),
+		"log":         client.TenantBase(p.cfg.PublicURL, tenant) + "/head", // a page that opens: the signed head
 		"keys":        client.KeyDocumentURL(p.cfg.PublicURL, tenant),
 		"checkpoints": cps,
 	}
@@ -129,7 +129,7 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used, "quota": quota(t.Plan),
 		"treeSize": size, "rootHash": root, "latestCheckpoint": latest, "months": months,
 		"keys": keysOf(t), "audit": auditJSON(audit), "billing": bill, "urls": p.urls(t.ID),
-		"exportCommand": p.exportCommand(t.ID), "welcome": admin.Welcome(p.cfg.PublicURL, t.ID),
+		"exportCommand": p.exportCommand(t.ID), "welcome": admin.Welcome(p.cfg.PublicURL, t.ID, ""),
 		"stripe": p.billing != nil,
 	})
 }

@@ -45,6 +45,9 @@ type Config struct {
 	// PublicURL (set it when the portal reaches the log by another address).
 	LogURL string
 	// CheckpointsURL is the public checkpoints host (urls.checkpoints); optional.
+	// SvcCommand is how tenants run svc in the export command the dashboard shows;
+	// default "svc" (svc portal sets how it was itself started, e.g. bin/svc).
+	SvcCommand     string
 	CheckpointsURL string
 	// PortalURL is the portal's own public address, where billing returns the
 	// browser; required with Billing. A https URL makes the session cookie Secure.
@@ -124,6 +127,9 @@ func New(cfg Config) (*Portal, error) {
 		cfg.Scrypt = DefaultScrypt
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	if cfg.SvcCommand == "" {
+		cfg.SvcCommand = "svc"
+	}
 	cfg.CheckpointsURL = strings.TrimRight(cfg.CheckpointsURL, "/")
 	cfg.LogURL = strings.TrimRight(cfg.LogURL, "/")
 	if cfg.LogURL == "" {

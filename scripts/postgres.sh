@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Makes sure a PostgreSQL answers at the URL given as $1 (postgres://user@host:port/db):
 # when none answers there, starts a throwaway cluster under $2 (default ./data/pg) from
-# the system's PostgreSQL binaries, installing Debian's package when they are absent,
+# the system's PostgreSQL binaries, installing Debian's package when they are absent
+# (scripts/debian.sh),
 # listening on the URL's host and port with trust authentication, and creates the
-# URL's database. Prints nothing but progress lines on stderr. Used by .ci/run and
-# `go tool task up:hosted`.
+# URL's database. Prints nothing but progress lines on stderr. Used by scripts/setup.sh
+# (`go tool task setup`, which the test task runs) and `go tool task up:hosted`.
 set -euo pipefail
 url=${1:?usage: scripts/postgres.sh <postgres URL> [cluster dir]}
 dir=${2:-./data/pg}
@@ -13,8 +14,7 @@ user=${creds%%:*}; hostport=${rest%%/*}; db=${rest#*/}; db=${db%%\?*}
 host=${hostport%%:*}; port=${hostport##*:}; [ "$port" = "$hostport" ] && port=5432
 answers() { PGCONNECT_TIMEOUT=3 psql "postgres://$user@$host:$port/postgres" -Atqc 'select 1' >/dev/null 2>&1; }
 if ! command -v psql >/dev/null || ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  echo "postgres.sh: installing Debian's postgresql package" >&2
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  bash "$(dirname "$0")/debian.sh" postgresql
 fi
 if ! answers; then
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)

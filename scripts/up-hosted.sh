@@ -6,10 +6,29 @@
 # when none answers there, a throwaway cluster under ./data/pg (scripts/postgres.sh).
 # The admin token is printed on the first run; it is kept in $DATA/admin.token (0600)
 # because the server needs it at every start.
+#
+# Ports (environment or task variables: `go tool task up:hosted PORT=9180`): PORT (the
+# log, default 8180), CHECKPOINTS_PORT (PORT+1), SIGNER_PORT (8190), PORTAL_PORT (8170),
+# NATS_PORT (4223); none is `go tool task up`'s 8080/8081, so both run side by side. A
+# port something already answers on is named before anything starts, with a free one
+# to use instead; a component counts as started only when its own process logged that
+# it listens (not when some server answers on its port), else its last log lines are
+# printed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-./data/hosted}
-PORT=${PORT:-8080}; CHECKPOINTS_PORT=${CHECKPOINTS_PORT:-8081}; SIGNER_PORT=${SIGNER_PORT:-8090}; NATS_PORT=${NATS_PORT:-4223}; PORTAL_PORT=${PORTAL_PORT:-8070}
+PORT=${PORT:-8180}; CHECKPOINTS_PORT=${CHECKPOINTS_PORT:-$((PORT + 1))}; SIGNER_PORT=${SIGNER_PORT:-8190}; NATS_PORT=${NATS_PORT:-4223}; PORTAL_PORT=${PORTAL_PORT:-8170}
+taken() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+busy=0
+for v in PORT CHECKPOINTS_PORT SIGNER_PORT PORTAL_PORT NATS_PORT; do
+  p=${!v}
+  if taken "$p"; then
+    free=$((p + 100)); while taken "$free"; do free=$((free + 1)); done
+    echo "up:hosted: port $p ($v) is taken: something already listens there (go tool task up? an earlier up:hosted?); stop it, or choose another: go tool task up:hosted $v=$free" >&2
+    busy=1
+  fi
+done
+[ "$busy" = 0 ] || exit 1
 export SVC_DATABASE_URL=${SVC_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/svc}
 mkdir -p "$DATA/keys" bin
 go build -o bin/svc ./cmd/svc
@@ -27,22 +46,38 @@ export SVC_METRICS_TOKEN=$(cat "$DATA/metrics.token")
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
 trap cleanup EXIT INT TERM
-bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN 2>>"$DATA/signer.log" & pids+=($!)
-for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$SIGNER_PORT/keys" >/dev/null && break; sleep 0.2; done
-bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
+# start <name> <log file> <what its process logs once it listens> <command...>: runs
+# the command in the background, its output appended to the log file, and waits until
+# that process itself logged the line (so another server answering on the port does
+# not count); when it ends or stays silent for 30 s, prints its last lines and exits.
+start() {
+  local name=$1 log=$2 marker=$3; shift 3
+  local from; from=$(($(stat -c %s "$log" 2>/dev/null || echo 0) + 1))
+  "$@" >>"$log" 2>&1 & pids+=($!)
+  local pid=$! i
+  for i in $(seq 1 150); do
+    tail -c +"$from" "$log" | grep -q "$marker" && return 0
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "up:hosted: the $name did not start; its last lines ($log):" >&2
+  tail -c +"$from" "$log" | tail -n 15 | sed 's/^/  /' >&2
+  exit 1
+}
+start signer "$DATA/signer.log" "^listening" \
+  bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN
+start "log server" "$DATA/log.log" "log server listening" \
+  bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
   --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --port "$PORT" \
   --checkpoints-port "$CHECKPOINTS_PORT" --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" \
-  --metrics-token-env SVC_METRICS_TOKEN 2>>"$DATA/log.log" & pids+=($!)
-for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
-curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "the log server did not start; see $DATA/log.log" >&2; exit 1; }
-bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --secret-env SVC_PORTAL_SECRET \
-  --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" --port "$PORTAL_PORT" \
-  2>>"$DATA/portal.log" & pids+=($!)
-for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORTAL_PORT/health" >/dev/null && break; sleep 0.2; done
+  --metrics-token-env SVC_METRICS_TOKEN
+start portal "$DATA/portal.log" "portal listening" \
+  bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --secret-env SVC_PORTAL_SECRET \
+  --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" --port "$PORTAL_PORT"
 cat <<MSG
 svc hosted stack is up (logs in $DATA/*.log).
 
-  log (database-backed)   http://127.0.0.1:$PORT        admin page: http://127.0.0.1:$PORT/admin
+  log (database-backed)   http://127.0.0.1:$PORT/health   admin page: http://127.0.0.1:$PORT/admin
   checkpoints (read-only) http://127.0.0.1:$CHECKPOINTS_PORT
   signer                  http://127.0.0.1:$SIGNER_PORT/keys
   portal (self-serve)     http://127.0.0.1:$PORTAL_PORT
@@ -59,7 +94,8 @@ fi
 cat <<MSG
 
 Add a tenant and a token:
+  export SVC_DATABASE_URL=$SVC_DATABASE_URL
   bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT tenant add acme
-  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT token add acme --label ci
+  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --public-url http://127.0.0.1:$PORT token add acme --label ci
 MSG
 wait -n "${pids[@]}"

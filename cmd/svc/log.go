@@ -211,8 +211,8 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 }
 
 // serveLog runs the log service until ctx ends. ready, when set, is called with the
-// listening addresses once the service answers.
-func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string)) error {
+// listening addresses once the service answers; an error it returns stops the service.
+func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string) error) error {
 	if o.maxConns < 1 || o.maxConns > 65536 {
 		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
 	}
@@ -276,14 +276,16 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		return err
 	}
 	logger.Info("log server listening", "addr", ln.Addr().String(), "checkpoints", cpAddr, "keyid", headSigner.KeyID(), "tenants", names, "data", o.data)
-	if ready != nil {
-		ready(ln.Addr().String(), cpAddr, headSigner.KeyID())
-	}
 	var runErr error
-	select {
-	case <-ctx.Done():
-	case runErr = <-svc.Err():
-	case runErr = <-errc:
+	if ready != nil {
+		runErr = ready(ln.Addr().String(), cpAddr, headSigner.KeyID())
+	}
+	if runErr == nil {
+		select {
+		case <-ctx.Done():
+		case runErr = <-svc.Err():
+		case runErr = <-errc:
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

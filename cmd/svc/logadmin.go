@@ -47,12 +47,14 @@ It reaches the broker of the running log servers at --nats-url (run svc log with
 Example:
   SVC_DATABASE_URL=postgres://svc@db/svc svc log-admin --db-env SVC_DATABASE_URL \
     --nats-url nats://127.0.0.1:4222 tenant add acme --log-id log.example.com/acme
-  svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 token add acme --label ci`
+  svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
+    --public-url https://log.example.com token add acme --label ci`
 
 type logAdminOptions struct {
 	dbEnv, natsURL       string
 	logID, label, tenant string
 	file, month          string
+	publicURL            string
 	limit                int
 }
 
@@ -64,6 +66,7 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.StringVar(&o.logID, "log-id", "", "tenant add: the tenant's log `id`, named in its heads")
 	fs.StringVar(&o.label, "label", "", "token add: the token's `label`")
 	fs.StringVar(&o.tenant, "tenant", "", "audit: only this `tenant`; import: the tenant to import into (default \"default\")")
+	fs.StringVar(&o.publicURL, "public-url", "", "token add: the log's public base `URL`, to print a ready curl line with the new token")
 	fs.IntVar(&o.limit, "limit", 50, "audit: at most `N` entries")
 	fs.StringVar(&o.file, "file", "", "import: the SPEC log `file`")
 	fs.StringVar(&o.month, "month", "", "tenant list: the `month` (YYYY-MM) whose usage to show; default this month")
@@ -157,7 +160,7 @@ func (a *logAdmin) run(ctx context.Context, pos []string) error {
 			return hint(err)
 		}
 		fmt.Fprintf(a.out, "%s\n", token)
-		fmt.Fprintf(a.errOut, "token %s of %s (label %q); %s\n", tok.TokenHash, pos[2], tok.Label, admin.Welcome("", pos[2]))
+		fmt.Fprintf(a.errOut, "token %s of %s (label %q); %s\n", tok.TokenHash, pos[2], tok.Label, admin.Welcome(a.o.publicURL, pos[2], token))
 		return nil
 	case cmd == "token list":
 		return a.tokenList(pos[2:])

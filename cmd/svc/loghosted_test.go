@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -92,6 +93,15 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
+	// With --public-url, token add prints a curl line that appends as pasted.
+	code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--public-url", base, "token", "add", "acme", "--label", "pasted")
+	curl, _, ok := strings.Cut(errOut[max(strings.Index(errOut, "curl "), 0):], " ; ")
+	if code != 0 || !ok || !strings.HasPrefix(curl, "curl ") || strings.Contains(curl, "<") {
+		t.Fatalf("token add --public-url: exit %d, %s", code, errOut)
+	}
+	if out, err := exec.Command("sh", "-c", curl+" -s").CombinedOutput(); err != nil || !strings.Contains(string(out), `"inclusion"`) {
+		t.Fatalf("log-admin's curl line as printed: %v\n%s\n%s", err, curl, out)
+	}
 	out := admin("tenant", "list")
 	if !regexp.MustCompile(`acme\s+log.example/acme\s+free\s+enabled`).MatchString(out) {
 		t.Fatalf("tenant list:\n%s", out)

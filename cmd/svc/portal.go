@@ -119,7 +119,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	}
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
-		PublicURL: o.publicURL, LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
+		PublicURL: o.publicURL, SvcCommand: selfCommand(), LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
 		Billing: bill, TrustProxy: o.trustProxy.proxy, Logger: logger,
 	})
 	if err != nil {

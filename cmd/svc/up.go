@@ -24,11 +24,15 @@ func init() {
 const upHelp = `Runs the whole log service in one process on the embedded default: NATS JetStream
 in-process (no TCP listener), one sequencer, the HTTP log server and checkpoints, all
 under --data. On first run it generates the log key (<data>/keys/log.key) and a bearer
-token, which it prints once and keeps only as a hash (<data>/token.sha256). Prints the
-URLs, the key id and ready-to-use svc verify and gateway config examples.
+token, which it prints once and keeps only as a hash (<data>/token.sha256), written
+once the server serves (a start that fails keeps none, so the next start prints a new
+one). The first checkpoint is published as soon as the log grows, then every
+--checkpoint-every seconds. Prints the URLs, the key id and commands that run as
+printed (an append with curl, svc log-check, a gateway's log config).
 
 Example:
-  go tool task up            # the same as: svc up --data ./data`
+  go tool task up            # builds bin/svc, then: bin/svc up --data ./data
+  go tool task up PORT=9090  # the log on 9090, its checkpoints on 9091`
 
 func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("up", "[--data ./data] [flags]", upHelp, stderr)
@@ -59,70 +63,115 @@ func runUp(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		newKey = true
 	}
-	token := ""
-	if o.tokenEnv == "" {
-		var err error
-		if token, o.tokenHashes, err = upToken(o.data); err != nil {
+	tok, err := upToken(o.data, o.tokenEnv)
+	if err != nil {
+		return err
+	}
+	o.tokenHashes = tok.hashes
+	return serveLog(ctx, o, stdout, stderr, func(logAddr, cpAddr, keyID string) error {
+		// The new token's hash is kept only now that the server serves: a start that
+		// failed (a port in use) shows no token and keeps none, so the next start makes one.
+		if err := tok.persist(); err != nil {
 			return err
 		}
-	}
-	return serveLog(ctx, o, stdout, stderr, func(logAddr, cpAddr, keyID string) {
-		base := "http://" + logAddr
-		fmt.Fprintf(stdout, "svc is up.\n\n")
-		if newKey {
-			fmt.Fprintf(stdout, "  generated the log key     %s (public half: %s)\n", o.key, filepath.Join(o.data, "keys", "log.pub"))
-		}
-		fmt.Fprintf(stdout, "  log key id                %s\n", keyID)
-		fmt.Fprintf(stdout, "  log                       %s   (append: POST %s/append)\n", base, base)
-		fmt.Fprintf(stdout, "  key document              %s/.well-known/svc-log.json\n", base)
-		if cpAddr != "" {
-			fmt.Fprintf(stdout, "  checkpoints (read-only)   http://%s/default/latest.json\n", cpAddr)
-		}
-		fmt.Fprintf(stdout, "  log file                  %s\n", o.file)
-		if o.telemetry.metrics {
-			fmt.Fprintf(stdout, "  metrics                   %s\n", o.telemetry.scrapeCommand(base))
-		}
-		if token != "" {
-			fmt.Fprintf(stdout, "\n  bearer token (shown once; only its hash is kept):\n    %s\n", token)
-		} else if o.tokenEnv == "" {
-			fmt.Fprintf(stdout, "\n  bearer token: the one printed on first run (or run with --token-env VAR)\n")
-		}
-		fmt.Fprintf(stdout, "\nAppend a leaf:\n  curl -s -H 'Authorization: Bearer <token>' -d '{\"leaf\":\"hello\"}' %s/append\n", base)
-		fmt.Fprintf(stdout, "\nA gateway appending here (in its config):\n  \"log\": { \"url\": \"%s/append\", \"tokenEnv\": \"SVC_LOG_TOKEN\" }\n", base)
-		fmt.Fprintf(stdout, "\nVerify a receipt it issued:\n  svc verify receipts/<id>.json --issuer-key <gateway.pub> --principal-key <principal.pub> \\\n    --log-key %s --log-url %s\n\n", filepath.Join(o.data, "keys", "log.pub"), base)
+		printUp(stdout, o, upLines{base: "http://" + logAddr, cpAddr: cpAddr, keyID: keyID, newKey: newKey, tok: tok})
+		return nil
 	})
 }
 
-// upToken returns a new token (and its hash) on first run, or "" and the stored hash.
-func upToken(dataDir string) (string, [][32]byte, error) {
+// upLines is what svc up prints once it serves.
+type upLines struct {
+	base, cpAddr, keyID string
+	newKey              bool
+	tok                 upTok
+}
+
+// printUp prints the URLs and commands of a running svc up; every command runs as
+// printed from the working directory (with the token when it is known, else with
+// the variable that holds it), and every URL opens.
+func printUp(w io.Writer, o logOptions, l upLines) {
+	svcCmd := selfCommand()
+	fmt.Fprintf(w, "svc is up.\n\n")
+	if l.newKey {
+		fmt.Fprintf(w, "  generated the log key     %s (public half: %s)\n", o.key, filepath.Join(o.data, "keys", "log.pub"))
+	}
+	fmt.Fprintf(w, "  log key id                %s\n", l.keyID)
+	fmt.Fprintf(w, "  log                       %s/head   (append: POST %s/append)\n", l.base, l.base)
+	fmt.Fprintf(w, "  key document              %s/.well-known/svc-log.json\n", l.base)
+	cpFlag := ""
+	if l.cpAddr != "" {
+		fmt.Fprintf(w, "  checkpoints (read-only)   http://%s/default/latest.json\n", l.cpAddr)
+		cpFlag = " --checkpoints-url http://" + l.cpAddr
+	}
+	fmt.Fprintf(w, "  checkpoints               the first as soon as the log grows, then every %d s (--checkpoint-every)\n", o.checkpointEvery)
+	fmt.Fprintf(w, "  log file                  %s\n", o.file)
+	if o.telemetry.metrics {
+		fmt.Fprintf(w, "  metrics                   %s\n", o.telemetry.scrapeCommand(l.base))
+	}
+	auth := "'Authorization: Bearer " + l.tok.token + "'"
+	switch {
+	case l.tok.token != "":
+		fmt.Fprintf(w, "\n  bearer token (shown once; only its hash is kept, in %s):\n    %s\n", filepath.Join(o.data, "token.sha256"), l.tok.token)
+	case o.tokenEnv != "":
+		auth = "\"Authorization: Bearer $" + o.tokenEnv + "\""
+	default:
+		auth = "\"Authorization: Bearer $SVC_LOG_TOKEN\""
+		fmt.Fprintf(w, "\n  bearer token: the one printed at the first start; set SVC_LOG_TOKEN to it for the commands below\n"+
+			"  (lost it? stop svc, delete %s, start again: a new one is printed)\n", filepath.Join(o.data, "token.sha256"))
+	}
+	fmt.Fprintf(w, "\nAppend a leaf:\n  curl -s -H %s -d '{\"leaf\":\"hello\"}' %s/append\n", auth, l.base)
+	fmt.Fprintf(w, "\nProbe the log from outside (its head, key document, checkpoints):\n  %s log-check --log-url %s%s\n", svcCmd, l.base, cpFlag)
+	fmt.Fprintf(w, "\nA gateway appending here (in its config; the token in SVC_LOG_TOKEN):\n  \"log\": { \"url\": \"%s/append\", \"tokenEnv\": \"SVC_LOG_TOKEN\" }\n", l.base)
+	fmt.Fprintf(w, "\nIts receipts verify against this log with these flags added to %s verify:\n  --log-key %s --log-url %s\n\n", svcCmd, filepath.Join(o.data, "keys", "log.pub"), l.base)
+}
+
+// upTok is svc up's bearer token: a new one (token set, persist keeps its hash) or
+// the hash kept from an earlier start (token empty), or none with --token-env.
+type upTok struct {
+	token  string
+	hashes [][32]byte
+	path   string // <data>/token.sha256
+}
+
+// persist keeps a new token's hash (0600); nothing for a stored one.
+func (t upTok) persist() error {
+	if t.token == "" {
+		return nil
+	}
+	h := t.hashes[0]
+	data, _ := json.Marshal(map[string]string{"sha256": hex.EncodeToString(h[:])})
+	if err := os.MkdirAll(filepath.Dir(t.path), 0o755); err != nil {
+		return err
+	}
+	return receipt.WriteFileAtomic(t.path, data, 0o600)
+}
+
+// upToken returns a new token on first run (kept only by persist), or the stored
+// hash; nothing with --token-env.
+func upToken(dataDir, tokenEnv string) (upTok, error) {
 	path := filepath.Join(dataDir, "token.sha256")
+	if tokenEnv != "" {
+		return upTok{path: path}, nil
+	}
 	if data, err := os.ReadFile(path); err == nil {
 		var stored struct {
 			SHA256 string `json:"sha256"`
 		}
 		if err := json.Unmarshal(data, &stored); err != nil {
-			return "", nil, fmt.Errorf("%s: %w", path, err)
+			return upTok{}, fmt.Errorf("%s: %w", path, err)
 		}
 		b, err := hex.DecodeString(stored.SHA256)
 		if err != nil || len(b) != 32 {
-			return "", nil, fmt.Errorf("%s: sha256 is not 64 hex characters; delete the file to make a new token", path)
+			return upTok{}, fmt.Errorf("%s: sha256 is not 64 hex characters; delete the file to make a new token", path)
 		}
 		var h [32]byte
 		copy(h[:], b)
-		return "", [][32]byte{h}, nil
+		return upTok{hashes: [][32]byte{h}, path: path}, nil
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return "", nil, err
+		return upTok{}, err
 	}
 	token := hex.EncodeToString(raw[:])
-	h := logserver.HashToken(token)
-	data, _ := json.Marshal(map[string]string{"sha256": hex.EncodeToString(h[:])})
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return "", nil, err
-	}
-	if err := receipt.WriteFileAtomic(path, data, 0o600); err != nil {
-		return "", nil, err
-	}
-	return token, [][32]byte{h}, nil
+	return upTok{token: token, hashes: [][32]byte{logserver.HashToken(token)}, path: path}, nil
 }

@@ -251,18 +251,25 @@ func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tokens": toks})
 }
 
-// Welcome is the text shown once with a new token: how to use it.
-func Welcome(publicURL, tenant string) string {
+// Welcome is the text shown with a new token: how to use it, as commands that run
+// when pasted: the token itself when known, else "$SVC_LOG_TOKEN" (the variable the
+// gateway config names). Without publicURL (svc log-admin without --public-url) it
+// names the route and how to get a ready command instead of printing a placeholder.
+func Welcome(publicURL, tenant, token string) string {
 	base := strings.TrimRight(publicURL, "/")
-	if base == "" {
-		base = "<log url>"
-	}
 	path := "/t/" + tenant
 	if tenant == "default" {
 		path = ""
 	}
-	return "This token is shown once; only its hash is kept. Append with: curl -H 'Authorization: Bearer <token>' -d '{\"leaf\":\"...\"}' " +
-		base + path + "/append ; in a gateway config: \"log\": {\"url\": \"" + base + path + "/append\", \"tokenEnv\": \"SVC_LOG_TOKEN\"}"
+	if base == "" {
+		return "This token is shown once; only its hash is kept. Append with POST " + path + "/append on the log server and the header Authorization: Bearer followed by the token (give --public-url for a ready curl line)."
+	}
+	auth := `"Authorization: Bearer $SVC_LOG_TOKEN"`
+	if token != "" {
+		auth = "'Authorization: Bearer " + token + "'"
+	}
+	return "This token is shown once; only its hash is kept. Append with: curl -H " + auth + " -d '{\"leaf\":\"hello\"}' " +
+		base + path + "/append ; in a gateway config (the token in SVC_LOG_TOKEN): \"log\": {\"url\": \"" + base + path + "/append\", \"tokenEnv\": \"SVC_LOG_TOKEN\"}"
 }
 
 func (h *Handler) addToken(w http.ResponseWriter, r *http.Request, actor string) {
@@ -278,7 +285,7 @@ func (h *Handler) addToken(w http.ResponseWriter, r *http.Request, actor string)
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id)})
+	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id, token)})
 }
 
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {

@@ -151,7 +151,7 @@ func (h *Handler) act(ctx context.Context, actor string, f url.Values) (pageData
 		if err != nil {
 			return d, err
 		}
-		d.NewToken = &newToken{Tenant: tenant, Token: token, Hash: tok.TokenHash, Welcome: Welcome(h.cfg.PublicURL, tenant)}
+		d.NewToken = &newToken{Tenant: tenant, Token: token, Hash: tok.TokenHash, Welcome: Welcome(h.cfg.PublicURL, tenant, token)}
 	case "revoke":
 		if _, err := h.cfg.Admin.RevokeToken(ctx, actor, tenant, f.Get("prefix")); err != nil {
 			return d, err

@@ -108,20 +108,39 @@ func (c *Checkpointer) Load() error {
 	return nil
 }
 
-// Run publishes until ctx ends.
+// FirstPoll is how often Run looks whether a log that has no checkpoint yet has grown,
+// so that its first checkpoint follows its first append within about this long
+// (instead of after Every).
+const FirstPoll = time.Second
+
+// Run publishes until ctx ends: the first checkpoint as soon as the log has grown (it
+// looks every FirstPoll until there is one), then every Every.
 func (c *Checkpointer) Run(ctx context.Context) error {
-	t := time.NewTicker(c.Every)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
-		if err := c.Tick(ctx); err != nil {
-			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
 		}
+		err := c.Tick(ctx)
+		if err != nil {
+			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
+		}
+		wait := c.Every
+		if err == nil && c.none() && wait > FirstPoll {
+			wait = FirstPoll
+		}
+		t.Reset(wait)
 	}
+}
+
+// none says whether no checkpoint is published yet.
+func (c *Checkpointer) none() bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.list) == 0
 }
 
 // Tick publishes a checkpoint if the log grew, or if the heartbeat is due.
