@@ -58,6 +58,9 @@ type Config struct {
 	// database-backed server waits there for its view to apply a creation another
 	// process just made.
 	Lookup func(ctx context.Context, id string) bool
+	// Alarm, when set, is asked by /health: a non-nil error (a sequencer that stopped
+	// appending because the log of record lost leaves) answers 503 with it.
+	Alarm func() error
 }
 
 // Server serves the log's HTTP routes.
@@ -204,6 +207,12 @@ func (s *Server) tenant(id string) (*Tenant, bool) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Alarm != nil {
+		if err := s.cfg.Alarm(); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
+			return
+		}
+	}
 	t, ok := s.tenant(DefaultTenant)
 	if !ok {
 		s.tmu.RLock()

@@ -65,6 +65,15 @@ func (t *Telemetry) LeaseLost(tenant string) {
 	t.inst.leasesLost.Add(bg, 1, metric.WithAttributeSet(attrs("tenant", tenant)))
 }
 
+// SequencerHalted counts a tenant whose sequencer stopped appending because the log
+// of record is shorter than its tree (svc.sequencer.halted).
+func (t *Telemetry) SequencerHalted(tenant string) {
+	if t == nil {
+		return
+	}
+	t.inst.halted.Add(bg, 1, metric.WithAttributeSet(attrs("tenant", tenant)))
+}
+
 // Publish starts the span "broker publish" for an append sent to tenant's
 // sequencer, when ctx carries a sampled span; end it with the outcome.
 func (t *Telemetry) Publish(ctx context.Context, tenant string) (context.Context, func(error)) {

@@ -19,6 +19,7 @@ type instruments struct {
 	wait           metric.Float64Histogram // svc.sequencer.wait
 	leaves         metric.Int64Counter     // svc.sequencer.leaves
 	leasesLost     metric.Int64Counter     // svc.sequencer.leases.lost
+	halted         metric.Int64Counter     // svc.sequencer.halted
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -45,6 +46,7 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.wait = hist("svc.sequencer.wait", "s", "How long the oldest request of a batch waited on SVC_APPEND before its batch committed (the sequencer's lag).", latencyBuckets)
 	in.leaves = counter("svc.sequencer.leaves", "{leaf}", "Leaves committed by this process's sequencers (new indices).")
 	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
+	in.halted = counter("svc.sequencer.halted", "{sequencer}", "Sequencers stopped because the log of record (SVC_LEAVES) holds fewer leaves than their tree: the broker lost acknowledged leaves. /health answers 503 until the process restarts. By tenant.")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),
 		metric.WithDescription("Append requests per sequencer batch."),
