@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -64,6 +65,7 @@ type hostedState struct {
 	mu      sync.Mutex
 	started map[string]bool
 	held    map[string]*holding
+	halted  map[string]error // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -96,7 +98,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
-		Lookup: st.lookup}); err != nil {
+		Lookup: st.lookup, Alarm: st.alarm}); err != nil {
 		return err
 	}
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
@@ -319,6 +321,11 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 		err := seq.Run(workCtx)
 		switch {
 		case err == nil:
+		case errors.Is(err, sequencer.ErrShorterLog):
+			// Neither this sequencer nor another may append to the shorter log: the
+			// lease stays here (renewed) and the alarm is raised.
+			failed <- err
+			st.halt(t.ID, err, s.cfg.Logger)
 		case errors.Is(err, sequencer.ErrFenced) && s.isHeld(t.ID):
 			// Another process committed: this one steps down to a standby (in a
 			// goroutine of its own, since stepping down waits for this one).
@@ -332,7 +339,11 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	select {
 	case <-seq.Ready():
 	case err := <-failed:
-		return err
+		if !errors.Is(err, sequencer.ErrShorterLog) {
+			return err
+		}
+		// Halted as it recovered: hold the lease all the same (below), so that no
+		// other process sequences the shorter log; the tree serves reads.
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -413,6 +424,31 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	return err
 }
 
+// halt records that tenant's sequencer stopped on a log of record shorter than its
+// tree: an error line, svc.sequencer.halted, and /health answers 503 naming it until
+// the process restarts (after an operator checked the broker's stores).
+func (st *hostedState) halt(tenant string, err error, log *slog.Logger) {
+	log.Error("sequencer stopped appending: the log of record lost acknowledged leaves; check the NATS nodes' stores (a node restarted with a truncated or corrupted file) before restarting this process", "tenant", tenant, "err", err)
+	telemetry.Current().SequencerHalted(tenant)
+	st.mu.Lock()
+	if st.halted == nil {
+		st.halted = map[string]error{}
+	}
+	st.halted[tenant] = err
+	st.mu.Unlock()
+}
+
+// alarm is /health's view of halted tenants (nil: none).
+func (st *hostedState) alarm() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var errs []error
+	for tenant, err := range st.halted {
+		errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
+	}
+	return errors.Join(errs...)
+}
+
 // errLeaseLost: another process holds a tenant's lease this one held, or it could
 // not be renewed in time.
 var errLeaseLost = errors.New("lost the sequencer lease")
@@ -438,7 +474,12 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	if h == nil {
 		return
 	}
-	s.cfg.Logger.Warn("lost a tenant's sequencer; serving it read-only as a standby", "tenant", tenant, "err", cause)
+	// Stop appending first: the lease runs out a third of its TTL after renewals
+	// stopped, and another process may then take the tenant. Following the log
+	// read-only (handOver) needs the broker, which a cut-off holder cannot reach.
+	h.stopWork()
+	h.work.Wait()
+	s.cfg.Logger.Warn("lost a tenant's sequencer; stopped it, serving the tenant read-only as a standby", "tenant", tenant, "err", cause)
 	telemetry.Current().LeaseLost(tenant)
 	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
 		s.report(fmt.Errorf("tenant %s: %w; stepping down failed: %w", tenant, cause, err))
@@ -463,12 +504,22 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 			return nil
 		case <-tick.C:
 		}
-		e, err := st.kv.Get(ctx, tenant)
+		// Every attempt ends by the time the lease counts as lost, so a holder cut
+		// off from the broker steps down before the lease runs out and another
+		// process can take it (nats.go's own 5 s request timeout outlasted the
+		// lease: the holder stepped down after the takeover).
+		actx, cancel := context.WithDeadline(ctx, renewed.Add(st.cfg.LeaseTTL*2/3))
+		e, err := st.kv.Get(actx, tenant)
 		if err == nil && string(e.Value()) == st.id {
-			if rev, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
-				renewed = time.Now()
-				continue
+			var next uint64
+			if next, err = st.kv.Update(actx, tenant, []byte(st.id), e.Revision()); err == nil {
+				rev = next
 			}
+		}
+		cancel()
+		if err == nil && string(e.Value()) == st.id {
+			renewed = time.Now()
+			continue
 		}
 		if ctx.Err() != nil {
 			st.release(tenant, rev)
