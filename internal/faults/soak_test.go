@@ -50,10 +50,10 @@ func TestSoak(t *testing.T) {
 	for k := 0; time.Since(start)+every <= dur; k++ {
 		time.Sleep(every - 10*time.Second)
 		if k%2 == 0 {
-			r.c.stop(k / 2 % 3)
+			r.c.kill9(k / 2 % 3)
 			ts := time.Now()
 			rec := r.load.waitRecovered(t, ts, 2*time.Minute)
-			r.record(fmt.Sprintf("soak: NATS node n%d down", k/2%3), rec, "")
+			r.recordVs(fmt.Sprintf("soak: NATS node n%d killed (kill -9)", k/2%3), rec, r.raw.gap(ts, time.Minute), "")
 			time.Sleep(20 * time.Second)
 			r.c.start(k / 2 % 3)
 		} else {
