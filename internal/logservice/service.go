@@ -51,11 +51,14 @@ type TenantSpec struct {
 type Config struct {
 	DataDir    string // JetStream store (embedded), tree stores and projection state
 	NATSURL    string // an existing NATS cluster; empty: the embedded server
-	NATSListen string // embedded only: also listen on this host:port
-	Replicas   int    // stream replicas with NATSURL; 1 otherwise
-	Signer     receipt.EnvelopeSigner
-	Keys       func(ctx context.Context) (*signer.KeyDocument, error)
-	Tenants    []TenantSpec
+	NATSListen string // embedded only: also listen on this host:port (needs NATSNKeyFile)
+	// NATSCredsFile and NATSNKeyFile log in to the broker at NATSURL (pipeline.Credentials).
+	// With NATSListen, NATSNKeyFile's public key is the only user the listener admits.
+	NATSCredsFile, NATSNKeyFile string
+	Replicas                    int // stream replicas with NATSURL; 1 otherwise
+	Signer                      receipt.EnvelopeSigner
+	Keys                        func(ctx context.Context) (*signer.KeyDocument, error)
+	Tenants                     []TenantSpec
 	// CheckpointDir receives the file form of checkpoints; empty: <DataDir>/checkpoints.
 	CheckpointDir       string
 	CheckpointEvery     time.Duration // default 300 s
@@ -173,18 +176,20 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 func (s *Service) connect() error {
 	var err error
 	if s.cfg.NATSURL != "" {
-		s.nc, err = nats.Connect(s.cfg.NATSURL, nats.Name("svc-log"), nats.MaxReconnects(-1))
-		if err != nil {
-			return fmt.Errorf("connect to NATS at %s: %w", s.cfg.NATSURL, err)
-		}
-		return nil
+		s.nc, err = pipeline.Connect(s.creds(), "svc-log")
+		return err
 	}
-	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NoSync: s.cfg.NoSync})
+	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NKeyFile: s.cfg.NATSNKeyFile, NoSync: s.cfg.NoSync})
 	if err != nil {
 		return err
 	}
-	s.nc, err = natsembed.Connect(s.srv, "svc-log")
+	s.nc, err = natsembed.Connect(s.srv, "svc-log", s.creds())
 	return err
+}
+
+// creds are the broker credentials of Config.
+func (s *Service) creds() pipeline.Credentials {
+	return pipeline.Credentials{URL: s.cfg.NATSURL, CredsFile: s.cfg.NATSCredsFile, NKeyFile: s.cfg.NATSNKeyFile}
 }
 
 func (s *Service) goRun(what string, f func() error) {
