@@ -19,6 +19,7 @@ type instruments struct {
 	wait           metric.Float64Histogram // svc.sequencer.wait
 	leaves         metric.Int64Counter     // svc.sequencer.leaves
 	leasesLost     metric.Int64Counter     // svc.sequencer.leases.lost
+	brokerRetries  metric.Int64Counter     // svc.broker.retries
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -45,6 +46,7 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.wait = hist("svc.sequencer.wait", "s", "How long the oldest request of a batch waited on SVC_APPEND before its batch committed (the sequencer's lag).", latencyBuckets)
 	in.leaves = counter("svc.sequencer.leaves", "{leaf}", "Leaves committed by this process's sequencers (new indices).")
 	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
+	in.brokerRetries = counter("svc.broker.retries", "{retry}", "Times a loop that reads or writes the broker (a projection, the read-only tree, the admin view, a sequencer) failed and retries with backoff instead of stopping the process, by loop. Rising while appends fail: the broker has no quorum, or this process cannot reach it.")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),
 		metric.WithDescription("Append requests per sequencer batch."),
