@@ -166,7 +166,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
-	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {
+	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState}); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -185,6 +185,14 @@ func (s *Service) connect() error {
 	}
 	s.nc, err = natsembed.Connect(s.srv, "svc-log", s.creds())
 	return err
+}
+
+// brokerState is nil while the connection to the broker is up, else its state.
+func (s *Service) brokerState() error {
+	if st := s.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("the connection is %s; retrying", st)
+	}
+	return nil
 }
 
 // creds are the broker credentials of Config.
