@@ -50,6 +50,10 @@ type Config struct {
 	TrustProxy bool
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Broker, when set, reports whether the process is connected to its broker; /health
+	// answers 503 "broker unavailable: …" while it is not (the process retries, never
+	// exits; svc_broker_retries_total counts the loops that failed).
+	Broker func() error
 	// Dynamic allows a server that starts with no tenants and gets them from
 	// AddTenant (the database-backed server, whose tenants come from SVC_ADMIN).
 	Dynamic bool
@@ -232,6 +236,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
 		return
+	}
+	if s.cfg.Broker != nil {
+		if err := s.cfg.Broker(); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "broker unavailable: " + err.Error()})
+			return
+		}
 	}
 	// The signer answers when it signs the current head.
 	if _, err := receipt.SignTreeHeadWith(ctx, t.Signer, size, root.String(), s.cfg.Now(), t.LogID); err != nil {

@@ -97,7 +97,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
 		return err
 	}
-	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
+	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true, Broker: s.brokerState,
 		Lookup: st.lookup, Alarm: st.alarm}); err != nil {
 		return err
 	}
@@ -161,8 +161,28 @@ func (s *Service) hostedTenant(ctx, runCtx context.Context, t tenancy.Tenant) {
 	}
 	st.started[t.ID] = true
 	st.mu.Unlock()
-	if err := s.serveHosted(ctx, runCtx, t); err != nil {
-		s.report(fmt.Errorf("tenant %s: %w", t.ID, err))
+	retrying(runCtx, s.cfg.Logger, "sequencer "+t.ID, func() error { return s.serveHosted(ctx, runCtx, t) })
+}
+
+// retrying runs f until it succeeds or ctx ends, with backoff (50 ms to 1 s) between
+// failures, each logged and counted (svc_broker_retries_total{loop=what}): a tenant's
+// start fails only while the broker does (a node lost, no quorum), and that must not
+// end the process.
+func retrying(ctx context.Context, log *slog.Logger, what string, f func() error) {
+	wait := 50 * time.Millisecond
+	for {
+		err := f()
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		telemetry.Current().BrokerRetry(what)
+		log.Warn("starting a tenant failed; retrying", "loop", what, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
 }
 
@@ -222,8 +242,12 @@ func (s *Service) follow(ctx, runCtx context.Context, t tenancy.Tenant) error {
 			return
 		}
 		s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-		if err := s.holdTenant(runCtx, runCtx, t); err != nil {
-			s.report(fmt.Errorf("tenant %s: taking over: %w", t.ID, err))
+		if err := s.holdTenant(runCtx, runCtx, t); err != nil && runCtx.Err() == nil {
+			// The broker failed while the sequencer recovered: follow again, and take
+			// the lease once more when it is free (this one runs out unrenewed).
+			telemetry.Current().BrokerRetry("sequencer " + t.ID)
+			s.cfg.Logger.Warn("taking over a tenant failed; following it again", "tenant", t.ID, "err", err)
+			retrying(runCtx, s.cfg.Logger, "sequencer "+t.ID, func() error { return s.follow(runCtx, runCtx, t) })
 		}
 	}()
 	return nil
@@ -312,30 +336,17 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	s.mu.Lock()
 	s.seqs[t.ID] = seq
 	s.mu.Unlock()
-	failed := make(chan error, 1)
-	s.wg.Add(1)
-	h.work.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer h.work.Done()
-		err := seq.Run(workCtx)
-		switch {
-		case err == nil:
-		case errors.Is(err, sequencer.ErrShorterLog):
-			// Neither this sequencer nor another may append to the shorter log: the
-			// lease stays here (renewed) and the alarm is raised.
-			failed <- err
-			st.halt(t.ID, err, s.cfg.Logger)
-		case errors.Is(err, sequencer.ErrFenced) && s.isHeld(t.ID):
-			// Another process committed: this one steps down to a standby (in a
-			// goroutine of its own, since stepping down waits for this one).
-			failed <- err
-			go s.loseTenant(t.ID, err)
-		default:
-			failed <- err
-			s.report(fmt.Errorf("sequencer %s: %w", t.ID, err))
+	registered := false
+	defer func() {
+		if !registered { // stop what runs, so that a retry may open the tree store again
+			stopWork()
+			stopLease()
+			h.work.Wait()
+			s.forgetSequencer(t.ID)
 		}
 	}()
+	failed := make(chan error, 1)
+	s.runHeld(workCtx, h, seq, failed)
 	select {
 	case <-seq.Ready():
 	case err := <-failed:
@@ -373,7 +384,66 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	st.mu.Lock()
 	st.held[t.ID] = h
 	st.mu.Unlock()
+	registered = true
+	select {
+	case err := <-failed: // the sequencer failed before it was registered
+		if errors.Is(err, sequencer.ErrShorterLog) {
+			break // halted: the lease stays here
+		}
+		if !errors.Is(err, sequencer.ErrFenced) {
+			telemetry.Current().BrokerRetry("sequencer " + t.ID)
+		}
+		go s.loseTenant(t.ID, err)
+	default:
+	}
 	return nil
+}
+
+// runHeld runs the held tenant's sequencer until workCtx ends; its failure goes to
+// failed, and, once the tenant is registered as held, steps this process down.
+func (s *Service) runHeld(workCtx context.Context, h *holding, seq *sequencer.Sequencer, failed chan<- error) {
+	t := h.t
+	s.wg.Add(1)
+	h.work.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer h.work.Done()
+		err := seq.Run(workCtx)
+		switch {
+		case err == nil:
+		case errors.Is(err, sequencer.ErrShorterLog):
+			// Neither this sequencer nor another may append to the shorter log: the
+			// lease stays here (renewed) and the alarm is raised.
+			failed <- err
+			s.hosted.halt(t.ID, err, s.cfg.Logger)
+		case errors.Is(err, sequencer.ErrFenced) && s.isHeld(t.ID):
+			// Another process committed: this one steps down to a standby (in a
+			// goroutine of its own, since stepping down waits for this one).
+			failed <- err
+			go s.loseTenant(t.ID, err)
+		default:
+			// The broker failed under the sequencer (a commit without an answer, the
+			// consumer lost): step down to a standby, which takes the lease again and
+			// starts a fresh sequencer that recovers from the log of record.
+			failed <- err
+			if s.isHeld(t.ID) {
+				telemetry.Current().BrokerRetry("sequencer " + t.ID)
+				go s.loseTenant(t.ID, err)
+			}
+		}
+	}()
+}
+
+// forgetSequencer drops a sequencer that failed before it served (a take-over the
+// broker interrupted), closing its tree store so that the next attempt opens it.
+func (s *Service) forgetSequencer(tenant string) {
+	s.mu.Lock()
+	seq := s.seqs[tenant]
+	delete(s.seqs, tenant)
+	s.mu.Unlock()
+	if seq != nil {
+		_ = seq.Close()
+	}
 }
 
 // stepDown hands a tenant this process holds to another: it serves the tenant from

@@ -57,6 +57,15 @@ func (t *Telemetry) Refused(reason string) {
 	t.inst.refusals.Add(bg, 1, o.(metric.AddOption))
 }
 
+// BrokerRetry counts one failure of a broker-facing loop (what: the subject it
+// follows, or "sequencer <tenant>") that retries instead of stopping the process.
+func (t *Telemetry) BrokerRetry(what string) {
+	if t == nil {
+		return
+	}
+	t.inst.brokerRetries.Add(bg, 1, metric.WithAttributeSet(attrs("loop", what)))
+}
+
 // LeaseLost counts a tenant whose sequencer this process lost (svc.sequencer.leases.lost).
 func (t *Telemetry) LeaseLost(tenant string) {
 	if t == nil {
