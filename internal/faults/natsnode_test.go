@@ -90,7 +90,9 @@ func startCluster(t testing.TB, n int) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.nc, err = nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
+	// Pings every second: the test's own view of the cluster moves off a paused node.
+	if c.nc, err = nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.nc.Close)
@@ -310,4 +312,35 @@ func (c *cluster) moveLeaderOff(stream string, avoid int) error {
 		time.Sleep(700 * time.Millisecond)
 	}
 	return errors.New(stream + " still led by node " + fmt.Sprint(avoid))
+}
+
+// watchElections polls, from now on, which node leads each stream, until each is led
+// by a node other than lost (or 30 s pass); the returned func reports how long each
+// took: the broker's own failover for the streams svc uses.
+func (c *cluster) watchElections(lost int, streams []string) func() string {
+	t0 := time.Now()
+	took := make([]time.Duration, len(streams))
+	var wg sync.WaitGroup
+	for k, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(t0) < 30*time.Second {
+				if l := c.leaderOf(s); l >= 0 && l != lost {
+					took[k] = time.Since(t0)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			took[k] = -1
+		}()
+	}
+	return func() string {
+		wg.Wait()
+		var out []string
+		for k, s := range streams {
+			out = append(out, fmt.Sprintf("%s %s", s, brokerGap(took[k])))
+		}
+		return strings.Join(out, ", ")
+	}
 }
