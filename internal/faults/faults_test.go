@@ -352,7 +352,9 @@ func (r *rig) nodeFault(f nodeFault, hold time.Duration) {
 		r.c.leaderOf("SVC_APPEND"), r.c.leaderOf("KV_svc_sequencer_leases"), r.c.leaderOf(rawStream))
 	// The broker's own failover for each stream svc uses, beside the raw publisher's.
 	var elected func() string
-	watch := func() { elected = r.c.watchElections(i, []string{"SVC_LEAVES", "SVC_APPEND", "KV_svc_sequencer_leases", rawStream}) }
+	watch := func() {
+		elected = r.c.watchElections(i, []string{"SVC_LEAVES", "SVC_APPEND", "KV_svc_sequencer_leases", rawStream})
+	}
 	defer func() {
 		if elected != nil && len(r.rows) >= 2 { // the fault's row, before its healing's
 			r.rows[len(r.rows)-2].note += "; new leaders after: " + elected()
