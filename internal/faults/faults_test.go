@@ -388,8 +388,8 @@ func (r *rig) outage(what, note, healed string, hold time.Duration, inject, heal
 
 // netCut black-holes the network between log-b and its only NATS node (nothing is
 // closed: log-b finds out by its own timeouts, as behind a cut cable), then heals it.
-// log-b's tenants move to log-a, and a holder cut off must stop its sequencer before
-// its lease can be taken: its log's "stopped it" line comes before log-a's takeover
+// log-b's tenants move to log-a, and a holder cut off must hold its commits before
+// its lease can be taken: its log's "commits held" line comes before log-a's takeover
 // of each tenant it held (the fence stays the safety net behind that).
 func (r *rig) netCut(hold time.Duration) {
 	r.warm()
@@ -403,15 +403,15 @@ func (r *rig) netCut(hold time.Duration) {
 	r.outage("network log-b ↔ NATS cut (black hole)", fmt.Sprintf("(log-b held %v; they move to log-a)", held), "  healed", hold,
 		func() { r.nats.SetBlackhole(true) }, func() { r.nats.SetBlackhole(false) })
 	for _, tenant := range held {
-		stopped := logTime(r.procs[1], t0, `msg="lost a tenant's sequencer; stopped it`, tenant)
+		stopped := logTime(r.procs[1], t0, `msg="lease not renewed in time; commits held`, tenant)
 		taken := logTime(r.procs[0], t0, `msg="taking over the sequencer`, tenant)
 		switch {
 		case taken.IsZero():
 			r.t.Errorf("cut: log-a never took over %s, which log-b held", tenant)
 		case stopped.IsZero() || !stopped.Before(taken):
-			r.t.Errorf("cut: log-b stopped %s's sequencer at %s, log-a took it over at %s: two active sequencers", tenant, stopped.Format("15:04:05.000"), taken.Format("15:04:05.000"))
+			r.t.Errorf("cut: log-b held %s's commits at %s, log-a took it over at %s: two active sequencers", tenant, stopped.Format("15:04:05.000"), taken.Format("15:04:05.000"))
 		default:
-			r.t.Logf("cut: log-b stopped %s's sequencer %s before log-a took it over", tenant, taken.Sub(stopped).Round(time.Millisecond))
+			r.t.Logf("cut: log-b held %s's commits %s before log-a took it over", tenant, taken.Sub(stopped).Round(time.Millisecond))
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -317,6 +318,23 @@ type holding struct {
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
+	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
+	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
+	// the broker electing the lease bucket's leader) commits nothing once another
+	// process could take the lease, and goes on the moment it renews again.
+	validUntil atomic.Int64
+}
+
+// hold is the sequencer's Hold: it waits while the lease is not known to be ours.
+func (h *holding) hold(ctx context.Context) error {
+	for time.Now().UnixNano() >= h.validUntil.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease.
@@ -326,13 +344,15 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota})
+	h := &holding{t: t, lease: make(chan struct{})}
+	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold})
 	if err != nil {
 		return err
 	}
 	workCtx, stopWork := context.WithCancel(runCtx)
 	leaseCtx, stopLease := context.WithCancel(runCtx)
-	h := &holding{t: t, stopWork: stopWork, stopLease: stopLease, lease: make(chan struct{})}
+	h.stopWork, h.stopLease = stopWork, stopLease
 	s.mu.Lock()
 	s.seqs[t.ID] = seq
 	s.mu.Unlock()
@@ -359,7 +379,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 		return ctx.Err()
 	}
 	s.goRun("lease "+t.ID, func() error {
-		err := st.renew(leaseCtx, t.ID)
+		err := st.renew(leaseCtx, h, s.cfg.Logger)
 		close(h.lease)
 		if errors.Is(err, errLeaseLost) {
 			s.loseTenant(t.ID, err)
@@ -556,14 +576,19 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	}
 }
 
-// renew keeps the lease on tenant's sequencer; it returns errLeaseLost when another
-// process holds it or it was not renewed within two thirds of the TTL (the broker's
-// fence would refuse this sequencer's next commit anyway).
-func (st *hostedState) renew(ctx context.Context, tenant string) error {
+// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from two
+// thirds of the TTL after the last renewal, before the lease can run out and be
+// taken; renewal goes on trying, and a renewal of this process's own lease (a
+// compare-and-set on its revision, or a new lease when it ran out and nobody took
+// it) lets the held commits go on: a broker election costs the election, not a
+// takeover. renew returns errLeaseLost when another process holds the lease.
+func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) error {
+	tenant := h.t.ID
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
 	var rev uint64
+	held := false // commits held, and said so
 	for {
 		select {
 		case <-ctx.Done():
@@ -574,36 +599,53 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 			return nil
 		case <-tick.C:
 		}
-		// Every attempt ends by the time the lease counts as lost, so a holder cut
-		// off from the broker steps down before the lease runs out and another
-		// process can take it (nats.go's own 5 s request timeout outlasted the
-		// lease: the holder stepped down after the takeover).
-		actx, cancel := context.WithDeadline(ctx, renewed.Add(st.cfg.LeaseTTL*2/3))
-		e, err := st.kv.Get(actx, tenant)
-		if err == nil && string(e.Value()) == st.id {
-			var next uint64
-			if next, err = st.kv.Update(actx, tenant, []byte(st.id), e.Revision()); err == nil {
-				rev = next
-			}
+		// An attempt ends by the time commits are held, or after a third of the TTL
+		// once they are.
+		deadline := renewed.Add(st.cfg.LeaseTTL * 2 / 3)
+		if held {
+			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
 		}
-		cancel()
-		if err == nil && string(e.Value()) == st.id {
-			renewed = time.Now()
-			continue
-		}
-		if ctx.Err() != nil {
+		next, mine, err := st.renewOnce(ctx, tenant, deadline)
+		switch {
+		case ctx.Err() != nil:
 			st.release(tenant, rev)
 			return nil
-		}
-		if err == nil {
+		case err == nil && !mine:
 			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
+		case err == nil:
+			rev, renewed = next, time.Now()
+			h.validUntil.Store(renewed.Add(st.cfg.LeaseTTL * 2 / 3).UnixNano())
+			if held {
+				held = false
+				log.Info("lease renewed again; commits go on", "tenant", tenant)
+			}
+		case !held && time.Since(renewed) >= st.cfg.LeaseTTL*2/3:
+			held = true
+			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
 		}
-		// A broker hiccup: keep trying while the lease is surely still ours.
-		if time.Since(renewed) < st.cfg.LeaseTTL*2/3 {
-			continue
-		}
-		return fmt.Errorf("%w of %s: not renewed for %s: %w", errLeaseLost, tenant, time.Since(renewed).Round(time.Millisecond), err)
 	}
+}
+
+// renewOnce renews tenant's lease by compare-and-set: mine is false when another
+// process holds it. A lease that ran out (nobody took it) is taken again.
+func (st *hostedState) renewOnce(ctx context.Context, tenant string, deadline time.Time) (rev uint64, mine bool, err error) {
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	e, err := st.kv.Get(actx, tenant)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		rev, err = st.kv.Create(actx, tenant, []byte(st.id))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, false, nil // another process took it in between
+		}
+		return rev, err == nil, err
+	case err != nil:
+		return 0, false, err
+	case string(e.Value()) != st.id:
+		return 0, false, nil
+	}
+	rev, err = st.kv.Update(actx, tenant, []byte(st.id), e.Revision())
+	return rev, err == nil, err
 }
 
 // release hands tenant over at once on a clean stop: it deletes the lease when it is

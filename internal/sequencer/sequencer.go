@@ -93,6 +93,11 @@ type Config struct {
 	// leaves a second).
 	CheckpointEvery time.Duration
 	Admit           Admitter // optional
+	// Hold, when set, is called before every commit attempt and returns once the
+	// sequencer may commit (nil) or when ctx ends: the hosted log holds commits
+	// while it cannot renew the tenant's lease, and lets them go on the moment it
+	// renews it again, with nothing else lost.
+	Hold func(ctx context.Context) error
 	// Adopt lists leaves the log must begin with: a log file that existed before
 	// the stream (svc log --file on a gateway's log). After recovery the sequencer
 	// checks that the leaves the log already holds match, and commits the rest
@@ -451,6 +456,11 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	for attempt := 0; attempt < 4; attempt++ {
 		if attempt > 0 {
 			if err := client.Sleep(ctx, time.Duration(50<<attempt)*time.Millisecond); err != nil {
+				return err
+			}
+		}
+		if s.cfg.Hold != nil {
+			if err := s.cfg.Hold(ctx); err != nil {
 				return err
 			}
 		}
