@@ -629,10 +629,10 @@ func TestFaults(t *testing.T) {
 	r.kill9("acme")
 	r.cleanStop("beta")
 	r.nodeFault(killLeader, 10*time.Second)
-	r.corruptStore(truncateBlocks)
 	if !full() {
 		return
 	}
+	r.corruptStore(truncateBlocks)
 	r.nodeFault(pauseLeader, 12*time.Second)
 	r.nodeFault(killFollower, 5*time.Second)
 	r.nodeFault(isolateLeader, 12*time.Second)

@@ -215,7 +215,12 @@ func (s *Service) follow(ctx, runCtx context.Context, t tenancy.Tenant) error {
 		err := projections.Follow(rctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
 			return appendBatch(tree, t.ID, ev.Batch)
 		}, func() { once.Do(func() { close(caught) }) })
-		if err != nil && rctx.Err() == nil {
+		switch {
+		case errors.Is(err, errLogGap):
+			// The log of record lost committed batches: serve what was read, raise
+			// the alarm, and keep the process (and its other tenants) up.
+			st.halt(t.ID, err, s.cfg.Logger)
+		case err != nil && rctx.Err() == nil:
 			s.report(fmt.Errorf("read-only tree of %s: %w", t.ID, err))
 		}
 	}()
@@ -254,6 +259,9 @@ func (s *Service) follow(ctx, runCtx context.Context, t tenancy.Tenant) error {
 	return nil
 }
 
+// errLogGap: the log of record skips committed batches (the broker lost them).
+var errLogGap = errors.New("the log of record has a gap: the broker lost committed leaves")
+
 // appendBatch applies a batch of the log of record to a read-only tree.
 func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
 	size := tree.Size()
@@ -262,7 +270,7 @@ func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
 		return nil
 	}
 	if b.First > size {
-		return fmt.Errorf("read-only tree of %s: batch at %d but the tree holds %d", tenant, b.First, size)
+		return fmt.Errorf("%w: read-only tree of %s: batch at %d but the tree holds %d", errLogGap, tenant, b.First, size)
 	}
 	hashes := make([]merkle.Hash, 0, end-size)
 	for _, l := range b.Leaves[size-b.First:] {

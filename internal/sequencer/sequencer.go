@@ -762,7 +762,7 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 			continue
 		}
 		if b.First > size {
-			return fmt.Errorf("sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", s.cfg.Tenant, b.First, size)
+			return fmt.Errorf("%w: sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", ErrShorterLog, s.cfg.Tenant, b.First, size)
 		}
 		for _, l := range b.Leaves[size-b.First : end-b.First] {
 			if _, err := s.tree.Append(l.Hash); err != nil {
