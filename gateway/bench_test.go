@@ -58,14 +58,14 @@ func BenchmarkAddedLatency(b *testing.B) {
 					delete(cfg, "logFile")
 					cfg["log"] = map[string]any{"url": proxy.ts.URL + "/append"}
 				case "remote-log-nats":
-					broker, err := natsembed.Start(natsembed.Config{DataDir: b.TempDir(), Listen: "127.0.0.1:-1"})
+					broker, err := natsembed.Start(natsembed.Config{DataDir: b.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests"})
 					if err != nil {
 						b.Fatal(err)
 					}
 					b.Cleanup(broker.Shutdown)
-					logtest.Start(b, logtest.Options{NATSURL: broker.ClientURL(), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
+					logtest.Start(b, logtest.Options{NATSURL: natsembed.URL(broker, "pw-of-tests"), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
 					delete(cfg, "logFile")
-					cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet"}
+					cfg["log"] = map[string]any{"nats": natsembed.URL(broker, "pw-of-tests"), "tenant": "fleet"}
 				}
 			})
 			os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)

@@ -29,7 +29,7 @@ import (
 // pre-committed call (the upstream never sees it) and gives the agent an error for an
 // ordinary call, issuing no receipt.
 func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func TestGatewayAgainstHostedLogOverQuota(t *testing.T) {
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{logKey.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	dir := t.TempDir()
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: dir, NATSURL: ns.ClientURL(), Signer: receipt.KeySigner{Key: logKey},
+		DataDir: dir, NATSURL: natsembed.URL(ns, "pw-of-tests"), Signer: receipt.KeySigner{Key: logKey},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "cp"), CheckpointEvery: time.Hour, Logger: slog.New(slog.DiscardHandler),
 		Hosted: &logservice.Hosted{Store: st},

@@ -599,13 +599,13 @@ func TestHostileBodyBudgetSharedByClients(t *testing.T) {
 // refusal before forwarding, the same hash append for a result that brings the
 // receipt over the cap.
 func TestHostileReceiptOverLogCapNATS(t *testing.T) {
-	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer broker.Shutdown()
 	logKey, _ := signer.GenerateKey()
-	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: t.TempDir(), NATSURL: broker.ClientURL(),
+	svc, err := logservice.Start(context.Background(), logservice.Config{DataDir: t.TempDir(), NATSURL: natsembed.URL(broker, "pw-of-tests"),
 		Signer: receipt.KeySigner{Key: logKey}, Keys: func(context.Context) (*signer.KeyDocument, error) { return nil, nil },
 		Tenants: []logservice.TenantSpec{{ID: "fleet"}}})
 	if err != nil {
@@ -614,7 +614,7 @@ func TestHostileReceiptOverLogCapNATS(t *testing.T) {
 	defer svc.Close()
 	h := startHostileGateway(t, gateway.HTTPConfig{}, func(cfg map[string]any) {
 		delete(cfg, "logFile")
-		cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet"}
+		cfg["log"] = map[string]any{"nats": natsembed.URL(broker, "pw-of-tests"), "tenant": "fleet"}
 	})
 	grant := h.grant(t, "agent-a", time.Hour)
 	id := h.initialize(t, grant)

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
@@ -247,9 +245,9 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 		g.leafFits = httpAppendFits
 		return &capLog{whole: whole, byHash: byHash, fits: httpAppendFits, log: g.log}, nil
 	}
-	nc, err := nats.Connect(c.Log.NATS, nats.Name("svc-gateway"), nats.Token(token), nats.MaxReconnects(-1))
+	nc, err := pipeline.Connect(pipeline.Credentials{URL: c.Log.NATS, Token: token}, "svc-gateway")
 	if err != nil {
-		return nil, fmt.Errorf("log.nats %s: %w", c.Log.NATS, err)
+		return nil, fmt.Errorf("log.nats: %w", err)
 	}
 	g.nc = nc
 	g.closers = append(g.closers, func() error { nc.Close(); return nil })

@@ -314,19 +314,19 @@ func TestGatewayStartupMisconfiguration(t *testing.T) {
 // TestGatewayLogOverNATS: the gateway appends to a fleet log over NATS request/reply
 // (log: {nats, tenant}), and its receipts verify against the log's key.
 func TestGatewayLogOverNATS(t *testing.T) {
-	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer broker.Shutdown()
-	lg := logtest.Start(t, logtest.Options{NATSURL: broker.ClientURL(), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
+	lg := logtest.Start(t, logtest.Options{NATSURL: natsembed.URL(broker, "pw-of-tests"), Tenants: []logtest.Tenant{{ID: "fleet", LogID: "fleet-log"}}})
 	logKey, svc := lg.Key, lg.Service
 	up := startRecordingUpstream(t)
 	f := newFixture(t, func(cfg map[string]any) {
 		cfg["upstream"] = map[string]any{"url": up.url}
 		delete(cfg, "facts")
 		delete(cfg, "logFile")
-		cfg["log"] = map[string]any{"nats": broker.ClientURL(), "tenant": "fleet", "hashOnly": true}
+		cfg["log"] = map[string]any{"nats": natsembed.URL(broker, "pw-of-tests"), "tenant": "fleet", "hashOnly": true}
 	})
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`@id("all") permit (principal, action, resource);`), 0o644)
 	g := newGateway(t, f)

@@ -12,6 +12,7 @@ import (
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -185,7 +186,7 @@ func (l *LogConfig) check() error {
 	}
 	u, err := url.Parse(l.NATS)
 	if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
-		return fmt.Errorf("log.nats %q: want a NATS server URL, nats://host:4222", l.NATS)
+		return fmt.Errorf("log.nats %q: want a NATS server URL, nats://host:4222", pipeline.RedactURL(l.NATS))
 	}
 	if l.Tenant != "" && !client.ValidTenant(l.Tenant) {
 		return fmt.Errorf("log.tenant %q: use 1 to 63 of a-z, 0-9, - and _", l.Tenant)

@@ -222,17 +222,13 @@ func openLog(c *Config, key *signer.Key, getenv func(string) (string, bool), hc 
 		}
 		return hl, LogInfo{Kind: LogKindHTTP, Where: c.Log.URL}, nil, none, nil
 	}
-	opts := []nats.Option{nats.Name("svc sdk " + c.AgentID), nats.MaxReconnects(-1)}
 	tok, err := token()
 	if err != nil {
 		return nil, LogInfo{}, nil, none, err
 	}
-	if tok != "" {
-		opts = append(opts, nats.Token(tok))
-	}
-	nc, err := nats.Connect(c.Log.NATS, opts...)
+	nc, err := pipeline.Connect(pipeline.Credentials{URL: c.Log.NATS, Token: tok}, "svc sdk "+c.AgentID)
 	if err != nil {
-		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: connect %s: %w", c.Log.NATS, err)
+		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: %w", err)
 	}
 	closeNC := func(context.Context) error { nc.Close(); return nil }
 	appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
@@ -244,7 +240,7 @@ func openLog(c *Config, key *signer.Key, getenv func(string) (string, bool), hc 
 	if tenant == "" {
 		tenant = client.DefaultTenant
 	}
-	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, LogInfo{Kind: LogKindNATS, Where: c.Log.NATS + " tenant " + tenant}, nc, closeNC, nil
+	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, LogInfo{Kind: LogKindNATS, Where: pipeline.RedactURL(c.Log.NATS) + " tenant " + tenant}, nc, closeNC, nil
 }
 
 func timeout(l *LogConfig) time.Duration {

@@ -77,12 +77,12 @@ func TestHTTPLog(t *testing.T) {
 // The log over the pipeline's NATS, with the exporters as durable consumers on the same
 // connection.
 func TestNATSLogWithDurableExports(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ns.Shutdown()
-	_, logKey := startLog(t, ns.ClientURL())
+	_, logKey := startLog(t, natsembed.URL(ns, "pw-of-tests"))
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -114,7 +114,7 @@ func TestNATSLogWithDurableExports(t *testing.T) {
 	key, _ := writeKey(t, dir, 7)
 	path := writeConfig(t, dir, map[string]any{
 		"identity": map[string]any{"keyFile": "keys/agent.key"}, "agentId": "a", "framework": "f", "receiptsDir": "receipts",
-		"log":  map[string]any{"nats": ns.ClientURL(), "tenant": "acme"},
+		"log":  map[string]any{"nats": natsembed.URL(ns, "pw-of-tests"), "tenant": "acme"},
 		"otel": map[string]any{"url": col.URL},
 	})
 	is, err := sdk.OpenFile(context.Background(), path, sdk.OpenOptions{})
@@ -122,7 +122,7 @@ func TestNATSLogWithDurableExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer is.Close(context.Background())
-	if h := is.Health(); h.Log.Kind != "nats" || h.Log.Where != ns.ClientURL()+" tenant acme" {
+	if h := is.Health(); h.Log.Kind != "nats" || h.Log.Where != natsembed.URL(ns, "xxxxx")+" tenant acme" // the password redacted {
 		t.Fatalf("health %+v", h)
 	}
 	var ids []string

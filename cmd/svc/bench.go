@@ -58,7 +58,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fs := newFlagSet("bench append", "[flags]", benchHelp, stderr)
 	url := fs.String("url", "", "log server base `URL` (…/t/<tenant> for a tenant)")
-	natsURL := fs.String("nats-url", "", "NATS `URL` the log listens on (svc log --nats-listen)")
+	var nf natsFlags
+	nf.register(fs, "NATS `URL` the log listens on (svc log --nats-listen)")
 	embedded := fs.Bool("embedded", false, "start a complete log service in a temporary directory and load it")
 	via := fs.String("via", "http", "`transports` to load, comma-separated: http, nats")
 	tenant := fs.String("tenant", "default", "the `tenant` (NATS)")
@@ -82,7 +83,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer stopProfile()
 	targets := 0
-	for _, b := range []bool{*url != "", *natsURL != "", *embedded} {
+	for _, b := range []bool{*url != "", nf.url != "", *embedded} {
 		if b {
 			targets++
 		}
@@ -107,9 +108,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 		defer closeLog()
-	} else if *natsURL != "" {
-		if t.nc, err = nats.Connect(*natsURL, nats.Name("svc-bench")); err != nil {
-			return fmt.Errorf("connect to %s: %w", *natsURL, err)
+	} else if nf.url != "" {
+		if t.nc, err = pipeline.Connect(nf.credentials(), "svc-bench"); err != nil {
+			return err
 		}
 		defer t.nc.Close()
 	}

@@ -17,6 +17,7 @@ import (
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -55,9 +56,10 @@ Example:
 
 // exportsFlags are the flags every exports subcommand takes.
 type exportsFlags struct {
-	config, natsURL, tenant, tokenEnv, exporter, since, dbEnv *string
-	ids                                                       listFlag
-	asJSON                                                    *bool
+	config, tenant, tokenEnv, exporter, since, dbEnv *string
+	nats                                             natsFlags
+	ids                                              listFlag
+	asJSON                                           *bool
 }
 
 func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,7 +71,6 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet(strings.TrimSpace(name), "<status | dead list | dead replay | replay> --config <file> [flags]", exportsHelp, stderr)
 	f := exportsFlags{
 		config:   fs.String("config", "", "the gateway or SDK config `file` (its otel, splunk and log fields)"),
-		natsURL:  fs.String("nats-url", "", "NATS `URL` of the pipeline (default: the config's log.nats)"),
 		tenant:   fs.String("tenant", "", "the `tenant` (default: the config's log.tenant, else default)"),
 		tokenEnv: fs.String("token-env", "", "environment `variable` holding the NATS auth token (default: the config's log.tokenEnv)"),
 		exporter: fs.String("exporter", "", "`name` of one exporter: otel or splunk (replay: required; dead list: a filter)"),
@@ -77,6 +78,7 @@ func runExports(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		asJSON:   fs.Bool("json", false, "status and dead list: print JSON"),
 		dbEnv:    fs.String("db-env", "", "status and dead replay: environment `variable` holding the hosted log's PostgreSQL URL (the database projections)"),
 	}
+	f.nats.register(fs, "NATS `URL` of the pipeline (default: the config's log.nats)")
 	fs.Var(&f.ids, "id", "dead replay: the SVC_DEAD `sequence` of a letter to send (repeatable; default all)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -138,7 +140,7 @@ func openExports(ctx context.Context, f exportsFlags) (*exportsEnv, error) {
 	if err := json.Unmarshal(data, &cfg); err != nil {
 		return nil, fmt.Errorf("--config %s: %w", *f.config, err)
 	}
-	url, tenant, tokenEnv := *f.natsURL, *f.tenant, *f.tokenEnv
+	url, tenant, tokenEnv := f.nats.url, *f.tenant, *f.tokenEnv
 	if cfg.Log != nil {
 		url, tenant, tokenEnv = or(url, cfg.Log.NATS), or(tenant, cfg.Log.Tenant), or(tokenEnv, cfg.Log.TokenEnv)
 	}
@@ -153,17 +155,18 @@ func openExports(ctx context.Context, f exportsFlags) (*exportsEnv, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", *f.config, err)
 	}
-	opts := []nats.Option{nats.Name("svc-exports")}
+	creds := f.nats.credentials()
+	creds.URL = url
 	if tokenEnv != "" {
 		tok, ok := os.LookupEnv(tokenEnv)
 		if !ok {
 			return nil, fmt.Errorf("environment variable %s (the NATS token) is not set", tokenEnv)
 		}
-		opts = append(opts, nats.Token(tok))
+		creds.Token = tok
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := pipeline.Connect(creds, "svc-exports")
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", url, err)
+		return nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

@@ -25,7 +25,7 @@ import (
 // message that did not decode), and `dead replay` leaves a letter that still does not
 // decode in SVC_DEAD and says so (exit 1).
 func TestExportsCommandDatabaseProjections(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,13 +34,13 @@ func TestExportsCommandDatabaseProjections(t *testing.T) {
 	t.Setenv("TEST_EXPORTS_DB", dbURL)
 	t.Setenv("HEC_TOKEN", "hec-token")
 	cfgPath := filepath.Join(t.TempDir(), "gateway.json")
-	data, _ := json.Marshal(map[string]any{"log": map[string]any{"nats": ns.ClientURL(), "tenant": "acme"},
+	data, _ := json.Marshal(map[string]any{"log": map[string]any{"nats": natsembed.URL(ns, "pw-of-tests"), "tenant": "acme"},
 		"splunk": map[string]any{"url": "http://127.0.0.1:1", "tokenEnv": "HEC_TOKEN"}})
 	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	nc, err := natsembed.Connect(ns, "test")
+	nc, err := natsembed.Connect(ns, "test", pipeline.Credentials{URL: natsembed.URL(ns, "pw-of-tests")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/signer"
@@ -64,7 +65,7 @@ func (c *hecCollector) count(id string) int { c.mu.Lock(); defer c.mu.Unlock(); 
 // refuses one tool's events for good; `svc exports` shows the status and the dead
 // letter, replays a period, and, once the collector takes it, replays the dead letter.
 func TestExportsCommand(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +76,13 @@ func TestExportsCommand(t *testing.T) {
 	t.Setenv("HEC_TOKEN", "hec-token")
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "gateway.json")
-	cfg := map[string]any{"log": map[string]any{"nats": ns.ClientURL(), "tenant": "acme"}, "splunk": map[string]any{"url": srv.URL, "tokenEnv": "HEC_TOKEN"}}
+	cfg := map[string]any{"log": map[string]any{"nats": natsembed.URL(ns, "pw-of-tests"), "tenant": "acme"}, "splunk": map[string]any{"url": srv.URL, "tokenEnv": "HEC_TOKEN"}}
 	data, _ := json.Marshal(cfg)
 	os.WriteFile(cfgPath, data, 0o644)
 
 	// A process issues six receipts; its sink exports them through the pipeline.
 	ctx := context.Background()
-	nc, err := natsembed.Connect(ns, "issuer")
+	nc, err := natsembed.Connect(ns, "issuer", pipeline.Credentials{URL: natsembed.URL(ns, "pw-of-tests")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,8 @@ type logOptions struct {
 	signerURL, signerTokenEnv           string
 	host                                string
 	port, checkpointsPort               int
-	data, natsURL, natsListen           string
+	data, natsListen                    string
+	nats                                natsFlags
 	replicas                            int
 	maxConns, maxConnsPerAddr           int
 	checkpointDir                       string
@@ -100,8 +101,8 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8080, "`port` of the log's routes (0: any free port)")
 	fs.IntVar(&o.checkpointsPort, "checkpoints-port", -1, "`port` serving --checkpoint-dir read-only (-1: off, 0: any free port)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "an existing NATS `URL`; default: the embedded server")
-	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes")
+	o.nats.register(fs, "an existing NATS `URL`; default: the embedded server")
+	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes (svc log-admin, svc portal); needs --nats-nkey, the only user it admits")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
 	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
 	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections one client address (IPv6: its /64) holds at `once`; one more is answered 503 (default --max-conns/16; --max-conns behind a proxy flag, whose peer is the proxy)")
@@ -417,7 +418,7 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		tenants = append(tenants, more...)
 	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,

@@ -51,7 +51,8 @@ Example:
     --public-url https://log.example.com token add acme --label ci`
 
 type logAdminOptions struct {
-	dbEnv, natsURL       string
+	dbEnv                string
+	nats                 natsFlags
 	logID, label, tenant string
 	file, month          string
 	publicURL            string
@@ -62,7 +63,7 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlagSet("log-admin", "--db-env <ENV> --nats-url <URL> <command> [args] [flags]", logAdminHelp, stderr)
 	var o logAdminOptions
 	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL (required)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
+	o.nats.register(fs, "the log servers' NATS `URL` (required)")
 	fs.StringVar(&o.logID, "log-id", "", "tenant add: the tenant's log `id`, named in its heads")
 	fs.StringVar(&o.label, "label", "", "token add: the token's `label`")
 	fs.StringVar(&o.tenant, "tenant", "", "audit: only this `tenant`; import: the tenant to import into (default \"default\")")
@@ -77,7 +78,7 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(pos) == 0 {
 		return usagef("name a command: tenant, token, audit or import (svc log-admin --help)")
 	}
-	if o.dbEnv == "" || o.natsURL == "" {
+	if o.dbEnv == "" || o.nats.url == "" {
 		return usagef("--db-env and --nats-url are required")
 	}
 	st, err := openStore(ctx, o.dbEnv)
@@ -85,7 +86,7 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer st.Close()
-	js, nc, err := connectBroker(ctx, o.natsURL, "svc-log-admin")
+	js, nc, err := connectBroker(ctx, o.nats.credentials(), "svc-log-admin")
 	if err != nil {
 		return err
 	}

@@ -50,7 +50,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		return nil, nil, err
 	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.natsURL, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		TrustProxy: o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},

@@ -33,7 +33,7 @@ func httpDo(t *testing.T, method, url, token, body string) (int, string) {
 // svc signer's server, and administers it with svc log-admin and the admin API.
 func TestHostedLogEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +49,11 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456-0123456789abcdefghij")
 	t.Setenv("TEST_METRICS_TOKEN", "metrics-token-789")
-	base, _ := startLogCmd(t, "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--data", filepath.Join(dir, "data"),
+	base, _ := startLogCmd(t, "--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--public-url", "https://log.example",
 		"--metrics-token-env", "TEST_METRICS_TOKEN")
 	admin := func(args ...string) string {
-		return mustRun(t, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL()}, args...)...)
+		return mustRun(t, append([]string{"log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests")}, args...)...)
 	}
 	admin("tenant", "add", "acme", "--log-id", "log.example/acme")
 	token := strings.TrimSpace(admin("token", "add", "acme", "--label", "ci"))
@@ -178,7 +178,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 	}
 	// svc replay db rebuilds the same rows into an empty database.
 	t.Setenv("TEST_NEW_DATABASE_URL", pgtest.New(t))
-	out = mustRun(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL")
+	out = mustRun(t, "replay", "db", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--db-env", "TEST_NEW_DATABASE_URL")
 	if !strings.Contains(out, "rebuilt the database") {
 		t.Fatalf("replay db: %s", out)
 	}
@@ -207,10 +207,10 @@ func TestHostedLogEndToEnd(t *testing.T) {
 			return nil
 		})
 	}
-	if code, _, errOut := runSvc(t, "replay", "db", "--nats-url", ns.ClientURL(), "--db-env", "TEST_NEW_DATABASE_URL"); code == 0 || !strings.Contains(errOut, "empty database") {
+	if code, _, errOut := runSvc(t, "replay", "db", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--db-env", "TEST_NEW_DATABASE_URL"); code == 0 || !strings.Contains(errOut, "empty database") {
 		t.Fatalf("replay into a filled database: exit %d %s", code, errOut)
 	}
-	if code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "tenant", "add", "acme"); code == 0 || !strings.Contains(errOut, "tenant exists") {
+	if code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "tenant", "add", "acme"); code == 0 || !strings.Contains(errOut, "tenant exists") {
 		t.Fatalf("adding acme twice: exit %d: %s", code, errOut)
 	}
 }

@@ -43,7 +43,8 @@ Example:
     --portal-url https://portal.example.com --port 8070`
 
 type portalOptions struct {
-	dbEnv, natsURL, secretEnv          string
+	dbEnv, secretEnv                   string
+	nats                               natsFlags
 	publicURL, checkpointsURL, portURL string
 	logURL                             string
 	host                               string
@@ -64,7 +65,7 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy | --trust-proxy-hops N | --trusted-proxies <addrs>]", portalHelp, stderr)
 	var o portalOptions
 	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL of the log's database (required)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "the log servers' NATS `URL` (required)")
+	o.nats.register(fs, "the log servers' NATS `URL` (required)")
 	fs.StringVar(&o.secretEnv, "secret-env", "", "environment `variable` holding the session cookie secret, at least 32 bytes (required)")
 	fs.StringVar(&o.publicURL, "public-url", "", "the log's public base `URL` (required): shown to tenants, used by the export command")
 	fs.StringVar(&o.logURL, "log-url", "", "`URL` where this process reads the log's head (default --public-url)")
@@ -88,7 +89,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	if err != nil {
 		return err
 	}
-	if o.dbEnv == "" || o.natsURL == "" || o.secretEnv == "" || o.publicURL == "" {
+	if o.dbEnv == "" || o.nats.url == "" || o.secretEnv == "" || o.publicURL == "" {
 		return usagef("--db-env, --nats-url, --secret-env and --public-url are required")
 	}
 	secret, err := envValue("--secret-env", o.secretEnv, "a secret of at least 32 bytes (openssl rand -hex 32)")
@@ -105,7 +106,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 		return err
 	}
 	defer st.Close()
-	js, nc, err := connectBroker(ctx, o.natsURL, "svc-portal")
+	js, nc, err := connectBroker(ctx, o.nats.credentials(), "svc-portal")
 	if err != nil {
 		return err
 	}
@@ -176,10 +177,10 @@ func portalBilling(o portalOptions) (*portal.Billing, error) {
 
 // connectBroker connects to the log servers' broker and makes sure the pipeline's
 // streams exist.
-func connectBroker(ctx context.Context, natsURL, name string) (jetstream.JetStream, *nats.Conn, error) {
-	nc, err := nats.Connect(natsURL, nats.Name(name))
+func connectBroker(ctx context.Context, c pipeline.Credentials, name string) (jetstream.JetStream, *nats.Conn, error) {
+	nc, err := pipeline.Connect(c, name)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is the log server running with --nats-url or --nats-listen?)", natsURL, err)
+		return nil, nil, fmt.Errorf("%w (is the log server running with --nats-url, or --nats-listen and --nats-nkey, whose seed file to give here?)", err)
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {

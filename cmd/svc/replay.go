@@ -48,7 +48,8 @@ Example:
 
 // replayFlags are the flags of every `svc replay <projection>`.
 type replayFlags struct {
-	data, natsURL, tenant, out, dbEnv string
+	data, tenant, out, dbEnv string
+	nats                     natsFlags
 }
 
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -64,14 +65,14 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var o replayFlags
 	fs := newFlagSet("replay "+what, "[flags]", replayHelp, stderr)
 	fs.StringVar(&o.data, "data", "data", "the log's data `directory`")
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS `URL` of the cluster; default: the embedded server in --data")
+	o.nats.register(fs, "NATS `URL` of the cluster; default: the embedded server in --data")
 	fs.StringVar(&o.tenant, "tenant", "default", "the `tenant` (logfile, tree)")
 	fs.StringVar(&o.out, "out", "", "logfile: the `file` to write")
 	fs.StringVar(&o.dbEnv, "db-env", "", "db: environment `variable` holding the URL of the empty PostgreSQL database to fill")
 	if _, err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	nc, closeBroker, err := replayBroker(o.data, o.natsURL)
+	nc, closeBroker, err := replayBroker(o.data, o.nats.credentials())
 	if err != nil {
 		return err
 	}
@@ -94,11 +95,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return usagef("unknown projection %q: want logfile, metering, tree or db", what)
 }
 
-// replayBroker connects to the cluster at natsURL, or starts the embedded server of
+// replayBroker connects to the cluster at c.URL, or starts the embedded server of
 // the data directory (which fails while the log server still runs on it).
-func replayBroker(data, natsURL string) (*nats.Conn, func(), error) {
-	if natsURL != "" {
-		nc, err := nats.Connect(natsURL, nats.Name("svc-replay"))
+func replayBroker(data string, c pipeline.Credentials) (*nats.Conn, func(), error) {
+	if c.URL != "" {
+		nc, err := pipeline.Connect(c, "svc-replay")
 		if err != nil {
 			return nil, nil, err
 		}
@@ -111,7 +112,7 @@ func replayBroker(data, natsURL string) (*nats.Conn, func(), error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w (is the log server still running on %s? stop it first)", err, data)
 	}
-	nc, err := natsembed.Connect(srv, "svc-replay")
+	nc, err := natsembed.Connect(srv, "svc-replay", pipeline.Credentials{})
 	if err != nil {
 		srv.Shutdown()
 		return nil, nil, err

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,183 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
 )
-
-// cluster is an in-process JetStream cluster of three servers on 127.0.0.1. Client
-// ports are picked by the first start and kept, so a node that comes back is reached
-// at the URLs the svc processes were given.
-type cluster struct {
-	t     testing.TB
-	mu    sync.Mutex
-	opts  []*server.Options
-	nodes []*server.Server
-}
-
-// freePorts picks n free TCP ports: listen on :0, note the port, close.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-func startCluster(t testing.TB, n int) *cluster {
-	t.Helper()
-	c := &cluster{t: t, nodes: make([]*server.Server, n)}
-	// The ports are chosen before the nodes listen (each node's routes name the
-	// others'), so a test running beside this one can take one in between, if only
-	// as the local port of an outgoing connection. A node that cannot listen never
-	// becomes ready; the whole cluster then starts again on new ports.
-	var err error
-	for range 3 {
-		c.configure(n)
-		if err = c.startAll(); err == nil {
-			break
-		}
-		c.stopAll()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The cluster is usable once an R3 stream can be created.
-	nc, err := nats.Connect(c.URLs())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	testkit.Eventually(t, 30*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: n, Storage: jetstream.MemoryStorage})
-		return err
-	})
-	return c
-}
-
-// configure gives the n nodes fresh ports; a node that comes back keeps them, so it
-// is reached at the URLs the svc processes were given.
-func (c *cluster) configure(n int) {
-	routes := freePorts(c.t, n)
-	clients := freePorts(c.t, n)
-	c.opts = nil
-	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
-			JetStream: true, StoreDir: c.t.TempDir(), NoLog: true, NoSigs: true,
-			// NoAdvertise: clients know only the URLs they were given, so a proxy
-			// in front of one node isolates a process (no reconnect around it).
-			Cluster: server.ClusterOpts{Name: "svc", Host: "127.0.0.1", Port: routes[i], NoAdvertise: true},
-		}
-		if n == 1 {
-			o.Cluster = server.ClusterOpts{} // a single node: plain JetStream
-		}
-		for j := range n {
-			if j != i {
-				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
-			}
-		}
-		c.opts = append(c.opts, o)
-	}
-	// Registered after the store directories: cleanups run last first, so the nodes
-	// stop before their directories are removed.
-	c.t.Cleanup(c.stopAll)
-}
-
-// stopAll stops every node that runs.
-func (c *cluster) stopAll() {
-	for i := range c.nodes {
-		c.stop(i)
-	}
-}
-
-// startAll starts every node, stopping at the first that does not become ready.
-func (c *cluster) startAll() error {
-	for i := range c.opts {
-		if err := c.tryStart(i); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// start starts node i again (after stop), failing the test if it does not come up.
-func (c *cluster) start(i int) {
-	c.t.Helper()
-	if err := c.tryStart(i); err != nil {
-		c.t.Fatal(err)
-	}
-}
-
-func (c *cluster) tryStart(i int) error {
-	s, err := server.NewServer(c.opts[i])
-	if err != nil {
-		return fmt.Errorf("nats node %d: %w", i, err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(20 * time.Second) {
-		s.Shutdown()
-		return fmt.Errorf("nats node %d did not start within 20 s (client port %d, route port %d: taken by another process?)", i, c.opts[i].Port, c.opts[i].Cluster.Port)
-	}
-	c.mu.Lock()
-	c.nodes[i] = s
-	c.mu.Unlock()
-	return nil
-}
-
-func (c *cluster) stop(i int) {
-	c.mu.Lock()
-	s := c.nodes[i]
-	c.nodes[i] = nil
-	c.mu.Unlock()
-	if s != nil {
-		s.Shutdown()
-		s.WaitForShutdown()
-	}
-}
-
-// URL is node i's client URL; URLs all of them, as nats.Connect takes them.
-func (c *cluster) URL(i int) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].Port)
-}
-
-func (c *cluster) URLs() string {
-	var u []string
-	for i := range c.opts {
-		u = append(u, c.URL(i))
-	}
-	return strings.Join(u, ",")
-}
-
-// leaderOf is the index of the node that leads stream, or -1.
-func (c *cluster) leaderOf(stream string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, s := range c.nodes {
-		if s != nil && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
-			return i
-		}
-	}
-	return -1
-}
 
 // leaseHolder reads the process id out of tenant's sequencer lease ("host/pid/nanos").
 func leaseHolder(ctx context.Context, js jetstream.JetStream, tenant string) (int, error) {

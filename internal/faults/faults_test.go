@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,7 +33,14 @@ import (
 
 var svcPath string
 
-func TestMain(m *testing.M) { svcbin.Main(m, &svcPath) }
+// TestMain builds nats-server (go.mod's version: the suite's cluster runs real
+// nats-server processes, killed and paused as machines fail) and svc.
+func TestMain(m *testing.M) {
+	svcbin.MainWith(m, &svcPath, func(dir string) (err error) {
+		natsServerPath, err = buildNATSServer(dir)
+		return err
+	})
+}
 
 // full reports whether the whole suite runs (go tool task test:faults); plain go
 // test runs the short subset.
@@ -54,6 +62,7 @@ type rig struct {
 	cpRoot string // checkpoint directories (a small tmpfs in the full suite), one per process
 	tmpfs  error  // why cpRoot is no tmpfs, if it is not
 	load   *load
+	raw    *rawPublisher // the broker's own failover, measured beside svc's
 	rows   []row
 }
 
@@ -61,6 +70,7 @@ type rig struct {
 type row struct {
 	fault    string
 	recovery time.Duration
+	broker   time.Duration // the raw publisher's longest gap over the same span (-1: not measured)
 	note     string
 }
 
@@ -174,6 +184,7 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 		}
 	}
 	checkReplicas(t, r.js, 3)
+	r.raw = startRawPublisher(t, r.c)
 	r.load = &load{procs: r.procs, tokens: tokens, workers: max(cfg.workers, 1)}
 	r.load.start()
 	t.Cleanup(r.summary)
@@ -201,8 +212,21 @@ func (r *rig) warm() { time.Sleep(2 * time.Second) }
 // record adds a summary row and checks the invariants against the log so far.
 func (r *rig) record(fault string, recovery time.Duration, note string) {
 	r.t.Helper()
-	r.rows = append(r.rows, row{fault, recovery, note})
-	r.t.Logf("%s %s: recovered in %s %s", time.Now().Format("15:04:05.000"), fault, recovery.Round(time.Millisecond), note)
+	r.recordVs(fault, recovery, -1, note)
+}
+
+// recordVs adds a summary row with the raw publisher's gap over the same span.
+func (r *rig) recordVs(fault string, recovery, broker time.Duration, note string) {
+	r.t.Helper()
+	r.rows = append(r.rows, row{fault, recovery, broker, note})
+	r.t.Logf("%s %s: recovered in %s (raw JetStream publisher: %s) %s", time.Now().Format("15:04:05.000"), fault, recovery.Round(time.Millisecond), brokerGap(broker), note)
+}
+
+func brokerGap(d time.Duration) string {
+	if d < 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 func (r *rig) summary() {
@@ -210,9 +234,9 @@ func (r *rig) summary() {
 	acks, heads, lat := r.load.snapshot()
 	r.load.verify(r.t)
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n%-52s %12s  %s\n", "fault", "recovery", "note")
+	fmt.Fprintf(&b, "\n%-52s %12s %12s  %s\n", "fault", "svc gap", "raw JS gap", "note")
 	for _, x := range r.rows {
-		fmt.Fprintf(&b, "%-52s %12s  %s\n", x.fault, x.recovery.Round(time.Millisecond), x.note)
+		fmt.Fprintf(&b, "%-52s %12s %12s  %s\n", x.fault, x.recovery.Round(time.Millisecond), brokerGap(x.broker), x.note)
 	}
 	exits := 0
 	var reasons []string
@@ -228,6 +252,11 @@ func (r *rig) summary() {
 	r.load.mu.Unlock()
 	for _, x := range reasons {
 		fmt.Fprintf(&b, "  exit %s\n", x)
+	}
+	// With two of three nodes up (or the broker unreachable for a while), no svc
+	// process may exit: every broker-facing loop retries.
+	if exits > 0 {
+		r.t.Errorf("%d svc processes exited on their own: %s", exits, strings.Join(reasons, "; "))
 	}
 	r.t.Log(b.String())
 	if !r.t.Failed() {
@@ -283,32 +312,64 @@ func (r *rig) cleanStop(tenant string) {
 	r.record("clean stop (SIGTERM) of the active sequencer's process", rec, "("+p.name+" held "+tenant+"; lease released)")
 }
 
-// nodeLoss shuts down one NATS node (the SVC_LEAVES leader, or a follower), then
-// brings it back.
-func (r *rig) nodeLoss(leader bool) {
+// nodeFault is a fault of one NATS node, as machines fail.
+type nodeFault int
+
+const (
+	killLeader    nodeFault = iota // kill -9 of the node leading SVC_LEAVES
+	killFollower                   // kill -9 of a node leading none of them
+	pauseLeader                    // SIGSTOP of the leader (a hung machine), then SIGCONT
+	isolateLeader                  // the leader's routes black-holed: a partition
+)
+
+// nodeFault hits one NATS node (never node 0, log-b's only way in: losing it is the
+// network-cut case) under load, holds the fault, heals it, and records svc's stall
+// beside the raw publisher's, whose stream is led by the same node as SVC_LEAVES.
+func (r *rig) nodeFault(f nodeFault, hold time.Duration) {
 	r.warm()
-	// Node 0 is log-b's only way in; its loss is the network-cut case. Move the
-	// leadership off it first, so this case loses only a node.
-	testkit.Eventually(r.t, 30*time.Second, func() error {
-		switch l := r.c.leaderOf("SVC_LEAVES"); l {
-		case -1:
-			return errors.New("SVC_LEAVES has no leader")
-		case 0:
-			_, _ = r.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.SVC_LEAVES", nil, 2*time.Second)
-			time.Sleep(500 * time.Millisecond)
-			return errors.New("SVC_LEAVES led by node 0")
-		}
-		return nil
-	})
+	if err := r.c.moveLeaderOff("SVC_LEAVES", 0); err != nil {
+		r.t.Fatal(err)
+	}
 	l := r.c.leaderOf("SVC_LEAVES")
-	i, what := l, "loss of the SVC_LEAVES leader node"
-	if !leader {
-		i, what = (l+1)%3, "loss of a follower NATS node"
-		if i == 0 { // node 0 is procs[1]'s only way in; lose the other follower
+	if l < 0 {
+		r.t.Fatal("SVC_LEAVES has no leader")
+	}
+	// svc's other streams and the floor's stream led by the same node: a leader's
+	// loss then costs every one of them an election, as it costs the raw publisher.
+	for _, s := range []string{rawStream, "SVC_APPEND", "KV_svc_sequencer_leases"} {
+		r.c.moveLeader(s, l)
+	}
+	i := l
+	if f == killFollower {
+		if i = (l + 1) % 3; i == 0 {
 			i = (l + 2) % 3
 		}
+		for _, s := range []string{rawStream, "SVC_APPEND", "KV_svc_sequencer_leases"} {
+			_ = r.c.moveLeaderOff(s, i)
+		}
 	}
-	r.outage(what, fmt.Sprintf("(node n%d)", i), "  the node back", 2*time.Second, func() { r.c.stop(i) }, func() { r.c.start(i) })
+	leads := fmt.Sprintf("(node n%d; leaders: SVC_LEAVES n%d, SVC_APPEND n%d, leases n%d, RAW n%d)", i, l,
+		r.c.leaderOf("SVC_APPEND"), r.c.leaderOf("KV_svc_sequencer_leases"), r.c.leaderOf(rawStream))
+	// The broker's own failover for each stream svc uses, beside the raw publisher's.
+	var elected func() string
+	watch := func() {
+		elected = r.c.watchElections(i, []string{"SVC_LEAVES", "SVC_APPEND", "KV_svc_sequencer_leases", rawStream})
+	}
+	defer func() {
+		if elected != nil && len(r.rows) >= 2 { // the fault's row, before its healing's
+			r.rows[len(r.rows)-2].note += "; new leaders after: " + elected()
+		}
+	}()
+	switch f {
+	case killLeader:
+		r.outage("kill -9 of the SVC_LEAVES leader node", leads, "  the node restarted", hold, func() { r.c.kill9(i); watch() }, func() { r.c.start(i) })
+	case killFollower:
+		r.outage("kill -9 of a follower NATS node", leads, "  the node restarted", hold, func() { r.c.kill9(i) }, func() { r.c.start(i) })
+	case pauseLeader:
+		r.outage("SIGSTOP of the SVC_LEAVES leader node", leads, "  SIGCONT", hold, func() { r.c.pause(i); watch() }, func() { r.c.resume(i) })
+	case isolateLeader:
+		r.outage("the SVC_LEAVES leader node partitioned from its peers", leads, "  partition healed", hold, func() { r.c.isolate(i, true); watch() }, func() { r.c.isolate(i, false) })
+	}
 }
 
 // outage injects a fault and records how long producers stalled, keeps it for hold,
@@ -317,18 +378,60 @@ func (r *rig) outage(what, note, healed string, hold time.Duration, inject, heal
 	t0 := time.Now()
 	inject()
 	rec := r.load.waitRecovered(r.t, t0, 60*time.Second)
-	r.record(what, rec, note)
-	time.Sleep(hold)
+	r.recordVs(what, rec, r.raw.gap(t0, 60*time.Second), note)
+	time.Sleep(max(0, hold-time.Since(t0)))
 	t1 := time.Now()
 	heal()
 	rec = r.load.waitRecovered(r.t, t1, 60*time.Second)
-	r.record(healed, rec, fmt.Sprintf("(after %s of outage)", t1.Sub(t0).Round(100*time.Millisecond)))
+	r.recordVs(healed, rec, r.raw.gap(t1, 60*time.Second), fmt.Sprintf("(after %s of outage)", t1.Sub(t0).Round(100*time.Millisecond)))
 }
 
-// netCut cuts the network between procs[1] and its NATS node, then heals it.
+// netCut black-holes the network between log-b and its only NATS node (nothing is
+// closed: log-b finds out by its own timeouts, as behind a cut cable), then heals it.
+// log-b's tenants move to log-a, and a holder cut off must hold its commits before
+// its lease can be taken: its log's "commits held" line comes before log-a's takeover
+// of each tenant it held (the fence stays the safety net behind that).
 func (r *rig) netCut(hold time.Duration) {
 	r.warm()
-	r.outage("network log-b ↔ NATS cut", "(log-b's tenants move to log-a)", "  healed", hold, func() { r.nats.SetCut(true) }, func() { r.nats.SetCut(false) })
+	var held []string
+	for tenant := range r.load.tokens {
+		if r.holderProc(tenant) == r.procs[1] {
+			held = append(held, tenant)
+		}
+	}
+	t0 := time.Now()
+	r.outage("network log-b ↔ NATS cut (black hole)", fmt.Sprintf("(log-b held %v; they move to log-a)", held), "  healed", hold,
+		func() { r.nats.SetBlackhole(true) }, func() { r.nats.SetBlackhole(false) })
+	for _, tenant := range held {
+		stopped := logTime(r.procs[1], t0, `msg="lease not renewed in time; commits held`, tenant)
+		taken := logTime(r.procs[0], t0, `msg="taking over the sequencer`, tenant)
+		switch {
+		case taken.IsZero():
+			r.t.Errorf("cut: log-a never took over %s, which log-b held", tenant)
+		case stopped.IsZero() || !stopped.Before(taken):
+			r.t.Errorf("cut: log-b held %s's commits at %s, log-a took it over at %s: two active sequencers", tenant, stopped.Format("15:04:05.000"), taken.Format("15:04:05.000"))
+		default:
+			r.t.Logf("cut: log-b held %s's commits %s before log-a took it over", tenant, taken.Sub(stopped).Round(time.Millisecond))
+		}
+	}
+}
+
+// logTime is the time of p's first log line after t0 with msg for tenant (zero: none).
+func logTime(p *svcProc, t0 time.Time, msg, tenant string) time.Time {
+	for _, line := range strings.Split(p.log.String(), "\n") {
+		if !strings.Contains(line, msg) {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) < 2 || !strings.HasPrefix(f[1], "time=") || !slices.Contains(f, "tenant="+tenant) {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339Nano, strings.TrimPrefix(f[1], "time="))
+		if err == nil && at.After(t0) {
+			return at
+		}
+	}
+	return time.Time{}
 }
 
 // dbDown cuts every process from PostgreSQL: appends go on, the projections pause and
@@ -525,14 +628,18 @@ func TestFaults(t *testing.T) {
 	r.record("tenants spread over the processes at start", r.checkSpread(60*time.Second), "(each holds one or two of three; gauges follow the holders)")
 	r.kill9("acme")
 	r.cleanStop("beta")
-	r.nodeLoss(true)
+	r.nodeFault(killLeader, 10*time.Second)
 	if !full() {
 		return
 	}
-	r.nodeLoss(false)
+	r.corruptStore(truncateBlocks)
+	r.nodeFault(pauseLeader, 12*time.Second)
+	r.nodeFault(killFollower, 5*time.Second)
+	r.nodeFault(isolateLeader, 12*time.Second)
 	r.kill9("default")
 	r.moveAndReturn()
-	r.netCut(5 * time.Second)
+	r.netCut(8 * time.Second)
+	r.corruptStore(scribbleBlocks)
 	r.dbDown(5 * time.Second)
 	r.signerDown(3 * time.Second)
 	r.signerSkew(3 * time.Second)

@@ -20,9 +20,9 @@ func soakEnv(t *testing.T, name string, def time.Duration) time.Duration {
 	return d
 }
 
-// TestSoak runs the cluster at half the peak rate it measures first, killing
-// something every SVC_SOAK_KILL_EVERY: in turn a NATS node (back after 20 s) and the
-// process holding a tenant's sequencer (kill -9). `go tool task soak` runs it
+// TestSoak runs the cluster at half the peak rate it measures first, killing a NATS
+// node with kill -9 every SVC_SOAK_KILL_EVERY (n0, n1, n2 in turn; back after 20 s),
+// and every other time also the process holding a tenant's sequencer. `go tool task soak` runs it
 // (DURATION, default 30m; KILL_EVERY, default 5m); it never runs in CI.
 func TestSoak(t *testing.T) {
 	if os.Getenv("SVC_SOAK_DURATION") == "" {
@@ -49,14 +49,17 @@ func TestSoak(t *testing.T) {
 	_, _, before := r.load.snapshot()
 	for k := 0; time.Since(start)+every <= dur; k++ {
 		time.Sleep(every - 10*time.Second)
-		if k%2 == 0 {
-			r.c.stop(k / 2 % 3)
-			ts := time.Now()
-			rec := r.load.waitRecovered(t, ts, 2*time.Minute)
-			r.record(fmt.Sprintf("soak: NATS node n%d down", k/2%3), rec, "")
-			time.Sleep(20 * time.Second)
-			r.c.start(k / 2 % 3)
-		} else {
+		// Every round a NATS node is killed (n0, the first-listed and log-b's only way
+		// in, first); every other round also a tenant's holder once the node is back.
+		node := k % 3
+		r.c.kill9(node)
+		ts := time.Now()
+		rec := r.load.waitRecovered(t, ts, 2*time.Minute)
+		r.recordVs(fmt.Sprintf("soak: NATS node n%d killed (kill -9)", node), rec, r.raw.gap(ts, time.Minute), "")
+		time.Sleep(max(0, 20*time.Second-time.Since(ts)))
+		r.c.start(node)
+		if k%2 == 1 {
+			time.Sleep(5 * time.Second)
 			tenant := tenants[k/2%len(tenants)]
 			p := r.holderProc(tenant)
 			ts := time.Now()

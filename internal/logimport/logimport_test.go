@@ -58,7 +58,7 @@ func logFile(t *testing.T, from, n int) ([]byte, merkle.Hash) {
 // file's; a second run of the same file (an interrupted import resumed) changes
 // nothing; a file that does not extend the log is refused.
 func TestImport100k(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestImport100k(t *testing.T) {
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	dir := t.TempDir()
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: dir, NATSURL: srv.ClientURL(), Signer: receipt.KeySigner{Key: key},
+		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "cp"), CheckpointEvery: time.Hour, Logger: slog.New(slog.DiscardHandler),
 		Hosted: &logservice.Hosted{Store: st},

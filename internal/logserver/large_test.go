@@ -119,7 +119,7 @@ func commitMarker(t testing.TB, dir string, n uint64) {
 		t.Fatal(err)
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := natsembed.Connect(srv, "large-test")
+	nc, err := natsembed.Connect(srv, "large-test", pipeline.Credentials{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestLargeLogChild(t *testing.T) {
 		fail(err)
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := natsembed.Connect(srv, "large-child")
+	nc, err := natsembed.Connect(srv, "large-child", pipeline.Credentials{})
 	if err != nil {
 		fail(err)
 	}

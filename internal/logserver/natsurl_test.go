@@ -17,12 +17,12 @@ import (
 // TestServiceOnExternalNATS runs the log service against a NATS server it did not
 // start (reached by URL, as with --nats-url), and appends through it.
 func TestServiceOnExternalNATS(t *testing.T) {
-	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1"})
+	broker, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer broker.Shutdown()
-	url := broker.ClientURL()
+	url := natsembed.URL(broker, "pw-of-tests")
 	if !strings.HasPrefix(url, "nats://127.0.0.1:") {
 		t.Fatalf("client URL %q", url)
 	}

@@ -52,6 +52,10 @@ type Config struct {
 	TrustProxy httplimits.Proxy
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Broker, when set, reports whether the process is connected to its broker; /health
+	// answers 503 "broker unavailable: …" while it is not (the process retries, never
+	// exits; svc_broker_retries_total counts the loops that failed).
+	Broker func() error
 	// Dynamic allows a server that starts with no tenants and gets them from
 	// AddTenant (the database-backed server, whose tenants come from SVC_ADMIN).
 	Dynamic bool
@@ -71,6 +75,9 @@ type Config struct {
 	// Problems, when set, lists tenants that cannot be served now, with why; /health
 	// reports them (the process itself stays up and serves the others).
 	Problems func() map[string]string
+	// Alarm, when set, is asked by /health: a non-nil error (a sequencer that stopped
+	// appending because the log of record lost leaves) answers 503 with it.
+	Alarm func() error
 }
 
 // Server serves the log's HTTP routes.
@@ -235,6 +242,12 @@ func (s *Server) tenant(id string) (*Tenant, bool) {
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Alarm != nil {
+		if err := s.cfg.Alarm(); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
+			return
+		}
+	}
 	t, ok := s.tenant(DefaultTenant)
 	if !ok {
 		s.tmu.RLock()
@@ -258,6 +271,12 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
+	if s.cfg.Broker != nil {
+		if err := s.cfg.Broker(); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "broker unavailable: " + err.Error()})
+			return
+		}
+	}
 	// The signer answers when it signs the current head (of the empty tree when no
 	// tenant is served yet).
 	if _, err := receipt.SignTreeHeadWith(ctx, sig, size, root.String(), s.cfg.Now(), logID); err != nil {

@@ -171,5 +171,13 @@ func (st *hostedState) tryLease(ctx context.Context, tenant string, released boo
 		}
 	}
 	_, err := st.kv.Create(ctx, tenant, []byte(st.id))
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		// This process's own lease, left when its renewals failed for a while (a
+		// broker election): nobody can have taken it since, so take it back now
+		// (compare-and-set on its revision) rather than wait for it to run out.
+		if e, gerr := st.kv.Get(ctx, tenant); gerr == nil && string(e.Value()) == st.id {
+			_, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision())
+		}
+	}
 	return err == nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -89,6 +90,7 @@ type hostedState struct {
 	locks   map[string]*sync.Mutex // per tenant: a start and a stop never overlap
 	refused map[string]string      // tenants whose last start failed, with why
 	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
+	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -131,7 +133,8 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
-		Lookup: s.lookup, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer}); err != nil {
+		Lookup: s.lookup, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
+		Broker: s.brokerState, Alarm: st.alarm}); err != nil {
 		return err
 	}
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
@@ -201,6 +204,11 @@ func (s *Service) follow(ctx context.Context, t tenancy.Tenant) error {
 			f.used.Store(time.Now().UnixNano())
 			return appendBatch(tree, t.ID, ev.Batch)
 		}, func() { once.Do(func() { close(caught) }) })
+		if errors.Is(err, errLogGap) {
+			// The log of record lost committed batches: raise the alarm; the tenant
+			// stops here and the process (and its other tenants) stays up.
+			st.halt(t.ID, err, s.cfg.Logger)
+		}
 		if err != nil && fctx.Err() == nil {
 			f.err = err
 			stop()
@@ -269,6 +277,9 @@ func (s *Service) takeOver(t tenancy.Tenant, f *following) {
 	}
 }
 
+// errLogGap: the log of record skips committed batches (the broker lost them).
+var errLogGap = errors.New("the log of record has a gap: the broker lost committed leaves")
+
 // appendBatch applies a batch of the log of record to a read-only tree.
 func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
 	size := tree.Size()
@@ -277,7 +288,7 @@ func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
 		return nil
 	}
 	if b.First > size {
-		return fmt.Errorf("read-only tree of %s: batch at %d but the tree holds %d", tenant, b.First, size)
+		return fmt.Errorf("%w: read-only tree of %s: batch at %d but the tree holds %d", errLogGap, tenant, b.First, size)
 	}
 	hashes := make([]merkle.Hash, 0, end-size)
 	for _, l := range b.Leaves[size-b.First:] {
@@ -334,6 +345,23 @@ type holding struct {
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
+	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
+	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
+	// the broker electing the lease bucket's leader) commits nothing once another
+	// process could take the lease, and goes on the moment it renews again.
+	validUntil atomic.Int64
+}
+
+// hold is the sequencer's Hold: it waits while the lease is not known to be ours.
+func (h *holding) hold(ctx context.Context) error {
+	for time.Now().UnixNano() >= h.validUntil.Load() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease
@@ -346,14 +374,16 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 		st.release(t.ID, 0)
 		return err
 	}
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota})
+	h := &holding{t: t, lease: make(chan struct{})}
+	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold})
 	if err != nil {
 		st.release(t.ID, 0)
 		return err
 	}
 	workCtx, stopWork := context.WithCancel(runCtx)
 	leaseCtx, stopLease := context.WithCancel(runCtx)
-	h := &holding{t: t, seq: seq, stopWork: stopWork, stopLease: stopLease, lease: make(chan struct{})}
+	h.seq, h.stopWork, h.stopLease = seq, stopWork, stopLease
 	renewing := false
 	defer func() {
 		if err != nil {
@@ -374,13 +404,17 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 	select {
 	case <-seq.Ready():
 	case err := <-failed:
-		return err
+		if !errors.Is(err, sequencer.ErrShorterLog) {
+			return err
+		}
+		// Halted as it recovered: hold the lease all the same (below), so that no
+		// other process sequences the shorter log; the tree serves reads.
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	renewing = true
 	s.goRun("lease "+t.ID, func() error {
-		err := st.renew(leaseCtx, t.ID)
+		err := st.renew(leaseCtx, h, s.cfg.Logger)
 		close(h.lease)
 		if errors.Is(err, errLeaseLost) {
 			s.loseTenant(t.ID, err)
@@ -418,19 +452,26 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 	if err == nil {
 		return
 	}
+	if errors.Is(err, sequencer.ErrShorterLog) {
+		// Neither this sequencer nor another may append to the shorter log: the
+		// lease stays here (renewed), the tree serves reads and the alarm is raised.
+		s.hosted.halt(h.t.ID, err, s.cfg.Logger)
+	}
 	select {
 	case <-h.seq.Ready():
 	default:
 		failed <- err
 		return
 	}
-	if errors.Is(err, sequencer.ErrFenced) {
+	switch {
+	case errors.Is(err, sequencer.ErrShorterLog):
+	case errors.Is(err, sequencer.ErrFenced):
 		// Another process committed: this one steps down to a standby (in a
 		// goroutine of its own, since stepping down waits for this one).
 		go s.loseTenant(h.t.ID, err)
-		return
+	default:
+		go s.quiesce(h.t.ID, err)
 	}
-	go s.quiesce(h.t.ID, err)
 }
 
 // unhold stops what holdTenant started for h and releases the lease: a start that
@@ -510,6 +551,31 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	return errors.Join(ferr, err)
 }
 
+// halt records that tenant's sequencer stopped on a log of record shorter than its
+// tree: an error line, svc.sequencer.halted, and /health answers 503 naming it until
+// the process restarts (after an operator checked the broker's stores).
+func (st *hostedState) halt(tenant string, err error, log *slog.Logger) {
+	log.Error("sequencer stopped appending: the log of record lost acknowledged leaves; check the NATS nodes' stores (a node restarted with a truncated or corrupted file) before restarting this process", "tenant", tenant, "err", err)
+	telemetry.Current().SequencerHalted(tenant)
+	st.mu.Lock()
+	if st.halted == nil {
+		st.halted = map[string]error{}
+	}
+	st.halted[tenant] = err
+	st.mu.Unlock()
+}
+
+// alarm is /health's view of halted tenants (nil: none).
+func (st *hostedState) alarm() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var errs []error
+	for tenant, err := range st.halted {
+		errs = append(errs, fmt.Errorf("tenant %s: %w", tenant, err))
+	}
+	return errors.Join(errs...)
+}
+
 // errLeaseLost: another process holds a tenant's lease this one held, or it could
 // not be renewed in time.
 var errLeaseLost = errors.New("lost the sequencer lease")
@@ -539,21 +605,31 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	if h == nil {
 		return
 	}
-	s.cfg.Logger.Warn("lost a tenant's sequencer; serving it read-only as a standby", "tenant", tenant, "err", cause)
+	// Stop appending first: the lease runs out a third of its TTL after renewals
+	// stopped, and another process may then take the tenant. Following the log
+	// read-only (handOver) needs the broker, which a cut-off holder cannot reach.
+	h.stopWork()
+	h.work.Wait()
+	s.cfg.Logger.Warn("lost a tenant's sequencer; stopped it, serving the tenant read-only as a standby", "tenant", tenant, "err", cause)
 	telemetry.Current().LeaseLost(tenant)
 	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
 		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
 	}
 }
 
-// renew keeps the lease on tenant's sequencer; it returns errLeaseLost when another
-// process holds it or it was not renewed within two thirds of the TTL (the broker's
-// fence would refuse this sequencer's next commit anyway).
-func (st *hostedState) renew(ctx context.Context, tenant string) error {
+// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from two
+// thirds of the TTL after the last renewal, before the lease can run out and be
+// taken; renewal goes on trying, and a renewal of this process's own lease (a
+// compare-and-set on its revision, or a new lease when it ran out and nobody took
+// it) lets the held commits go on: a broker election costs the election, not a
+// takeover. renew returns errLeaseLost when another process holds the lease.
+func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) error {
+	tenant := h.t.ID
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
 	var rev uint64
+	held := false // commits held, and said so
 	for {
 		select {
 		case <-ctx.Done():
@@ -564,26 +640,53 @@ func (st *hostedState) renew(ctx context.Context, tenant string) error {
 			return nil
 		case <-tick.C:
 		}
-		e, err := st.kv.Get(ctx, tenant)
-		if err == nil && string(e.Value()) == st.id {
-			if rev, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision()); err == nil {
-				renewed = time.Now()
-				continue
-			}
+		// An attempt ends by the time commits are held, or after a third of the TTL
+		// once they are.
+		deadline := renewed.Add(st.cfg.LeaseTTL * 2 / 3)
+		if held {
+			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
 		}
-		if ctx.Err() != nil {
+		next, mine, err := st.renewOnce(ctx, tenant, deadline)
+		switch {
+		case ctx.Err() != nil:
 			st.release(tenant, rev)
 			return nil
-		}
-		if err == nil {
+		case err == nil && !mine:
 			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
+		case err == nil:
+			rev, renewed = next, time.Now()
+			h.validUntil.Store(renewed.Add(st.cfg.LeaseTTL * 2 / 3).UnixNano())
+			if held {
+				held = false
+				log.Info("lease renewed again; commits go on", "tenant", tenant)
+			}
+		case !held && time.Since(renewed) >= st.cfg.LeaseTTL*2/3:
+			held = true
+			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
 		}
-		// A broker hiccup: keep trying while the lease is surely still ours.
-		if time.Since(renewed) < st.cfg.LeaseTTL*2/3 {
-			continue
-		}
-		return fmt.Errorf("%w of %s: not renewed for %s: %w", errLeaseLost, tenant, time.Since(renewed).Round(time.Millisecond), err)
 	}
+}
+
+// renewOnce renews tenant's lease by compare-and-set: mine is false when another
+// process holds it. A lease that ran out (nobody took it) is taken again.
+func (st *hostedState) renewOnce(ctx context.Context, tenant string, deadline time.Time) (rev uint64, mine bool, err error) {
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	e, err := st.kv.Get(actx, tenant)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		rev, err = st.kv.Create(actx, tenant, []byte(st.id))
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return 0, false, nil // another process took it in between
+		}
+		return rev, err == nil, err
+	case err != nil:
+		return 0, false, err
+	case string(e.Value()) != st.id:
+		return 0, false, nil
+	}
+	rev, err = st.kv.Update(actx, tenant, []byte(st.id), e.Revision())
+	return rev, err == nil, err
 }
 
 // release hands tenant over at once on a clean stop: it deletes the lease when it is

@@ -40,11 +40,12 @@ func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Ser
 // frontEndLogged is frontEndIn with the process's log lines going to logger.
 func frontEndLogged(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger) (*Service, string) {
 	t.Helper()
-	return frontEndWith(t, dir, natsURL, dbURL, key, logger, Hosted{LeaseTTL: 2 * time.Second})
+	return frontEndWith(t, dir, natsURL, dbURL, key, logger, Hosted{LeaseTTL: 2 * time.Second}, 1)
 }
 
-// frontEndWith is frontEndLogged with the hosted settings h (its Store is filled in).
-func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted) (*Service, string) {
+// frontEndWith is frontEndLogged with the hosted settings h (its Store is filled in)
+// and the streams' replica count.
+func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted, replicas int) (*Service, string) {
 	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
@@ -53,7 +54,7 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	h.Store = st
 	svc, err := Start(context.Background(), Config{
-		DataDir: dir, NATSURL: natsURL, Signer: receipt.KeySigner{Key: key},
+		DataDir: dir, NATSURL: natsURL, Replicas: replicas, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: logger, Hosted: &h,
@@ -70,7 +71,7 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 // loopback port (processes connect by URL), a fresh database and a log key.
 func hostedParts(t *testing.T) (*server.Server, string, *signer.Key) {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,8 +108,8 @@ func appendTo(t *testing.T, base, tenant, token, leaf string) (int, []byte) {
 // over when the first stops.
 func TestTwoFrontEnds(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
-	a, urlA := frontEnd(t, srv.ClientURL(), dbURL, key)
-	b, urlB := frontEnd(t, srv.ClientURL(), dbURL, key)
+	a, urlA := frontEnd(t, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
+	b, urlB := frontEnd(t, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	ctx := context.Background()
 	for _, id := range []string{"acme", "globex"} {
 		if _, err := a.Admin().AddTenant(ctx, "test", id, ""); err != nil {
@@ -353,7 +354,7 @@ func TestTwoFrontEnds(t *testing.T) {
 func TestHostedRestart(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
 	dir := t.TempDir()
-	a, url := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
+	a, url := frontEndIn(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	tok := addTenant(t, a, "acme")
 	for i := range 5 {
 		if s, body := appendTo(t, url, "acme", tok, fmt.Sprintf("before %d", i)); s != 200 {
@@ -361,7 +362,7 @@ func TestHostedRestart(t *testing.T) {
 		}
 	}
 	a.Close()
-	_, url2 := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
+	_, url2 := frontEndIn(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	s, body := appendTo(t, url2, "acme", tok, "after restart")
 	if s != 200 {
 		t.Fatalf("append after restart: %d %s", s, body)
@@ -382,7 +383,7 @@ func TestHostedRestart(t *testing.T) {
 func TestAppendsNeedNoDatabase(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
 	ctx := context.Background()
-	a, url := frontEnd(t, srv.ClientURL(), dbURL, key)
+	a, url := frontEnd(t, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	tok := addTenant(t, a, "acme")
 	su, err := pgx.Connect(ctx, pgtest.BaseURL())
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 )
@@ -25,7 +26,7 @@ import (
 // the standby takes the tenant back and its indices continue.
 func TestLostLeaseStepsDown(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
-	a, url := frontEnd(t, srv.ClientURL(), dbURL, key)
+	a, url := frontEnd(t, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	tokA, tokB := addTenant(t, a, "acme"), addTenant(t, a, "beta")
 	for i := range 3 {
 		for _, tt := range []struct{ tenant, tok string }{{"acme", tokA}, {"beta", tokB}} {
@@ -34,7 +35,7 @@ func TestLostLeaseStepsDown(t *testing.T) {
 			}
 		}
 	}
-	nc, err := nats.Connect(srv.ClientURL())
+	nc, err := nats.Connect(natsembed.URL(srv, "pw-of-tests"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +119,7 @@ func TestLostTenantReportedOnce(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
 	var lost atomic.Int32
 	logger := slog.New(countingHandler{match: "lost a tenant's sequencer", n: &lost})
-	a, url := frontEndLogged(t, t.TempDir(), srv.ClientURL(), dbURL, key, logger)
+	a, url := frontEndLogged(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, logger)
 	tok := addTenant(t, a, "acme")
 	if s, body := appendTo(t, url, "acme", tok, "before"); s != 200 {
 		t.Fatalf("append: %d %s", s, body)

@@ -79,7 +79,7 @@ func addTenants(t *testing.T, a *Service, prefix string, n int, tokens bool) map
 func TestIdleTenantsCostNothing(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
 	a, url := frontEndWith(t, t.TempDir(), srv.ClientURL(), dbURL, key, slog.New(slog.DiscardHandler),
-		Hosted{LeaseTTL: 2 * time.Second, QuietPeriod: 500 * time.Millisecond})
+		Hosted{LeaseTTL: 2 * time.Second, QuietPeriod: 500 * time.Millisecond}, 1)
 	before := runtime.NumGoroutine()
 	addTenants(t, a, "idle", 1000, false)
 	if g := runtime.NumGoroutine(); g > before+50 {
@@ -207,7 +207,7 @@ func TestBrokerRefusalIsTheTenants(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	key, _ := signer.GenerateKey()
-	a, url := frontEndWith(t, t.TempDir(), srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second})
+	a, url := frontEndWith(t, t.TempDir(), srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second}, 1)
 	tokens := addTenants(t, a, "r", 4, true)
 	for i := range 3 {
 		id := fmt.Sprintf("r-%d", i)

@@ -52,11 +52,14 @@ type TenantSpec struct {
 type Config struct {
 	DataDir    string // JetStream store (embedded), tree stores and projection state
 	NATSURL    string // an existing NATS cluster; empty: the embedded server
-	NATSListen string // embedded only: also listen on this host:port
-	Replicas   int    // stream replicas with NATSURL; 1 otherwise
-	Signer     receipt.EnvelopeSigner
-	Keys       func(ctx context.Context) (*signer.KeyDocument, error)
-	Tenants    []TenantSpec
+	NATSListen string // embedded only: also listen on this host:port (needs NATSNKeyFile)
+	// NATSCredsFile and NATSNKeyFile log in to the broker at NATSURL (pipeline.Credentials).
+	// With NATSListen, NATSNKeyFile's public key is the only user the listener admits.
+	NATSCredsFile, NATSNKeyFile string
+	Replicas                    int // stream replicas with NATSURL; 1 otherwise
+	Signer                      receipt.EnvelopeSigner
+	Keys                        func(ctx context.Context) (*signer.KeyDocument, error)
+	Tenants                     []TenantSpec
 	// CheckpointDir receives the file form of checkpoints; empty: <DataDir>/checkpoints.
 	CheckpointDir       string
 	CheckpointEvery     time.Duration // default 300 s
@@ -164,7 +167,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
-	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger}); err != nil {
+	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState}); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -174,18 +177,31 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 func (s *Service) connect() error {
 	var err error
 	if s.cfg.NATSURL != "" {
-		s.nc, err = nats.Connect(s.cfg.NATSURL, nats.Name("svc-log"), nats.MaxReconnects(-1))
-		if err != nil {
-			return fmt.Errorf("connect to NATS at %s: %w", s.cfg.NATSURL, err)
-		}
-		return nil
+		// A ping a second, two unanswered: a connection to a node that hangs
+		// (SIGSTOP, a cut cable: no RST) is given up within ~3 s and another URL
+		// tried, instead of after nats.go's 2 minutes x 2.
+		s.nc, err = pipeline.Connect(s.creds(), "svc-log", nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2))
+		return err
 	}
-	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NoSync: s.cfg.NoSync})
+	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NKeyFile: s.cfg.NATSNKeyFile, NoSync: s.cfg.NoSync})
 	if err != nil {
 		return err
 	}
-	s.nc, err = natsembed.Connect(s.srv, "svc-log")
+	s.nc, err = natsembed.Connect(s.srv, "svc-log", s.creds())
 	return err
+}
+
+// brokerState is nil while the connection to the broker is up, else its state.
+func (s *Service) brokerState() error {
+	if st := s.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("the connection is %s; retrying", st)
+	}
+	return nil
+}
+
+// creds are the broker credentials of Config.
+func (s *Service) creds() pipeline.Credentials {
+	return pipeline.Credentials{URL: s.cfg.NATSURL, CredsFile: s.cfg.NATSCredsFile, NKeyFile: s.cfg.NATSNKeyFile}
 }
 
 func (s *Service) goRun(what string, f func() error) {

@@ -7,12 +7,15 @@ package natsembed
 import (
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 	"svc.dev/svc/pipeline"
 )
 
@@ -23,7 +26,13 @@ type Config struct {
 	// Listen, when set ("127.0.0.1:4222", ":-1" for a random port), opens a TCP
 	// listener so other processes (sidecars, gateways) can reach the broker. Empty: no
 	// listener at all, so the process never collides with a NATS already on 4222.
+	// A listener requires credentials: NKeyFile or Password (Start refuses neither).
 	Listen string
+	// NKeyFile is a file holding an nkey user seed (svc keygen --nats-nkey); the
+	// server admits that user only, over the listener and in-process alike.
+	NKeyFile string
+	// Password, instead of NKeyFile, admits user "svc" with this password (test kits).
+	Password string
 	// NoSync turns off fsync per write. Only tests that measure something else use it;
 	// without fsync an acknowledged leaf survives a process kill but not a machine crash.
 	NoSync bool
@@ -45,6 +54,9 @@ func Start(cfg Config) (*server.Server, error) {
 		NoLog:              true,
 		DontListen:         cfg.Listen == "",
 		JetStreamMaxMemory: 256 << 20,
+	}
+	if err := cfg.auth(opts); err != nil {
+		return nil, err
 	}
 	if cfg.Listen != "" {
 		host, port, err := net.SplitHostPort(cfg.Listen)
@@ -68,7 +80,61 @@ func Start(cfg Config) (*server.Server, error) {
 	return s, nil
 }
 
-// Connect opens an in-process client connection to s.
-func Connect(s *server.Server, name string) (*nats.Conn, error) {
-	return nats.Connect("", nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
+// auth sets the users of opts: the nkey of NKeyFile or user "svc" with Password. A
+// listener without either is refused: any local user could otherwise publish
+// administrative events (tokens, plans) onto SVC_ADMIN.
+func (cfg Config) auth(opts *server.Options) error {
+	switch {
+	case cfg.NKeyFile != "" && cfg.Password != "":
+		return fmt.Errorf("embedded nats: give an nkey seed file or a password, not both")
+	case cfg.NKeyFile != "":
+		pub, err := publicKey(cfg.NKeyFile)
+		if err != nil {
+			return err
+		}
+		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
+	case cfg.Password != "":
+		opts.Users = []*server.User{{Username: User, Password: cfg.Password}}
+	case cfg.Listen != "":
+		return fmt.Errorf("--nats-listen %s needs --nats-nkey <file> (the only user the listener admits; create one with svc keygen --nats-nkey <file>)", cfg.Listen)
+	}
+	return nil
+}
+
+// User is the user name Config.Password admits.
+const User = "svc"
+
+// publicKey is the public key of the nkey user seed in file.
+func publicKey(file string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--nats-nkey: %w", err)
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b)
+	if err != nil {
+		return "", fmt.Errorf("--nats-nkey %s: not an nkey seed: %w", file, err)
+	}
+	defer kp.Wipe()
+	pub, err := kp.PublicKey()
+	if err != nil || !nkeys.IsValidPublicUserKey(pub) {
+		return "", fmt.Errorf("--nats-nkey %s: not an nkey user seed (want SU…)", file)
+	}
+	return pub, nil
+}
+
+// Connect opens an in-process client connection to s, logging in with c's nkey seed
+// or the user and password of c.URL (whose host is not used).
+func Connect(s *server.Server, name string, c pipeline.Credentials) (*nats.Conn, error) {
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, nats.InProcessServer(s), nats.Name(name), nats.MaxReconnects(-1))
+	return nats.Connect("", opts...)
+}
+
+// URL is the client URL of s, started with Config.Password, with user and password in
+// it (test kits hand it to other processes as their --nats-url).
+func URL(s *server.Server, password string) string {
+	return strings.Replace(s.ClientURL(), "nats://", "nats://"+User+":"+password+"@", 1)
 }

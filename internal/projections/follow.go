@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -55,11 +56,68 @@ func Target(ctx context.Context, js jetstream.JetStream, subject string) (uint64
 //   - An error from apply stops Follow, which returns that error unchanged: nothing is
 //     skipped, and the caller decides whether to restart from its saved position.
 //
-// Follow returns nil when ctx ends, and an error when the stream cannot be read or a
-// batch does not decode.
+// Follow returns nil when ctx ends, and an error when a batch does not decode. A
+// broker that fails (a node lost, no stream leader for a while, no quorum) is retried
+// with backoff from the batch after the last one delivered, for as long as it takes:
+// each failure is logged and counted (svc_broker_retries_total{loop=subject}), and
+// the projection's lag shows how far behind it is; the process never stops for it.
 func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSeq uint64, apply func(Event) error, caughtUp func()) error {
+	f := &follower{js: js, subject: subject, next: max(startSeq, 1), apply: apply, caughtUp: caughtUp}
+	wait := retryMin
+	for {
+		delivered := f.delivered
+		err := f.once(ctx)
+		var perm permanent
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.As(err, &perm):
+			return perm.err
+		}
+		if f.delivered > delivered {
+			wait = retryMin
+		}
+		telemetry.Current().BrokerRetry(subject)
+		slog.Warn("following the log of record failed; retrying", "subject", subject, "from", f.next, "err", err, "in", wait)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, retryMax)
+	}
+}
+
+// The backoff of a broker-facing loop: short, since a cluster's failover takes
+// seconds and every moment waited beyond it is a longer stall of the log.
+const (
+	retryMin = 50 * time.Millisecond
+	retryMax = time.Second
+)
+
+// permanent marks an error that retrying cannot cure (apply refused a batch, a batch
+// does not decode): Follow returns it.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+
+// follower is one Follow: where it is, and what it calls.
+type follower struct {
+	js        jetstream.JetStream
+	subject   string
+	next      uint64 // the stream sequence to deliver from
+	delivered uint64 // batches delivered so far
+	apply     func(Event) error
+	caughtUp  func()
+}
+
+// once follows from f.next until the broker fails (that error) or ctx ends.
+func (f *follower) once(ctx context.Context) error {
+	js, subject, startSeq := f.js, f.subject, f.next
 	stream, err := js.Stream(ctx, pipeline.LeavesStream)
-	if err != nil {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return permanent{fmt.Errorf("follow %s: %w", subject, err)}
+	} else if err != nil {
 		return fmt.Errorf("follow %s: %w", subject, err)
 	}
 	var target uint64 // the last batch on subject when Follow starts; 0: none
@@ -68,12 +126,9 @@ func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSe
 	} else if !errors.Is(err, jetstream.ErrMsgNotFound) {
 		return fmt.Errorf("follow %s: %w", subject, err)
 	}
-	if startSeq == 0 {
-		startSeq = 1
-	}
-	if caughtUp != nil && startSeq > target {
-		caughtUp()
-		caughtUp = nil
+	if f.caughtUp != nil && startSeq > target {
+		f.caughtUp()
+		f.caughtUp = nil
 	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subject},
@@ -105,16 +160,17 @@ func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSe
 		}
 		b, err := pipeline.DecodeBatch(m.Data())
 		if err != nil {
-			return fmt.Errorf("follow %s: stream seq %d: %w", subject, md.Sequence.Stream, err)
+			return permanent{fmt.Errorf("follow %s: stream seq %d: %w", subject, md.Sequence.Stream, err)}
 		}
 		ev := Event{Seq: md.Sequence.Stream, Tenant: strings.TrimPrefix(m.Subject(), pipeline.LeavesPrefix), Time: md.Timestamp, Batch: b, Pending: md.NumPending}
-		if err := apply(ev); err != nil {
-			return err
+		if err := f.apply(ev); err != nil {
+			return permanent{err}
 		}
+		f.next, f.delivered = ev.Seq+1, f.delivered+1
 		telemetry.Current().Applied(ctx, js, subject, ev.Seq, ev.Time)
-		if caughtUp != nil && ev.Seq >= target {
-			caughtUp()
-			caughtUp = nil
+		if f.caughtUp != nil && ev.Seq >= target {
+			f.caughtUp()
+			f.caughtUp = nil
 		}
 	}
 }

@@ -37,6 +37,14 @@ const preloadLeaves = 1 << 16
 // sequencer blindly.
 var ErrFenced = errors.New("sequencer: fenced out: another sequencer committed to this tenant's log")
 
+// ErrShorterLog: the log of record (SVC_LEAVES) holds fewer of the tenant's leaves
+// than this sequencer's tree, which were committed and acknowledged: the broker lost
+// acknowledged writes (a node restarted with a truncated or corrupted store). Run
+// returns it and the sequencer appends nothing more; another sequencer must not take
+// the tenant over either (it would hand out the lost indices again), so the process
+// keeps the tenant's lease and raises the alarm.
+var ErrShorterLog = errors.New("sequencer: the log of record is shorter than this sequencer's tree: acknowledged leaves were lost by the broker")
+
 // Admitter decides whether a tenant may append n more leaves: the place for monthly
 // quotas and disabled tenants. A nil error admits; a *pipeline.Refusal (ErrQuota,
 // ErrDisabled, ...) is answered as is, and any other error as ErrUnavailable. Admit is
@@ -91,6 +99,11 @@ type Config struct {
 	// leaves a second).
 	CheckpointEvery time.Duration
 	Admit           Admitter // optional
+	// Hold, when set, is called before every commit attempt and returns once the
+	// sequencer may commit (nil) or when ctx ends: the hosted log holds commits
+	// while it cannot renew the tenant's lease, and lets them go on the moment it
+	// renews it again, with nothing else lost.
+	Hold func(ctx context.Context) error
 	// Adopt lists leaves the log must begin with: a log file that existed before
 	// the stream (svc log --file on a gateway's log). After recovery the sequencer
 	// checks that the leaves the log already holds match, and commits the rest
@@ -479,6 +492,11 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 				return err
 			}
 		}
+		if s.cfg.Hold != nil {
+			if err := s.cfg.Hold(ctx); err != nil {
+				return err
+			}
+		}
 		m := nats.NewMsg(s.subject)
 		m.Data = data
 		m.Header.Set(jetstream.MsgIDHeader, s.cfg.Tenant+":"+strconv.FormatUint(b.First, 10))
@@ -516,6 +534,10 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 				s.lastSeq = last.Sequence
 				return nil
 			}
+			if end, ok := batchEnd(last, gerr); ok && end < b.First {
+				// Another sequencer only ever makes the log longer.
+				return fmt.Errorf("%w: %d leaves of %s on %s, %d in the tree", ErrShorterLog, end, s.cfg.Tenant, pipeline.LeavesStream, b.First)
+			}
 			return ErrFenced
 		default:
 			lastErr = err
@@ -523,6 +545,20 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 		}
 	}
 	return fmt.Errorf("commit of leaves %d..%d: %w", b.First, b.First+uint64(len(b.Leaves))-1, lastErr)
+}
+
+// batchEnd is where the log of record ends after last, the last batch on the
+// tenant's subject (0 when the subject holds none); ok is false when that is unknown.
+func batchEnd(last *jetstream.RawStreamMsg, err error) (uint64, bool) {
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, true
+	}
+	if err != nil {
+		return 0, false
+	}
+	first, e1 := strconv.ParseUint(last.Header.Get(pipeline.HeaderFirst), 10, 64)
+	count, e2 := strconv.ParseUint(last.Header.Get(pipeline.HeaderCount), 10, 64)
+	return first + count, e1 == nil && e2 == nil
 }
 
 // answer signs one head for the tree as it now stands and answers every request with
@@ -695,7 +731,7 @@ func (s *Sequencer) recover(ctx context.Context) error {
 	}
 	size := s.tree.Size()
 	if size > streamSize {
-		return fmt.Errorf("sequencer %s: the tree store under %s holds %d leaves but the log of record holds %d; remove that directory to rebuild it from the stream", s.cfg.Tenant, s.cfg.Dir, size, streamSize)
+		return fmt.Errorf("%w: sequencer %s: the tree store under %s holds %d leaves but the log of record holds %d; find out which is right before removing that directory to rebuild it from the stream", ErrShorterLog, s.cfg.Tenant, s.cfg.Dir, size, streamSize)
 	}
 	if size < streamSize {
 		if err := s.replay(ctx, size, streamSize); err != nil {
@@ -760,7 +796,7 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 			continue
 		}
 		if b.First > size {
-			return fmt.Errorf("sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", s.cfg.Tenant, b.First, size)
+			return fmt.Errorf("%w: sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", ErrShorterLog, s.cfg.Tenant, b.First, size)
 		}
 		for _, l := range b.Leaves[size-b.First : end-b.First] {
 			if _, err := s.tree.Append(l.Hash); err != nil {

@@ -57,6 +57,15 @@ func (t *Telemetry) Refused(reason string) {
 	t.inst.refusals.Add(bg, 1, o.(metric.AddOption))
 }
 
+// BrokerRetry counts one failure of a broker-facing loop (what: the subject it
+// follows, or "sequencer <tenant>") that retries instead of stopping the process.
+func (t *Telemetry) BrokerRetry(what string) {
+	if t == nil {
+		return
+	}
+	t.inst.brokerRetries.Add(bg, 1, metric.WithAttributeSet(attrs("loop", what)))
+}
+
 // LeaseLost counts a tenant whose sequencer this process lost (svc.sequencer.leases.lost).
 func (t *Telemetry) LeaseLost(tenant string) {
 	if t == nil {
@@ -72,6 +81,15 @@ func (t *Telemetry) StartRefused() {
 		return
 	}
 	t.inst.startRefused.Add(bg, 1)
+}
+
+// SequencerHalted counts a tenant whose sequencer stopped appending because the log
+// of record is shorter than its tree (svc.sequencer.halted).
+func (t *Telemetry) SequencerHalted(tenant string) {
+	if t == nil {
+		return
+	}
+	t.inst.halted.Add(bg, 1, metric.WithAttributeSet(attrs("tenant", tenant)))
 }
 
 // Publish starts the span "broker publish" for an append sent to tenant's

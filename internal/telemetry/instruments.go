@@ -20,6 +20,8 @@ type instruments struct {
 	leaves         metric.Int64Counter     // svc.sequencer.leaves
 	leasesLost     metric.Int64Counter     // svc.sequencer.leases.lost
 	startRefused   metric.Int64Counter     // svc.sequencer.starts.refused
+	halted         metric.Int64Counter     // svc.sequencer.halted
+	brokerRetries  metric.Int64Counter     // svc.broker.retries
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -47,6 +49,8 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.leaves = counter("svc.sequencer.leaves", "{leaf}", "Leaves committed by this process's sequencers (new indices).")
 	in.startRefused = counter("svc.sequencer.starts.refused", "{start}", "Starts of a tenant's sequencer or read-only tree that the broker or the disk refused (a consumer limit, a full disk): that tenant's appends get 503 until a start succeeds; /health lists the tenants.")
 	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
+	in.halted = counter("svc.sequencer.halted", "{sequencer}", "Sequencers stopped because the log of record (SVC_LEAVES) holds fewer leaves than their tree: the broker lost acknowledged leaves. /health answers 503 until the process restarts. By tenant.")
+	in.brokerRetries = counter("svc.broker.retries", "{retry}", "Times a loop that reads or writes the broker (a projection, the read-only tree, the admin view, a sequencer) failed and retries with backoff instead of stopping the process, by loop. Rising while appends fail: the broker has no quorum, or this process cannot reach it.")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),
 		metric.WithDescription("Append requests per sequencer batch."),

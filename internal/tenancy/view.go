@@ -10,9 +10,11 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
 )
 
@@ -73,8 +75,11 @@ func NewView(js jetstream.JetStream, logger *slog.Logger, onTenant func(Tenant))
 }
 
 // Start reads SVC_ADMIN up to its last message, then keeps following it in the
-// background until ctx ends. It returns once the catch-up is done; errors of the
-// background follower go to errc (when not nil).
+// background until ctx ends. It returns once the catch-up is done. A broker that
+// fails afterwards (a node lost, no quorum for a while) is retried with backoff from
+// the event after the last one applied, for as long as it takes, and logged and
+// counted (svc_broker_retries_total{loop="svc.admin.>"}); errc is kept for callers
+// but receives nothing from a broker failure.
 func (v *View) Start(ctx context.Context, errc chan<- error) error {
 	stream, err := v.js.Stream(ctx, pipeline.AdminStream)
 	if err != nil {
@@ -85,58 +90,95 @@ func (v *View) Start(ctx context.Context, errc chan<- error) error {
 		return fmt.Errorf("tenancy: %w", err)
 	}
 	target := info.State.LastSeq
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{pipeline.AdminPrefix + ">"}})
+	it, err := v.messages(ctx, 1)
 	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
+		return err
 	}
 	caught := make(chan error, 1)
 	if target == 0 {
 		caught <- nil
 	}
-	go func() {
-		defer it.Stop()
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer stop()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if ctx.Err() == nil {
-					err = fmt.Errorf("tenancy: following %s: %w", pipeline.AdminStream, err)
-					select {
-					case caught <- err:
-					default:
-					}
-					if errc != nil {
-						errc <- err
-					}
-				}
-				return
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			ev, err := DecodeEvent(m.Data())
-			if err != nil {
-				v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
-				v.advance(md.Sequence.Stream)
-			} else {
-				v.Apply(md.Sequence.Stream, ev)
-			}
-			if md.Sequence.Stream == target {
-				caught <- nil
-			}
-		}
-	}()
+	go v.follow(ctx, it, target, caught)
 	select {
 	case err := <-caught:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// messages opens an ordered consumer of every admin event from stream sequence from.
+func (v *View) messages(ctx context.Context, from uint64) (jetstream.MessagesContext, error) {
+	stream, err := v.js.Stream(ctx, pipeline.AdminStream)
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: stream %s: %w", pipeline.AdminStream, err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{pipeline.AdminPrefix + ">"},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: %w", err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, fmt.Errorf("tenancy: %w", err)
+	}
+	return it, nil
+}
+
+// follow applies the admin events of it until ctx ends, reopening it after a broker
+// failure; caught receives nil once the event at target is applied.
+func (v *View) follow(ctx context.Context, it jetstream.MessagesContext, target uint64, caught chan<- error) {
+	wait := 50 * time.Millisecond
+	for {
+		err := v.drain(ctx, it, target, caught)
+		it.Stop()
+		if ctx.Err() != nil {
+			return
+		}
+		telemetry.Current().BrokerRetry(pipeline.AdminPrefix + ">")
+		v.log.Warn("following the administrative events failed; retrying", "stream", pipeline.AdminStream, "err", err, "in", wait)
+		for it = nil; it == nil; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, time.Second)
+			if it, err = v.messages(ctx, v.Seq()+1); err != nil {
+				telemetry.Current().BrokerRetry(pipeline.AdminPrefix + ">")
+				v.log.Warn("following the administrative events failed; retrying", "stream", pipeline.AdminStream, "err", err, "in", wait)
+			}
+		}
+		wait = 50 * time.Millisecond
+	}
+}
+
+// drain applies the events of it until the broker fails (that error) or ctx ends.
+func (v *View) drain(ctx context.Context, it jetstream.MessagesContext, target uint64, caught chan<- error) error {
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			return err
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		ev, err := DecodeEvent(m.Data())
+		if err != nil {
+			v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
+			v.advance(md.Sequence.Stream)
+		} else {
+			v.Apply(md.Sequence.Stream, ev)
+		}
+		if md.Sequence.Stream == target {
+			select {
+			case caught <- nil:
+			default:
+			}
+		}
 	}
 }
 

@@ -185,7 +185,7 @@ func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	connect := func() (*nats.Conn, jetstream.JetStream) {
-		nc, err := natsembed.Connect(srv, "test")
+		nc, err := natsembed.Connect(srv, "test", pipeline.Credentials{})
 		if err != nil {
 			t.Fatal(err)
 		}

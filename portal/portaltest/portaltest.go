@@ -73,12 +73,12 @@ var TestScrypt = portal.ScryptParams{N: 1 << 10, R: 8, P: 1}
 func Start(t testing.TB, o Options) *Env {
 	t.Helper()
 	dir := t.TempDir()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: filepath.Join(dir, "broker"), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: filepath.Join(dir, "broker"), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	e := &Env{NATSURL: ns.ClientURL(), DBURL: pgtest.New(t)}
+	e := &Env{NATSURL: natsembed.URL(ns, "pw-of-tests"), DBURL: pgtest.New(t)}
 	ctx := context.Background()
 	e.Store, err = store.Open(ctx, e.DBURL)
 	if err != nil {

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"flag"
+
+	"svc.dev/svc/pipeline"
+)
+
+// natsFlags are the broker flags of every command that connects to NATS (log,
+// log-admin, portal, replay, exports, bench): where the broker is and how to log in.
+type natsFlags struct {
+	url, creds, nkey string
+}
+
+// register adds --nats-url (described by urlUsage), --nats-creds and --nats-nkey.
+func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) {
+	fs.StringVar(&n.url, "nats-url", "", urlUsage+"; comma-separate a cluster's nodes (nats://svc:PASSWORD@nats-1:4222,nats-2:4222): the user and password of the first URL log in to every node")
+	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials `file` (user JWT and nkey seed, as nsc writes it) to log in with")
+	fs.StringVar(&n.nkey, "nats-nkey", "", "`file` holding an nkey user seed (svc keygen --nats-nkey) to log in with; with --nats-listen, the only user the listener admits")
+}
+
+// credentials are the flags as pipeline.Connect takes them.
+func (n *natsFlags) credentials() pipeline.Credentials {
+	return pipeline.Credentials{URL: n.url, CredsFile: n.creds, NKeyFile: n.nkey}
+}

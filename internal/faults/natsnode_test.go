@@ -1,0 +1,346 @@
+package faults
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/testkit"
+)
+
+// natsServerPath is nats-server built by TestMain from the version go.mod requires.
+var natsServerPath string
+
+// buildNATSServer builds github.com/nats-io/nats-server/v2 (go.mod's version) into dir.
+func buildNATSServer(dir string) (string, error) {
+	path := filepath.Join(dir, "nats-server")
+	if out, err := exec.Command("go", "build", "-o", path, "github.com/nats-io/nats-server/v2").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build nats-server: %w\n%s", err, out)
+	}
+	return path, nil
+}
+
+// cluster is a JetStream cluster of real nats-server processes on 127.0.0.1, so a
+// node can be killed with SIGKILL, paused with SIGSTOP, or cut off. Every route runs
+// through a testkit.Proxy of its own (node i dials node j through links[i][j]), and
+// each node advertises a dead end as its route address, so no node learns a way
+// around the proxies: black-holing a node's links partitions it from its peers while
+// its clients stay connected. Client ports are picked at the first start and kept, so
+// a node that comes back is reached at the URLs the svc processes were given.
+type cluster struct {
+	t     testing.TB
+	mu    sync.Mutex
+	n     int
+	ports []int    // client ports
+	dirs  []string // store directories (kept across restarts)
+	confs []string
+	cmds  []*exec.Cmd
+	dones []chan struct{}
+	logs  []*testkit.LockedBuffer
+	links map[[2]int]*testkit.Proxy
+	nc    *nats.Conn // the test's own connection, for leaderOf
+}
+
+// freePorts picks n free TCP ports: listen on :0, note the port, close.
+func freePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	var ls []net.Listener
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return ports
+}
+
+func startCluster(t testing.TB, n int) *cluster {
+	t.Helper()
+	c := &cluster{t: t, n: n}
+	// The ports are chosen before the nodes listen (each node's routes name the
+	// others'), so a test running beside this one can take one in between. A node
+	// that cannot listen never becomes ready; the whole cluster then starts again on
+	// new ports.
+	var err error
+	for range 3 {
+		c.configure(n)
+		if err = c.startAll(); err == nil {
+			break
+		}
+		c.stopAll()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pings every second: the test's own view of the cluster moves off a paused node.
+	if c.nc, err = nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.nc.Close)
+	js, _ := jetstream.New(c.nc)
+	// The cluster is usable once an R-n stream can be created.
+	testkit.Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: n, Storage: jetstream.MemoryStorage})
+		return err
+	})
+	return c
+}
+
+// configure writes the n nodes' configuration files with fresh ports and links.
+func (c *cluster) configure(n int) {
+	c.t.Helper()
+	clients := freePorts(c.t, n)
+	routes := freePorts(c.t, n)
+	dead := testkit.StartProxy(c.t, "127.0.0.1:1")
+	dead.SetCut(true) // accepts and closes: the advertised route address leads nowhere
+	c.ports, c.dirs, c.confs, c.links = clients, nil, nil, map[[2]int]*testkit.Proxy{}
+	c.cmds, c.dones, c.logs = make([]*exec.Cmd, n), make([]chan struct{}, n), make([]*testkit.LockedBuffer, n)
+	dir := c.t.TempDir()
+	for i := range n {
+		var links []string
+		for j := range n {
+			if j == i {
+				continue
+			}
+			l := testkit.StartProxy(c.t, fmt.Sprintf("127.0.0.1:%d", routes[j]))
+			c.links[[2]int{i, j}] = l
+			links = append(links, "nats-route://"+l.Addr())
+		}
+		store := filepath.Join(dir, fmt.Sprintf("n%d", i))
+		// As deploy/nats/*.conf: fsync every write (sync_interval: always).
+		conf := fmt.Sprintf("server_name: n%d\nlisten: 127.0.0.1:%d\nmax_payload: 1MB\n"+
+			"jetstream { store_dir: %q, sync_interval: always }\n", i, clients[i], store)
+		if n > 1 {
+			conf += fmt.Sprintf("cluster { name: svc, listen: 127.0.0.1:%d, advertise: %q, no_advertise: true, routes: [%s] }\n",
+				routes[i], dead.Addr(), strings.Join(links, ", "))
+		}
+		path := filepath.Join(dir, fmt.Sprintf("n%d.conf", i))
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			c.t.Fatal(err)
+		}
+		c.dirs, c.confs = append(c.dirs, store), append(c.confs, path)
+	}
+	// Registered after the store directories: cleanups run last first, so the nodes
+	// stop before their directories are removed.
+	c.t.Cleanup(c.stopAll)
+}
+
+// stopAll kills every node that runs.
+func (c *cluster) stopAll() {
+	for i := range c.cmds {
+		c.kill9(i)
+	}
+}
+
+// startAll starts every node, stopping at the first that does not listen.
+func (c *cluster) startAll() error {
+	for i := range c.confs {
+		if err := c.tryStart(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start starts node i again (after kill9), failing the test if it does not listen.
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	if err := c.tryStart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) tryStart(i int) error {
+	cmd := exec.Command(natsServerPath, "-c", c.confs[i])
+	log := &testkit.LockedBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("nats node %d: %w", i, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.mu.Lock()
+	c.cmds[i], c.dones[i], c.logs[i] = cmd, done, log
+	c.mu.Unlock()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", c.ports[i]), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("nats node %d exited: %s", i, tail(log.String(), 2000))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			c.kill9(i)
+			return fmt.Errorf("nats node %d did not listen within 20 s (client port %d taken?): %s", i, c.ports[i], tail(log.String(), 2000))
+		}
+	}
+}
+
+// kill9 kills node i with SIGKILL (a crash: no leadership handed over) and waits for
+// it to be gone. It is a no-op on a node that is down.
+func (c *cluster) kill9(i int) {
+	c.mu.Lock()
+	cmd, done := c.cmds[i], c.dones[i]
+	c.cmds[i] = nil
+	c.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(syscall.SIGCONT) // a paused node dies too
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// pause stops node i with SIGSTOP (a hung machine: its connections stay open but
+// nothing answers); resume continues it.
+func (c *cluster) pause(i int)  { c.signal(i, syscall.SIGSTOP) }
+func (c *cluster) resume(i int) { c.signal(i, syscall.SIGCONT) }
+
+func (c *cluster) signal(i int, sig syscall.Signal) {
+	c.mu.Lock()
+	cmd := c.cmds[i]
+	c.mu.Unlock()
+	if cmd == nil {
+		c.t.Fatalf("nats node %d is down", i)
+	}
+	if err := cmd.Process.Signal(sig); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// isolate black-holes (true) or heals (false) every route of node i: a partition
+// that leaves node i alone, its clients still connected to it.
+func (c *cluster) isolate(i int, cut bool) {
+	for k, l := range c.links {
+		if k[0] == i || k[1] == i {
+			l.SetBlackhole(cut)
+		}
+	}
+}
+
+// storeDir is node i's JetStream store directory.
+func (c *cluster) storeDir(i int) string { return filepath.Join(c.dirs[i], "jetstream") }
+
+// URL is node i's client URL; URLs all of them, as nats.Connect takes them.
+func (c *cluster) URL(i int) string {
+	return fmt.Sprintf("nats://127.0.0.1:%d", c.ports[i])
+}
+
+func (c *cluster) URLs() string {
+	var u []string
+	for i := range c.ports {
+		u = append(u, c.URL(i))
+	}
+	return strings.Join(u, ",")
+}
+
+// leaderOf is the index of the node that leads stream, or -1 when none does (or the
+// cluster does not answer within 2 s).
+func (c *cluster) leaderOf(stream string) int {
+	js, _ := jetstream.New(c.nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return -1
+	}
+	info := st.CachedInfo()
+	if info.Cluster == nil {
+		return -1
+	}
+	var i int
+	if _, err := fmt.Sscanf(info.Cluster.Leader, "n%d", &i); err != nil {
+		return -1
+	}
+	return i
+}
+
+// moveLeader asks stream's leader to step down until node want leads it (or 30 s
+// pass; the election is the cluster's choice): the test then knows which node a
+// fault hits. It reports whether want leads.
+func (c *cluster) moveLeader(stream string, want int) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		l := c.leaderOf(stream)
+		if l == want {
+			return true
+		}
+		if l >= 0 {
+			_, _ = c.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 2*time.Second)
+		}
+		time.Sleep(700 * time.Millisecond)
+	}
+	return false
+}
+
+// moveLeaderOff steps stream's leader down until a node other than avoid leads it.
+func (c *cluster) moveLeaderOff(stream string, avoid int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		switch l := c.leaderOf(stream); l {
+		case -1:
+		case avoid:
+			_, _ = c.nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 2*time.Second)
+		default:
+			return nil
+		}
+		time.Sleep(700 * time.Millisecond)
+	}
+	return errors.New(stream + " still led by node " + fmt.Sprint(avoid))
+}
+
+// watchElections polls, from now on, which node leads each stream, until each is led
+// by a node other than lost (or 30 s pass); the returned func reports how long each
+// took: the broker's own failover for the streams svc uses.
+func (c *cluster) watchElections(lost int, streams []string) func() string {
+	t0 := time.Now()
+	took := make([]time.Duration, len(streams))
+	var wg sync.WaitGroup
+	for k, s := range streams {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(t0) < 30*time.Second {
+				if l := c.leaderOf(s); l >= 0 && l != lost {
+					took[k] = time.Since(t0)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			took[k] = -1
+		}()
+	}
+	return func() string {
+		wg.Wait()
+		var out []string
+		for k, s := range streams {
+			out = append(out, fmt.Sprintf("%s %s", s, brokerGap(took[k])))
+		}
+		return strings.Join(out, ", ")
+	}
+}
