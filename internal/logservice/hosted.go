@@ -48,8 +48,9 @@ type Hosted struct {
 	QuietPeriod time.Duration
 	// MaxActive caps the tenants active in this process at once (sequencers and
 	// read-only trees, each with one broker consumer); starting one more first stops
-	// the least recently used. Default DefaultMaxActive, which keeps a few processes'
-	// consumers under the broker's default limit of 1,000 a stream.
+	// the least recently used, when that one has been idle for 30 s (a soft cap: no
+	// request in flight loses its sequencer). Default DefaultMaxActive, which keeps a
+	// few processes' consumers under the broker's default limit of 1,000 a stream.
 	MaxActive int
 }
 

@@ -103,6 +103,12 @@ func (s *Service) activate(ctx context.Context, id string) error {
 	return err
 }
 
+// minIdleToEvict is how long a tenant must have been without a request or batch
+// before makeRoom may stop it early: longer than an append waits for its answer, so
+// no request in flight loses its sequencer. MaxActive is therefore a soft cap: a
+// burst of more tenants than that within this time all start.
+const minIdleToEvict = 30 * time.Second
+
 // makeRoom stops the least recently used active tenants while MaxActive or more are
 // active here (not counting id), before id's lock is taken: one tenant's lock is never
 // held while another's is taken.
@@ -125,7 +131,7 @@ func (s *Service) makeRoom(id string) {
 			}
 		}
 		st.mu.Unlock()
-		if n < st.cfg.MaxActive || victim == "" {
+		if n < st.cfg.MaxActive || victim == "" || time.Since(oldest) < minIdleToEvict {
 			return
 		}
 		if held {
