@@ -72,7 +72,7 @@ func getFrom(t *testing.T, from, addr, path string) (int, string) {
 // connections leaves /health answering another at once.
 func TestHostedLogUnderAttack(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", NoSync: true})
+	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	t.Cleanup(ss.Close)
 	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
-	args := []string{"--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--data", filepath.Join(dir, "data"),
+	args := []string{"--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN",
 		"--public-url", "https://log.example", "--checkpoints-port", "0", "--checkpoint-every", "1", "--max-conns", "64"}
 

@@ -94,7 +94,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		return nil
 	})
 	// With --public-url, token add prints a curl line that appends as pasted.
-	code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "--public-url", base, "token", "add", "acme", "--label", "pasted")
+	code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--public-url", base, "token", "add", "acme", "--label", "pasted")
 	curl, _, ok := strings.Cut(errOut[max(strings.Index(errOut, "curl "), 0):], " ; ")
 	if code != 0 || !ok || !strings.HasPrefix(curl, "curl ") || strings.Contains(curl, "<") {
 		t.Fatalf("token add --public-url: exit %d, %s", code, errOut)

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/testkit"
@@ -78,7 +79,7 @@ func addTenants(t *testing.T, a *Service, prefix string, n int, tokens bool) map
 // consumer or lease, and its next append starts it again at the next index.
 func TestIdleTenantsCostNothing(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
-	a, url := frontEndWith(t, t.TempDir(), srv.ClientURL(), dbURL, key, slog.New(slog.DiscardHandler),
+	a, url := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
 		Hosted{LeaseTTL: 2 * time.Second, QuietPeriod: 500 * time.Millisecond}, 1)
 	before := runtime.NumGoroutine()
 	addTenants(t, a, "idle", 1000, false)
@@ -133,7 +134,7 @@ func TestRestartServesThousands(t *testing.T) {
 	defer st.Close()
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	a, err := Start(context.Background(), Config{
-		DataDir: dir, NATSURL: srv.ClientURL(), Signer: receipt.KeySigner{Key: key},
+		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
@@ -153,7 +154,7 @@ func TestRestartServesThousands(t *testing.T) {
 	a.Conn().Close() // the broker sees the process die: nothing released
 	a.Close()
 	started := time.Now()
-	b, url := frontEndIn(t, dir, srv.ClientURL(), dbURL, key)
+	b, url := frontEndIn(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
 	if code, _, body := testkit.Do(t, "GET", url+"/health", "", ""); code != 200 {
 		t.Fatalf("/health after the restart: %d %s", code, body)
 	}
