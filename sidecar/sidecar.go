@@ -9,8 +9,9 @@
 //	               records nothing
 //	POST /record   { event: ToolEvent, outcome, policy? } -> 200 with the receipt
 //	               bundle exactly as written to receipts/<id>.json; without a
-//	               policy, and with one configured, the sidecar evaluates it and
-//	               records its own decision
+//	               policy the receipt's policy is null (SPEC: "what /decide
+//	               returned, or null"): the sidecar never decides on the
+//	               caller's behalf, even with a policy configured
 //
 // Errors are { error } naming what was wrong: 400 for a malformed event, outcome or
 // policy, or an outcome inconsistent with the decision (SPEC's rules: an allow never
@@ -131,15 +132,8 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Policy == nil && s.is.Policy() != nil {
-		// A policy is configured and the caller sent no decision: the sidecar
-		// decides itself and records its own decision (then checked against the
-		// outcome like any other).
-		if req.Policy, err = s.is.Decide(req.Event); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
+	// No decision sent: the receipt records null (DESIGN.md), whatever policy is
+	// configured; a sent decision is checked against the outcome by Record.
 	rc, err := s.is.Record(r.Context(), req.Event, req.Outcome, req.Policy)
 	var ie *sdk.InputError
 	var le *sdk.LogError
