@@ -104,6 +104,20 @@ func (c *limitConn) Close() error {
 	return err
 }
 
+// LoopbackHost reports whether host (with or without port, IPv6 in brackets or not)
+// names the loopback interface: localhost, 127.0.0.0/8 or ::1.
+func LoopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // ClientAddr is the address per-address limits count: the peer's, or with
 // trustProxy the first X-Forwarded-For entry when it is an IP address (only behind a
 // proxy that sets it: a client can forge the header).

@@ -34,12 +34,11 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/sdk"
 )
 
@@ -199,18 +198,8 @@ func (s *Server) refuseOrigin(r *http.Request) string {
 }
 
 // LoopbackHost reports whether host (with or without port) names the loopback
-// interface: localhost, 127.0.0.0/8 or ::1.
-func LoopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// interface: localhost, 127.0.0.0/8 or ::1 (httplimits.LoopbackHost).
+func LoopbackHost(host string) bool { return httplimits.LoopbackHost(host) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)
