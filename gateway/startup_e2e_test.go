@@ -1,10 +1,18 @@
 package gateway_test
 
 import (
+	"context"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
 )
 
 // TestGatewayTokenEnvUnderMCPClient (issue 29, point 9): the official TypeScript SDK
@@ -33,4 +41,31 @@ func TestGatewayTokenEnvUnderMCPClient(t *testing.T) {
 		t.Fatalf("with the variable in the client's env: %+v", run)
 	}
 	receiptID(t, run.Results[0])
+}
+
+// TestGatewayQuietShutdown (issue 29, point 11): a normal stop (SIGTERM, as the
+// TypeScript SDK client sends after closing stdin; or stdin closed) exits 0 and logs
+// no ERROR; it used to log mcp-go's "Error reading from stdout ... closed pipe" for
+// the stdio upstream, and exit 1 with "context canceled".
+func TestGatewayQuietShutdown(t *testing.T) {
+	f := newFixture(t, nil)
+	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr testkit.LockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+	if _, err := c.ListTools(context.Background(), mcp.ListToolsRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("gateway exit: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "level=ERROR") {
+		t.Fatalf("a normal shutdown logged an error:\n%s", stderr.String())
+	}
 }

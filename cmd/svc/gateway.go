@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -90,7 +91,12 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("gateway listening", "addr", addr, "keyid", g.KeyID())
 		})
 	}
-	return g.ServeStdio(ctx, gateway.PollableInput(os.Stdin), stdout, stderr)
+	err = g.ServeStdio(ctx, gateway.PollableInput(os.Stdin), stdout, stderr)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		logger.Info("gateway stopping: signal")
+		return nil // SIGINT or SIGTERM: a normal stop
+	}
+	return err
 }
 
 // openGateway loads the config and starts the gateway; over stdio it also checks
