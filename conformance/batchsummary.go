@@ -17,16 +17,16 @@ type Summary struct {
 	Failed   int `json:"failed"`
 	// ByFailedCheck counts failed bundles by their first failed check; a file that
 	// could not be read counts under "unreadable file".
-	ByFailedCheck map[string]int    `json:"byFailedCheck"`
+	ByFailedCheck map[string]int `json:"byFailedCheck"`
 	// The groups below count a verified bundle under its values and every failed one
 	// under NotVerified: a failed receipt's tool, agent or status are claims nothing
 	// vouches for (a tampered receipt names whatever tool it likes), listed as such
 	// per bundle in Failures and Receipts.
-	ByIssuer      map[string]Counts `json:"byIssuer"`    // issuer kind
-	ByTool        map[string]Counts `json:"byTool"`      // tool name
-	ByAgent       map[string]Counts `json:"byAgent"`     // agent id
-	ByStatus      map[string]Counts `json:"byStatus"`    // execution status
-	ByExecution   map[string]Counts `json:"byExecution"` // provenance of the execution
+	ByIssuer    map[string]Counts `json:"byIssuer"`    // issuer kind
+	ByTool      map[string]Counts `json:"byTool"`      // tool name
+	ByAgent     map[string]Counts `json:"byAgent"`     // agent id
+	ByStatus    map[string]Counts `json:"byStatus"`    // execution status
+	ByExecution map[string]Counts `json:"byExecution"` // provenance of the execution
 	// Failures lists the first failed bundles (up to the batch's KeepFailures);
 	// FailuresOmitted counts the rest.
 	Failures        []*BundleResult `json:"failures"`
