@@ -23,8 +23,11 @@ if [ ! -f "$DATA/admin.token" ]; then head -c 32 /dev/urandom | od -An -tx1 | tr
 umask 022
 export SVC_SIGNER_TOKEN=$(cat "$DATA/signer.token") SVC_ADMIN_TOKEN=$(cat "$DATA/admin.token") SVC_PORTAL_SECRET=$(cat "$DATA/portal.secret")
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
-trap cleanup EXIT INT TERM
+cleanup() { trap - EXIT; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait || true; }
+# Ctrl-C (SIGINT) or SIGTERM is the normal way to stop the stack: stop every
+# component and exit 0, so that go-task does not report "Failed ... exit status 130".
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
 bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN 2>>"$DATA/signer.log" & pids+=($!)
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$SIGNER_PORT/keys" >/dev/null && break; sleep 0.2; done
 bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
