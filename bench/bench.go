@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -44,13 +45,17 @@ type Config struct {
 type Result struct {
 	Transport string
 	Appends   int64
-	Errors    int64
-	Elapsed   time.Duration
-	Rate      float64 // appends/s
-	P50       time.Duration
-	P95       time.Duration
-	P99       time.Duration
-	Max       time.Duration
+	Errors    int64 // failed appends, refusals for the rate limit not included
+	// Refused counts appends the log refused for its rate limit (429): each client
+	// waited the answer's Retry-After and sent again. Many of them mean the run
+	// measured the limit, not the log.
+	Refused int64
+	Elapsed time.Duration
+	Rate    float64 // appends/s
+	P50     time.Duration
+	P95     time.Duration
+	P99     time.Duration
+	Max     time.Duration
 	// PacerP99 is how late the load generator itself sent (open loop only): latency
 	// counts from the scheduled time, so this much of P99 may be the generator's.
 	PacerP99    time.Duration
@@ -125,6 +130,7 @@ type run struct {
 	ticks <-chan time.Time // open loop: the scheduled send times; nil: closed loop
 
 	sent, done, errs atomic.Int64
+	refused          atomic.Int64
 	firstErr         atomic.Value
 	failed           atomic.Value
 	lat, late        [][]time.Duration // per client: latencies; pacer lateness
@@ -181,6 +187,13 @@ func (r *run) client(ctx, runCtx context.Context, c int) {
 		}
 		fillLeaf(leaf, rng)
 		p, err := r.a.Append(ctx, leaf, r.cfg.HashOnly)
+		for r.refusedWait(runCtx, err) { // the same append again, timed from its resend
+			if runCtx.Err() != nil {
+				return
+			}
+			at = time.Now()
+			p, err = r.a.Append(ctx, leaf, r.cfg.HashOnly)
+		}
 		d := time.Since(at)
 		if err == nil {
 			if err = r.checkProof(leaf, p); err != nil {
@@ -195,6 +208,23 @@ func (r *run) client(ctx, runCtx context.Context, c int) {
 		r.done.Add(1)
 		r.lat[c] = append(r.lat[c], d)
 	}
+}
+
+// refusedWait reports whether err is the log's rate limit; then the refusal is
+// counted and the client waits the answer's Retry-After (or until the run ends).
+func (r *run) refusedWait(runCtx context.Context, err error) bool {
+	var rl *RateLimited
+	if !errors.As(err, &rl) {
+		return false
+	}
+	r.refused.Add(1)
+	t := time.NewTimer(rl.RetryAfter)
+	defer t.Stop()
+	select {
+	case <-runCtx.Done():
+	case <-t.C:
+	}
+	return true
 }
 
 // checkProof verifies the answer's head (once per head) and the leaf's inclusion.
@@ -244,7 +274,7 @@ func (r *run) progress(done <-chan struct{}) {
 			return
 		case <-t.C:
 			n := r.done.Load()
-			fmt.Fprintf(r.cfg.Progress, "  %4.0fs  %s  appends %9d  %7d/s  errors %d\n", time.Since(r.start).Seconds(), r.a.Name(), n, n-last, r.errs.Load())
+			fmt.Fprintf(r.cfg.Progress, "  %4.0fs  %s  appends %9d  %7d/s  errors %d  refused (429) %d\n", time.Since(r.start).Seconds(), r.a.Name(), n, n-last, r.errs.Load(), r.refused.Load())
 			last = n
 		}
 	}
@@ -254,7 +284,7 @@ func (r *run) progress(done <-chan struct{}) {
 func (r *run) result(elapsed time.Duration) *Result {
 	all := slices.Concat(r.lat...)
 	slices.Sort(all)
-	res := &Result{Transport: r.a.Name(), Appends: r.done.Load(), Errors: r.errs.Load(), Elapsed: elapsed, Heads: len(r.heads)}
+	res := &Result{Transport: r.a.Name(), Appends: r.done.Load(), Errors: r.errs.Load(), Refused: r.refused.Load(), Elapsed: elapsed, Heads: len(r.heads)}
 	res.Rate = float64(res.Appends) / elapsed.Seconds()
 	if n := len(all); n > 0 {
 		res.P50, res.P95, res.P99, res.Max = all[n*50/100], all[n*95/100], all[min(n*99/100, n-1)], all[n-1]
@@ -309,13 +339,18 @@ func fillLeaf(b []byte, rng *rand.Rand) {
 
 // WriteTable prints results as a table.
 func WriteTable(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "\n%-6s %10s %10s %9s %9s %9s %9s %10s %7s %6s %7s %10s\n", "via", "appends", "appends/s", "p50", "p95", "p99", "max", "pacer p99", "errors", "heads", "proofs", "consistent")
+	fmt.Fprintf(w, "\n%-6s %10s %10s %9s %9s %9s %9s %10s %7s %8s %6s %7s %10s\n", "via", "appends", "appends/s", "p50", "p95", "p99", "max", "pacer p99", "errors", "refused", "heads", "proofs", "consistent")
 	for _, r := range rs {
-		fmt.Fprintf(w, "%-6s %10d %10.0f %9s %9s %9s %9s %10s %7d %6d %7s %10s\n", r.Transport, r.Appends, r.Rate,
+		fmt.Fprintf(w, "%-6s %10d %10.0f %9s %9s %9s %9s %10s %7d %8d %6d %7s %10s\n", r.Transport, r.Appends, r.Rate,
 			r.P50.Round(10*time.Microsecond), r.P95.Round(10*time.Microsecond), r.P99.Round(10*time.Microsecond), r.Max.Round(10*time.Microsecond),
-			r.PacerP99.Round(10*time.Microsecond), r.Errors, r.Heads, okWord(r.ProofsOK), okWord(r.Consistent))
+			r.PacerP99.Round(10*time.Microsecond), r.Errors, r.Refused, r.Heads, okWord(r.ProofsOK), okWord(r.Consistent))
 	}
 	for _, r := range rs {
+		if r.Refused > 0 {
+			fmt.Fprintf(w, "%s: WARNING: %d of %d requests were refused by the log's per-token rate limit (429; each client waited the Retry-After): "+
+				"this run measured the limit, not the log. Spread the load over more tokens, or load a log without the limit (--embedded).\n",
+				r.Transport, r.Refused, r.Refused+r.Appends+r.Errors)
+		}
 		if r.FirstError != "" {
 			fmt.Fprintf(w, "%s: first error: %s\n", r.Transport, r.FirstError)
 		}

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"svc.dev/svc/client"
@@ -18,15 +20,36 @@ import (
 
 // HTTP appends through a log server's POST /append.
 type HTTP struct {
-	Base   string // the log's base URL (…/t/<tenant> for a tenant)
-	Token  string
+	Base string // the log's base URL (…/t/<tenant> for a tenant)
+	// Tokens are the bearer tokens, taken in turn, one per append (a log limits each
+	// token's rate: SPEC's 50 appends/s, burst 100); none: no Authorization header.
+	Tokens []string
 	Client *http.Client
+	next   atomic.Uint64
 }
 
-// NewHTTP makes an HTTP appender with a client sized for clients connections.
-func NewHTTP(base, token string, clients int) *HTTP {
+// NewHTTP makes an HTTP appender with a client sized for clients connections; empty
+// tokens are dropped.
+func NewHTTP(base string, tokens []string, clients int) *HTTP {
 	tr := &http.Transport{MaxIdleConns: clients * 2, MaxIdleConnsPerHost: clients * 2, IdleConnTimeout: time.Minute}
-	return &HTTP{Base: strings.TrimRight(base, "/"), Token: token, Client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	h := &HTTP{Base: strings.TrimRight(base, "/"), Client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	for _, t := range tokens {
+		if t != "" {
+			h.Tokens = append(h.Tokens, t)
+		}
+	}
+	return h
+}
+
+// RateLimited is a 429 answer: the log refused the append for its rate limit and
+// asked the client to wait RetryAfter.
+type RateLimited struct {
+	RetryAfter time.Duration // the answer's Retry-After; 1 s when it had none
+	Message    string
+}
+
+func (e *RateLimited) Error() string {
+	return fmt.Sprintf("429 Too Many Requests (retry after %s): %s", e.RetryAfter, e.Message)
 }
 
 // Name is "http".
@@ -49,8 +72,8 @@ func (h *HTTP) Append(ctx context.Context, leaf []byte, hashOnly bool) (*receipt
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	if h.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+h.Token)
+	if n := uint64(len(h.Tokens)); n > 0 {
+		req.Header.Set("Authorization", "Bearer "+h.Tokens[(h.next.Add(1)-1)%n])
 	}
 	resp, err := h.Client.Do(req)
 	if err != nil {
@@ -60,6 +83,13 @@ func (h *HTTP) Append(ctx context.Context, leaf []byte, hashOnly bool) (*receipt
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests {
+		ra, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil || ra < 1 {
+			ra = 1
+		}
+		return nil, &RateLimited{RetryAfter: time.Duration(min(ra, 60)) * time.Second, Message: strings.TrimSpace(string(data))}
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(data)))

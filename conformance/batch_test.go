@@ -1,6 +1,7 @@
 package conformance_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -138,7 +139,7 @@ func TestBatchCorpus(t *testing.T) {
 			t.Errorf("summary counts %d failures of %q, want %d", s.ByFailedCheck[check], check, n)
 		}
 	}
-	if g, sdk := s.ByIssuer["gateway"], s.ByIssuer["sdk"]; g.Verified == 0 || sdk.Verified == 0 || g.Verified+g.Failed+sdk.Verified+sdk.Failed+s.ByIssuer["(unknown)"].Failed != s.Bundles {
+	if g, sdk := s.ByIssuer["gateway"], s.ByIssuer["sdk"]; g.Verified == 0 || sdk.Verified == 0 || g.Verified+g.Failed+sdk.Verified+sdk.Failed+s.ByIssuer[conformance.NotVerified].Failed != s.Bundles {
 		t.Errorf("by issuer: %+v", s.ByIssuer)
 	}
 	if s.ByTool["transfer"].Verified == 0 || s.ByStatus["denied"].Verified == 0 || s.ByExecution["claimed"].Verified == 0 || s.ByAgent["agent-c"].Verified == 0 {
@@ -271,5 +272,46 @@ func BenchmarkBatchVerifyBytes(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "bundles/s")
 		})
+	}
+}
+
+// TestHTMLReportClaims (issue 29, point 11): a failed receipt's tool, agent and
+// status are claims nothing vouches for, so the groups count every failed bundle
+// under NotVerified, never under the tool it names; the HTML report lists every
+// receipt with its result, a failed one's values marked "claimed".
+func TestHTMLReportClaims(t *testing.T) {
+	c, err := vectorgen.WriteCorpus(t.TempDir(), vectorgen.CorpusOptions{Receipts: 120})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, failed := runBatch(t, c.Bundles, corpusOptions(t, c))
+	if len(failed) == 0 || s.Failed != len(failed) {
+		t.Fatalf("%d failed of %d", s.Failed, s.Bundles)
+	}
+	for name, g := range map[string]map[string]conformance.Counts{"tool": s.ByTool, "agent": s.ByAgent, "issuer": s.ByIssuer, "status": s.ByStatus, "execution": s.ByExecution} {
+		for k, n := range g {
+			if k != conformance.NotVerified && n.Failed != 0 {
+				t.Errorf("by %s: %q counts %d failed bundles under a value they only claim", name, k, n.Failed)
+			}
+		}
+		if g[conformance.NotVerified].Failed != s.Failed || g[conformance.NotVerified].Verified != 0 {
+			t.Errorf("by %s: %s %+v, want %d failed", name, conformance.NotVerified, g[conformance.NotVerified], s.Failed)
+		}
+	}
+	var page bytes.Buffer
+	if err := s.WriteHTML(&page, conformance.HTMLInfo{Generated: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	html := page.String()
+	if len(s.Receipts) != s.Bundles || !strings.Contains(html, "<h2>Receipts</h2>") {
+		t.Fatalf("%d receipts listed of %d", len(s.Receipts), s.Bundles)
+	}
+	for _, r := range s.Receipts {
+		if !strings.Contains(html, r.Path) {
+			t.Fatalf("the report does not list %s", r.Path)
+		}
+		if !r.Verified && r.Tool != "" && !strings.Contains(html, "claimed: "+r.Tool) {
+			t.Fatalf("failed %s: its tool %q is not marked claimed", r.Path, r.Tool)
+		}
 	}
 }

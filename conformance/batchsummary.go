@@ -17,16 +17,25 @@ type Summary struct {
 	Failed   int `json:"failed"`
 	// ByFailedCheck counts failed bundles by their first failed check; a file that
 	// could not be read counts under "unreadable file".
-	ByFailedCheck map[string]int    `json:"byFailedCheck"`
-	ByIssuer      map[string]Counts `json:"byIssuer"`    // issuer kind
-	ByTool        map[string]Counts `json:"byTool"`      // tool name
-	ByAgent       map[string]Counts `json:"byAgent"`     // agent id
-	ByStatus      map[string]Counts `json:"byStatus"`    // execution status
-	ByExecution   map[string]Counts `json:"byExecution"` // provenance of the execution
+	ByFailedCheck map[string]int `json:"byFailedCheck"`
+	// The groups below count a verified bundle under its values and every failed one
+	// under NotVerified: a failed receipt's tool, agent or status are claims nothing
+	// vouches for (a tampered receipt names whatever tool it likes), listed as such
+	// per bundle in Failures and Receipts.
+	ByIssuer    map[string]Counts `json:"byIssuer"`    // issuer kind
+	ByTool      map[string]Counts `json:"byTool"`      // tool name
+	ByAgent     map[string]Counts `json:"byAgent"`     // agent id
+	ByStatus    map[string]Counts `json:"byStatus"`    // execution status
+	ByExecution map[string]Counts `json:"byExecution"` // provenance of the execution
 	// Failures lists the first failed bundles (up to the batch's KeepFailures);
 	// FailuresOmitted counts the rest.
 	Failures        []*BundleResult `json:"failures"`
 	FailuresOmitted int             `json:"failuresOmitted,omitempty"`
+	// Receipts lists the first bundles in the order verified, each with its result
+	// (up to MaxListedReceipts; the HTML report's per-receipt list); ReceiptsOmitted
+	// counts the rest. Not in the JSON summary, whose per-bundle lines are --json's.
+	Receipts        []*BundleResult `json:"-"`
+	ReceiptsOmitted int             `json:"-"`
 
 	Seconds          float64    `json:"seconds"`
 	BundlesPerSecond float64    `json:"bundlesPerSecond"`
@@ -45,6 +54,13 @@ type CacheStats struct {
 // UnreadableFile is the ByFailedCheck group of files that could not be read.
 const UnreadableFile = "unreadable file"
 
+// NotVerified is the group key of every failed bundle in ByIssuer, ByTool, ByAgent,
+// ByStatus and ByExecution.
+const NotVerified = "(not verified)"
+
+// MaxListedReceipts bounds Summary.Receipts.
+const MaxListedReceipts = 10000
+
 func newSummary(keep int) *Summary {
 	return &Summary{
 		ByFailedCheck: map[string]int{}, ByIssuer: map[string]Counts{}, ByTool: map[string]Counts{},
@@ -55,8 +71,15 @@ func newSummary(keep int) *Summary {
 
 func (s *Summary) add(r *BundleResult) {
 	s.Bundles++
+	if len(s.Receipts) < MaxListedReceipts {
+		s.Receipts = append(s.Receipts, r)
+	} else {
+		s.ReceiptsOmitted++
+	}
 	bump := func(m map[string]Counts, k string) {
-		if k == "" {
+		if !r.Verified {
+			k = NotVerified
+		} else if k == "" {
 			k = "(unknown)"
 		}
 		c := m[k]

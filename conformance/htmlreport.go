@@ -18,8 +18,9 @@ type HTMLInfo struct {
 
 // WriteHTML writes the summary as one self-contained HTML page (no scripts, no
 // outside resources; it reads offline): the totals and RESULT, the failures by first
-// failing check, a table of failed bundles with their check and detail, and counts
-// per agent, tool, issuer kind, execution status and provenance.
+// failing check, a table of failed bundles with their check and detail, counts per
+// agent, tool, issuer kind, execution status and provenance (failed bundles under
+// NotVerified: their values are unvouched claims), and a row per receipt.
 func (s *Summary) WriteHTML(w io.Writer, info HTMLInfo) error {
 	type row struct {
 		Key string
@@ -85,6 +86,13 @@ code,.path{font-family:ui-monospace,SFMono-Regular,Menlo,monospace;font-size:.82
 {{range .Groups}}<div><h3>{{.Title}}</h3><table><tr><th></th><th>verified</th><th>failed</th></tr>
 {{range .Rows}}<tr><td>{{.Key}}</td><td class="n">{{.Verified}}</td><td class="n{{if .Failed}} bad{{end}}">{{.Failed}}</td></tr>{{end}}</table></div>
 {{end}}</div>
+<h2>Receipts</h2>
+<p class="muted">Each bundle in the order verified. A failed receipt's tool, agent and status are what it claims; nothing vouches for them.</p>
+<table><tr><th>bundle</th><th>receipt id</th><th>result</th><th>issuer</th><th>agent</th><th>tool</th><th>status</th><th>execution</th></tr>
+{{range .S.Receipts}}<tr><td class="path">{{.Path}}</td><td class="path">{{.ReceiptID}}</td>
+{{if .Verified}}<td class="ok">verified</td><td>{{.Issuer}}</td><td>{{.Agent}}</td><td>{{.Tool}}</td><td>{{.Status}}</td><td>{{.Execution}}</td>
+{{else}}<td class="bad">FAILED: {{if .Error}}unreadable file{{else}}{{.FailedCheck}}{{end}}</td><td class="muted">{{with .Issuer}}claimed: {{.}}{{end}}</td><td class="muted">{{with .Agent}}claimed: {{.}}{{end}}</td><td class="muted">{{with .Tool}}claimed: {{.}}{{end}}</td><td class="muted">{{with .Status}}claimed: {{.}}{{end}}</td><td class="muted">{{with .Execution}}claimed: {{.}}{{end}}</td>{{end}}</tr>
+{{end}}</table>{{if .S.ReceiptsOmitted}}<p class="muted">… and {{.S.ReceiptsOmitted}} more bundles not listed.</p>{{end}}
 <p class="muted">A verified receipt does not prove that the upstream's real side effect happened (unless attested), that the arguments were correct, that the named model produced the call, or that the operator is honest.</p>
 </body></html>
 `))

@@ -1,6 +1,7 @@
 // Drives an svc gateway with the official MCP TypeScript SDK client, as an agent would.
 // Usage: node gateway-client.mjs <scenario.json>
-// scenario: { transport: "stdio" | "http", command?, args?, url?, grant?, calls: [{ name, arguments, _meta? }] }
+// scenario: { transport: "stdio" | "http", command?, args?, env?, url?, grant?, calls: [{ name, arguments, _meta? }] }
+// (env: the variables a client's server entry adds to the few the SDK passes on)
 // Prints one JSON object: { tools: [names], results: [CallToolResult | { thrown }] }
 // or { connectError } when the connection was refused (a bad grant over HTTP: 403).
 import { readFileSync } from "node:fs";
@@ -14,7 +15,7 @@ if (sc.transport === "http") {
   const headers = sc.grant ? { "X-Svc-Grant": sc.grant } : {};
   transport = new StreamableHTTPClientTransport(new URL(sc.url), { requestInit: { headers } });
 } else {
-  transport = new StdioClientTransport({ command: sc.command, args: sc.args, stderr: "inherit" });
+  transport = new StdioClientTransport({ command: sc.command, args: sc.args, env: sc.env, stderr: "inherit" });
 }
 const client = new Client({ name: "svc-e2e-agent", version: "1.0.0" });
 try {

@@ -4,12 +4,12 @@ import (
 	"mime"
 	"net"
 	"net/http"
-	"net/netip"
 	"strconv"
-	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+
+	"svc.dev/svc/httplimits"
 )
 
 // The tools/call fast path of the Streamable HTTP front, as the stdio front has one
@@ -69,20 +69,7 @@ func (f *httpFront) serveCall(w http.ResponseWriter, r *http.Request, hs *httpSe
 // address with a Host that is not one.
 func rebinding(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
-	return ok && local != nil && isLoopbackHost(local.String()) && !isLoopbackHost(r.Host)
-}
-
-// isLoopbackHost is mcp-go's test of a host or host:port (unexported there).
-func isLoopbackHost(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		host = strings.Trim(addr, "[]")
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
+	return ok && local != nil && httplimits.LoopbackHost(local.String()) && !httplimits.LoopbackHost(r.Host)
 }
 
 // expire ends an idle session in mcp-go as a DELETE does (its SessionIdManager,

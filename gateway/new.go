@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -223,9 +222,9 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 	}
 	token := ""
 	if c.Log.TokenEnv != "" {
-		v, ok := os.LookupEnv(c.Log.TokenEnv)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv)
+		v, err := configEnv("log.tokenEnv", c.Log.TokenEnv)
+		if err != nil {
+			return nil, err
 		}
 		token = v
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,9 +37,9 @@ func newRestUpstream(name string, cfg *RestConfig) (*restUpstream, error) {
 		u.headers.Set(k, v)
 	}
 	for h, env := range cfg.HeaderEnv {
-		v, ok := os.LookupEnv(env)
-		if !ok || v == "" {
-			return nil, fmt.Errorf("upstream %s: environment variable %s (rest.headerEnv for header %s) is not set", name, env, h)
+		v, err := configEnv(fmt.Sprintf("upstream %s: rest.headerEnv for header %s", name, h), env)
+		if err != nil {
+			return nil, err
 		}
 		u.headers.Set(h, v)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -63,9 +62,9 @@ func dialMCP(ctx context.Context, name string, u *UpstreamConfig) (*mcpUpstream,
 	default:
 		var opts []transport.StreamableHTTPCOption
 		if u.TokenEnv != "" {
-			tok, ok := os.LookupEnv(u.TokenEnv)
-			if !ok || tok == "" {
-				return nil, fmt.Errorf("upstream %s: environment variable %s (named by tokenEnv) is not set", name, u.TokenEnv)
+			tok, err := configEnv("upstream "+name+": tokenEnv", u.TokenEnv)
+			if err != nil {
+				return nil, err
 			}
 			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
 		}

@@ -38,7 +38,6 @@ type childProcess struct {
 	cmd   *exec.Cmd
 	stdin *lineWriter
 	rest  *io.PipeWriter // the lines for mcp-go's transport
-	restR *io.PipeReader // its end, closed when the transport is
 
 	next    atomic.Int64
 	mu      sync.Mutex
@@ -74,7 +73,7 @@ func startChild(command string, env, args []string) (*childProcess, *transport.S
 		return nil, nil, fmt.Errorf("starting %s: %w", command, err)
 	}
 	pr, pw := io.Pipe()
-	p := &childProcess{cmd: cmd, stdin: &lineWriter{w: stdin}, rest: pw, restR: pr,
+	p := &childProcess{cmd: cmd, stdin: &lineWriter{w: stdin}, rest: pw,
 		pending: map[int64]chan rawAnswer{}, exited: make(chan struct{})}
 	p.next.Store(firstRawID)
 	go p.read(stdout)
@@ -259,7 +258,11 @@ func toolCallLine(id int64, tool string, args json.RawMessage, meta map[string]a
 // 2 s, then SIGKILL after 3 more.
 func (p *childProcess) stop() error {
 	_ = p.stdin.Close()
-	_ = p.restR.Close() // a line for a transport that stopped reading is dropped
+	// mcp-go's transport sees the end of its input (EOF, which it does not report),
+	// and a line for it after that is dropped (the writer is closed). Closing the
+	// reader instead made every normal stop log "Error reading from stdout ... read/
+	// write on closed pipe" at ERROR.
+	_ = p.rest.CloseWithError(io.EOF)
 	for _, step := range []struct {
 		wait time.Duration
 		sig  os.Signal

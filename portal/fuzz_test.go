@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"svc.dev/svc/internal/tenancy"
 )
 
 // FuzzRegisterBody: the register decoder and validation never panic, and what they
@@ -20,7 +22,7 @@ func FuzzRegisterBody(f *testing.F) {
 		if decodeJSON(body, &q) != nil || q.validate() != nil {
 			return
 		}
-		if len(q.Tenant) < MinTenant || len(q.Tenant) > MaxTenant || strings.Trim(q.Tenant, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		if len(q.Tenant) < MinTenant || len(q.Tenant) > MaxTenant || strings.Trim(q.Tenant, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" || tenancy.CheckTenantID(q.Tenant) != nil {
 			t.Fatalf("accepted tenant %q", q.Tenant)
 		}
 		if utf8.RuneCountInString(q.Password) < MinPassword || len(q.Password) > MaxPassword {

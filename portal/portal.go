@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -69,6 +70,11 @@ type Config struct {
 	// per LoginEvery (default 6 s).
 	LoginBurst int
 	LoginEvery time.Duration
+	// NoThrottle turns the registration and login throttles off, for local testing
+	// (SPEC's throttle locks a tester out for an hour after a few registrations from
+	// 127.0.0.1). New refuses it unless PublicURL, and PortalURL when given, name a
+	// loopback host: a portal others can reach always throttles.
+	NoThrottle bool
 	// Scrypt is the cost of password hashes; zero: DefaultScrypt.
 	Scrypt ScryptParams
 	Logger *slog.Logger
@@ -98,6 +104,9 @@ func New(cfg Config) (*Portal, error) {
 		return nil, fmt.Errorf("portal: the session secret has %d bytes; give at least 32 (e.g. openssl rand -hex 32)", len(cfg.Secret))
 	case cfg.PublicURL == "":
 		return nil, errors.New("portal: the log's public URL is required")
+	}
+	if err := checkNoThrottle(cfg); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -228,3 +237,21 @@ func (p *Portal) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
+
+// checkNoThrottle refuses NoThrottle unless every public address of the portal is
+// a loopback one.
+func checkNoThrottle(cfg Config) error {
+	if !cfg.NoThrottle {
+		return nil
+	}
+	for name, raw := range map[string]string{"public URL": cfg.PublicURL, "portal URL": cfg.PortalURL} {
+		if raw == "" {
+			continue
+		}
+		u, err := url.Parse(raw)
+		if err != nil || !httplimits.LoopbackHost(u.Host) {
+			return fmt.Errorf("portal: the throttles can be turned off only for local testing, and the %s %q is not a loopback address (127.0.0.1, ::1, localhost)", name, raw)
+		}
+	}
+	return nil
+}

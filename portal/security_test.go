@@ -254,3 +254,20 @@ func TestCredentialsBeforeBody(t *testing.T) {
 	c.must(http.StatusUnauthorized, "POST", "/api/login", `{"email":"bo@example.com","password":"correct horse battery"}`)
 	c.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "other")) // "other" was not taken by the refused attempt
 }
+
+// TestTenantIDRule (issue 29, point 11): the self-registration rule is the
+// operator's (tenancy.CheckTenantID) with SPEC's 3-to-40 on top, checked before
+// anything is created: "---" and "-ab" (not a tenant id at all) and "a_b" (an
+// operator's id, not a self-registered one) are 400 naming the rule and take no
+// registration from the address's allowance.
+func TestTenantIDRule(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.RegisterBurst = 1 }})
+	b := newBrowser(t, e.URL)
+	for _, bad := range []string{"---", "-ab", "a_b", "ab", strings.Repeat("a", 41), "Abc"} {
+		code, _, m := b.do("POST", "/api/register", registerBody("ada@example.com", bad))
+		if msg, _ := m["error"].(string); code != http.StatusBadRequest || !strings.Contains(msg, "3 to 40") || !strings.Contains(msg, "starting with a letter or digit") {
+			t.Fatalf("tenant %q: %d %v", bad, code, m)
+		}
+	}
+	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "a-1"))
+}

@@ -44,8 +44,11 @@ umask 022
 export SVC_SIGNER_TOKEN=$(cat "$DATA/signer.token") SVC_ADMIN_TOKEN=$(cat "$DATA/admin.token") SVC_PORTAL_SECRET=$(cat "$DATA/portal.secret")
 export SVC_METRICS_TOKEN=$(cat "$DATA/metrics.token")
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
-trap cleanup EXIT INT TERM
+cleanup() { trap - EXIT; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait || true; }
+# Ctrl-C (SIGINT) or SIGTERM is the normal way to stop the stack: stop every
+# component and exit 0, so that go-task does not report "Failed ... exit status 130".
+trap 'cleanup; exit 0' INT TERM
+trap cleanup EXIT
 # start <name> <log file> <what its process logs once it listens> <command...>: runs
 # the command in the background, its output appended to the log file, and waits until
 # that process itself logged the line (so another server answering on the port does

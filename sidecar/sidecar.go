@@ -9,8 +9,9 @@
 //	               records nothing
 //	POST /record   { event: ToolEvent, outcome, policy? } -> 200 with the receipt
 //	               bundle exactly as written to receipts/<id>.json; without a
-//	               policy, and with one configured, the sidecar evaluates it and
-//	               records its own decision
+//	               policy the receipt's policy is null (SPEC: "what /decide
+//	               returned, or null"): the sidecar never decides on the
+//	               caller's behalf, even with a policy configured
 //
 // Errors are { error } naming what was wrong: 400 for a malformed event, outcome or
 // policy, or an outcome inconsistent with the decision (SPEC's rules: an allow never
@@ -33,12 +34,11 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 
+	"svc.dev/svc/httplimits"
 	"svc.dev/svc/sdk"
 )
 
@@ -131,15 +131,8 @@ func (s *Server) record(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if req.Policy == nil && s.is.Policy() != nil {
-		// A policy is configured and the caller sent no decision: the sidecar
-		// decides itself and records its own decision (then checked against the
-		// outcome like any other).
-		if req.Policy, err = s.is.Decide(req.Event); err != nil {
-			writeError(w, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
+	// No decision sent: the receipt records null (DESIGN.md), whatever policy is
+	// configured; a sent decision is checked against the outcome by Record.
 	rc, err := s.is.Record(r.Context(), req.Event, req.Outcome, req.Policy)
 	var ie *sdk.InputError
 	var le *sdk.LogError
@@ -205,18 +198,8 @@ func (s *Server) refuseOrigin(r *http.Request) string {
 }
 
 // LoopbackHost reports whether host (with or without port) names the loopback
-// interface: localhost, 127.0.0.0/8 or ::1.
-func LoopbackHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+// interface: localhost, 127.0.0.0/8 or ::1 (httplimits.LoopbackHost).
+func LoopbackHost(host string) bool { return httplimits.LoopbackHost(host) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	data, err := json.Marshal(v)

@@ -43,10 +43,18 @@ command measures the whole stack on this machine).
 With --rate the load is open-loop at that many appends/s and latency counts from each
 append's scheduled time; without it every client sends as fast as answers come.
 
+A log that takes tokens limits each one to 50 appends/s (burst 100; SPEC), so one
+token measures that limit, not the server. An append refused for it (429) is counted
+under "refused", not "errors"; the client waits the answer's Retry-After and sends
+again, and the table ends with a warning. To measure the server over HTTP, give
+several tokens of the tenant (--token-env A,B,C: appends take them in turn; each adds
+50/s), load a log that takes appends without a token, or use --embedded.
+
 Examples:
   svc bench append --embedded --via http,nats --clients 64 --duration 20s
   svc bench append --embedded --via http --rate 10000 --clients 256 --duration 20s
-  svc bench append --url http://127.0.0.1:8080 --token-env SVC_LOG_TOKEN --count 100000`
+  svc bench append --url http://127.0.0.1:8080 --token-env SVC_LOG_TOKEN --count 100000
+  svc bench append --url http://127.0.0.1:8080/t/acme --token-env TOK1,TOK2,TOK3,TOK4 --rate 180 --duration 20s`
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "append" {
@@ -63,7 +71,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	embedded := fs.Bool("embedded", false, "start a complete log service in a temporary directory and load it")
 	via := fs.String("via", "http", "`transports` to load, comma-separated: http, nats")
 	tenant := fs.String("tenant", "default", "the `tenant` (NATS)")
-	tokenEnv := fs.String("token-env", "", "environment `variable` holding the bearer token")
+	tokenEnv := fs.String("token-env", "", "environment `variables`, comma-separated, holding bearer tokens taken in turn (each is rate limited: 50/s)")
 	var logKeys listFlag
 	fs.Var(&logKeys, "log-key", "trusted log public key `file`; repeatable (default: the log's key document)")
 	clients := fs.Int("clients", 64, "concurrent `clients`")
@@ -91,11 +99,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *embedded && targets > 1 || targets == 0 {
 		return usagef("give --embedded, or --url and/or --nats-url")
 	}
-	token := ""
-	if *tokenEnv != "" {
-		if token, err = envValue("--token-env", *tokenEnv, "the log's bearer token"); err != nil {
-			return err
-		}
+	tokens, err := benchTokens(*tokenEnv)
+	if err != nil {
+		return err
 	}
 	keys, err := signer.LoadPublicKeys(logKeys)
 	if err != nil {
@@ -118,11 +124,28 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	cfg := bench.Config{Clients: *clients, Duration: *duration, Count: *count, Rate: *rate, LeafBytes: *leafBytes, HashOnly: *hashOnly, Keys: t.keys, Progress: stderr}
-	results, err := t.load(ctx, *via, *tenant, token, cfg, stderr)
+	results, err := t.load(ctx, *via, *tenant, tokens, cfg, stderr)
 	if err != nil {
 		return err
 	}
 	return benchReport(stdout, results, *asJSON)
+}
+
+// benchTokens reads the bearer tokens of --token-env: comma-separated variable
+// names, each required to be set.
+func benchTokens(names string) ([]string, error) {
+	var tokens []string
+	for _, name := range strings.Split(names, ",") {
+		if name = strings.TrimSpace(name); name == "" {
+			continue
+		}
+		tok, err := envValue("--token-env", name, "a bearer token of the log")
+		if err != nil {
+			return nil, err
+		}
+		tokens = append(tokens, tok)
+	}
+	return tokens, nil
 }
 
 // benchReport prints the results; any error, failed proof or inconsistent head is
@@ -211,7 +234,7 @@ func (t *benchTarget) readLog(ctx context.Context) error {
 }
 
 // load runs one load per transport in via (comma-separated: http, nats).
-func (t *benchTarget) load(ctx context.Context, via, tenant, token string, cfg bench.Config, stderr io.Writer) ([]*bench.Result, error) {
+func (t *benchTarget) load(ctx context.Context, via, tenant string, tokens []string, cfg bench.Config, stderr io.Writer) ([]*bench.Result, error) {
 	var results []*bench.Result
 	for _, v := range strings.Split(via, ",") {
 		var a bench.Appender
@@ -220,7 +243,7 @@ func (t *benchTarget) load(ctx context.Context, via, tenant, token string, cfg b
 			if t.url == "" {
 				return nil, usagef("--via http needs --url or --embedded")
 			}
-			a = bench.NewHTTP(t.url, token, cfg.Clients)
+			a = bench.NewHTTP(t.url, tokens, cfg.Clients)
 		case "nats":
 			if t.nc == nil || t.prove == nil {
 				return nil, usagef("--via nats needs --embedded, or --nats-url with --url")

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -75,14 +77,13 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *idle <= 0 {
 		return usagef("--idle-minutes must be positive")
 	}
-	cfg, err := gateway.LoadConfig(*config)
-	if err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	g, err := gateway.New(ctx, cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy, Logger: logger})
+	g, err := openGateway(ctx, *config, !*httpMode, logger)
 	if err != nil {
-		return err
+		if *httpMode {
+			return err
+		}
+		return refuseStdio(err, stdout, stderr)
 	}
 	defer g.Close()
 	if *httpMode {
@@ -90,8 +91,44 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			logger.Info("gateway listening", "addr", addr, "keyid", g.KeyID())
 		})
 	}
-	if err := g.CheckGrant(); err != nil {
-		return err
+	err = g.ServeStdio(ctx, gateway.PollableInput(os.Stdin), stdout, stderr)
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		logger.Info("gateway stopping: signal")
+		return nil // SIGINT or SIGTERM: a normal stop
 	}
-	return g.ServeStdio(ctx, gateway.PollableInput(os.Stdin), stdout, stderr)
+	return err
+}
+
+// openGateway loads the config and starts the gateway; over stdio it also checks
+// the grant.
+func openGateway(ctx context.Context, config string, stdio bool, logger *slog.Logger) (*gateway.Gateway, error) {
+	cfg, err := gateway.LoadConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	g, err := gateway.New(ctx, cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	if stdio {
+		if err := g.CheckGrant(); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
+	return g, nil
+}
+
+// refuseStdio reports a stdio gateway that could not start: the error on stderr
+// first, then, when stdin is not a terminal (an MCP client spawned it), the answer
+// to the client's initialize is a JSON-RPC error with the same text, which the
+// client shows rather than "Connection closed". Exit status 1.
+func refuseStdio(cause error, stdout, stderr io.Writer) error {
+	fmt.Fprintf(stderr, "svc gateway: %v\n", cause)
+	if st, err := os.Stdin.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
+		if err := gateway.RefuseStdio(os.Stdin, stdout, cause); err != nil {
+			fmt.Fprintf(stderr, "svc gateway: answering the client: %v\n", err)
+		}
+	}
+	return exitCode(1)
 }

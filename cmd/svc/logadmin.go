@@ -29,7 +29,10 @@ they take effect on every process at once; reads come from the same events and f
 PostgreSQL. The audit trail records them with actor <user>@<host>.
 
 Commands:
-  tenant add <id> [--log-id <id>]        create a tenant (free plan); the broker keeps ids unique
+  tenant add <id> [--log-id <id>]        create a tenant (free plan); the broker keeps ids unique.
+                                         An id is 1 to 63 of a-z, 0-9, - and _, starting with a
+                                         letter or digit (self-registration in the portal is
+                                         stricter: 3 to 40 of a-z, 0-9 and -)
   tenant list                            tenants with plan, usage this month against quota, live tokens
   tenant disable <id>                    refuse the tenant's appends from now on
   tenant plan <id> <free|team|enterprise>

@@ -36,6 +36,11 @@ Secure when --public-url or --portal-url is https. Billing is on when
 --stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
 given; the provider then sends its events to <portal-url>/stripe/webhook.
 
+Registrations are throttled per client address (5, then one an hour) and so are
+logins (10, then one every 6 s), as SPEC requires. Testing locally, where every
+attempt comes from 127.0.0.1, --no-throttle turns both off; it refuses to start
+unless --host, --public-url and --portal-url are all loopback addresses.
+
 Example:
   export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
   svc portal --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
@@ -50,6 +55,7 @@ type portalOptions struct {
 	host                               string
 	port                               int
 	trustProxy                         proxyFlags
+	noThrottle                         bool
 	stripeKeyEnv, stripeHookEnv, price string
 	stripeAPI                          string
 }
@@ -74,6 +80,7 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
 	o.trustProxy.register(fs)
+	fs.BoolVar(&o.noThrottle, "no-throttle", false, "local testing: no registration or login throttle per address; refused unless --host, --public-url and --portal-url are loopback")
 	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
 	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
 	fs.StringVar(&o.price, "stripe-price", "", "billing: the Stripe price `id` of the team plan")
@@ -91,6 +98,9 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	}
 	if o.dbEnv == "" || o.nats.url == "" || o.secretEnv == "" || o.publicURL == "" {
 		return usagef("--db-env, --nats-url, --secret-env and --public-url are required")
+	}
+	if o.noThrottle && !httplimits.LoopbackHost(o.host) {
+		return usagef("--no-throttle is for local testing: --host %q is not a loopback address", o.host)
 	}
 	secret, err := envValue("--secret-env", o.secretEnv, "a secret of at least 32 bytes (openssl rand -hex 32)")
 	if err != nil {
@@ -121,7 +131,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
 		PublicURL: o.publicURL, SvcCommand: selfCommand(), LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
-		Billing: bill, TrustProxy: o.trustProxy.proxy, Logger: logger,
+		Billing: bill, TrustProxy: o.trustProxy.proxy, NoThrottle: o.noThrottle, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -138,6 +148,9 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
 	logger.Info("portal listening", "addr", ln.Addr().String(), "public", o.publicURL, "billing", bill != nil)
+	if o.noThrottle {
+		logger.Warn("registration and login throttles are off (--no-throttle): local testing only")
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -29,7 +29,9 @@ claimed by the agent's own process (issuer.kind sdk). Routes:
   POST /decide   ToolEvent { tool, args, model?, session? } -> PolicyDecision, or null
                  when the config names no policy; records nothing
   POST /record   { event, outcome, policy? } -> the receipt bundle as written to
-                 <receiptsDir>/<id>.json; 502 when the log would not take the leaf
+                 <receiptsDir>/<id>.json; 502 when the log would not take the leaf.
+                 policy is what /decide returned; without it the receipt's policy
+                 is null (the sidecar never decides on the caller's behalf)
 
 --config is the SDK config file (docs/sdk-config.md): the issuer key, agent id,
 framework, optional Cedar policy, receipts directory, exactly one of logFile or log,

@@ -69,7 +69,7 @@ func TestKill9MidLoadLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := startLog(t, dir)
-	h := bench.NewHTTP(p.base, "", 32) // a tokenless log: appends are not rate limited
+	h := bench.NewHTTP(p.base, nil, 32) // a tokenless log: appends are not rate limited
 	var mu sync.Mutex
 	var got []acked
 	ctx, cancel := context.WithCancel(context.Background())

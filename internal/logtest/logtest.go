@@ -29,6 +29,8 @@ type Tenant struct {
 	ID    string // required; a valid tenant id
 	LogID string // optional; named in signed heads
 	Token string // its bearer token; empty: none
+	// More are further bearer tokens of the tenant (each with its own rate limit).
+	More []string
 	// File, when set, is the tenant's SPEC log file (relative paths resolve against
 	// the log's directory); a file that already holds leaves is adopted at start.
 	File string
@@ -96,6 +98,9 @@ func Start(t testing.TB, o Options) *Log {
 		}
 		if tn.Token != "" {
 			spec.TokenHashes = [][32]byte{logserver.HashToken(tn.Token)}
+		}
+		for _, tok := range tn.More {
+			spec.TokenHashes = append(spec.TokenHashes, logserver.HashToken(tok))
 		}
 		l.tokens[tn.ID] = tn.Token
 		specs = append(specs, spec)

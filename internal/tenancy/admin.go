@@ -81,8 +81,8 @@ func (a *Admin) existing(ctx context.Context, id string) (Tenant, error) {
 // AddTenant creates a tenant on the free plan. The broker decides uniqueness: of two
 // concurrent creations of one id, one gets ErrTenantExists.
 func (a *Admin) AddTenant(ctx context.Context, actor, id, logID string) (Tenant, error) {
-	if !client.ValidTenant(id) {
-		return Tenant{}, fmt.Errorf("%w: tenant id %q: use 1 to 63 of a-z, 0-9, - and _, starting with a letter or digit", ErrInvalid, id)
+	if err := CheckTenantID(id); err != nil {
+		return Tenant{}, err
 	}
 	if err := client.CheckLogID(logID); err != nil {
 		return Tenant{}, fmt.Errorf("%w: %w", ErrInvalid, err)

@@ -1,0 +1,38 @@
+package portal_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/portal/portaltest"
+)
+
+// TestHostedC2SPAsTheREADMESays (issue 29, point 8) pins what the README says of
+// C2SP on the hosted log: hash tiles to a bearer of the tenant's token only, and
+// neither signed-note checkpoints nor entry bundles (with the README's words). When
+// the hosted log grows them, this test and the README change together.
+func TestHostedC2SPAsTheREADMESays(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{})
+	reg := newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	token, _ := reg["token"].(string)
+	logtest.AppendAt(t, e.LogURL, "acme", token, strings.Repeat("ab", 32))
+	base := e.LogURL + "/t/acme"
+	for _, c := range []struct {
+		path, token string
+		code        int
+		body        string
+	}{
+		{"/tile/0/000.p/1", "", http.StatusUnauthorized, "unauthorized"},
+		{"/tile/0/000.p/1", token, http.StatusOK, ""},
+		{"/tile/entries/000.p/1", token, http.StatusNotFound, "this log serves no entry bundles"},
+		{"/checkpoint", token, http.StatusNotFound, "this log publishes no signed-note checkpoints"},
+	} {
+		code, _, body := testkit.Do(t, http.MethodGet, base+c.path, c.token, "")
+		if code != c.code || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s (token %v): %d %q, want %d %q", c.path, c.token != "", code, body, c.code, c.body)
+		}
+	}
+}
