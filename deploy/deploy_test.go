@@ -107,7 +107,7 @@ func TestSystemdUnits(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatal("systemd-analyze is not installed; .ci/run installs Debian's systemd package")
+			t.Fatal("systemd-analyze is not installed: go tool task setup installs Debian's systemd package")
 		}
 		t.Skip("systemd-analyze is not installed (apt-get install systemd); CI runs this test")
 	}

@@ -38,13 +38,13 @@ func TestMain(m *testing.M) {
 	svcbin.Main(m, &svcBin)
 }
 
-// nodeModules is e2e/node_modules, installed by .ci/run (npm ci). A missing install
+// nodeModules is e2e/node_modules, installed by go tool task setup (npm ci). A missing install
 // fails the test: it never skips.
 func nodeModules(t testing.TB) string {
 	t.Helper()
 	nm := filepath.Join(repoDir, "e2e", "node_modules")
 	if _, err := os.Stat(filepath.Join(nm, "@modelcontextprotocol", "sdk")); err != nil {
-		t.Fatalf("the MCP TypeScript SDK is not installed: run `npm ci --prefix e2e` (.ci/run does): %v", err)
+		t.Fatalf("the MCP TypeScript SDK is not installed: run `go tool task setup` (or npm ci --prefix e2e): %v", err)
 	}
 	return nm
 }

@@ -55,7 +55,7 @@ func TestRegisterAppendKeysLogout(t *testing.T) {
 		t.Fatalf("months %v", months)
 	}
 	urls := ov["urls"].(map[string]any)
-	if urls["log"] != e.LogURL+"/t/acme" || urls["keys"] != client.KeyDocumentURL(e.LogURL, "acme") || urls["checkpoints"] != e.CheckpointsURL+"/acme/" {
+	if urls["log"] != e.LogURL+"/t/acme/head" || urls["keys"] != client.KeyDocumentURL(e.LogURL, "acme") || urls["checkpoints"] != e.CheckpointsURL+"/acme/" {
 		t.Fatalf("urls %v", urls)
 	}
 	if ov["latestCheckpoint"] != nil {

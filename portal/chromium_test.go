@@ -20,7 +20,7 @@ import (
 )
 
 // chromiumPath finds Debian's Chromium (SVC_CHROMIUM overrides). Without one the browser
-// tests skip on a developer's machine and fail in CI (CI set), where .ci/run installs
+// tests skip on a developer's machine and fail in CI (CI set), where the setup task installs
 // the chromium package.
 func chromiumPath(t *testing.T) string {
 	t.Helper()
@@ -33,9 +33,9 @@ func chromiumPath(t *testing.T) string {
 			return p
 		}
 	}
-	msg := "no Chromium at /usr/bin/chromium (or SVC_CHROMIUM): install Debian's chromium package (apt-get install chromium)"
+	msg := "no Chromium at /usr/bin/chromium (or SVC_CHROMIUM): install Debian's chromium package (go tool task setup does)"
 	if os.Getenv("CI") != "" {
-		t.Fatal(msg + "; .ci/run installs it, so CI must have it")
+		t.Fatal(msg + "; CI's test task installs it, so CI must have it")
 	}
 	t.Skip(msg)
 	return ""

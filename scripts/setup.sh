@@ -5,7 +5,7 @@
 #   - Debian packages (scripts/debian.sh, one apt-get update): nodejs and npm (the
 #     gateway's end-to-end tests drive the npm MCP parts), chromium (the portal's
 #     browser tests), systemd (deploy/'s test runs systemd-analyze verify on the units),
-#     postgresql (the database tests);
+#     postgresql (the database tests), curl (the tests run the curl lines svc prints);
 #   - e2e's npm packages as pinned by e2e/package-lock.json (npm ci), again whenever
 #     the lock file changes;
 #   - stripe-mock, the payment provider's mock the portal's billing tests start (go
@@ -21,6 +21,7 @@ url=${SVC_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}
 missing=()
 command -v node >/dev/null || missing+=(nodejs)
 command -v npm >/dev/null || missing+=(npm)
+command -v curl >/dev/null || missing+=(curl) # svc up's printed commands (TestUpPrintedCommandsRun), up:hosted
 [ -x /usr/bin/chromium ] || [ -x /usr/bin/chromium-browser ] || [ -n "${SVC_CHROMIUM:-}" ] || missing+=(chromium)
 command -v systemd-analyze >/dev/null || missing+=(systemd)
 { command -v psql >/dev/null && ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; } || missing+=(postgresql)

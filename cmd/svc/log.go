@@ -422,7 +422,8 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
+		CheckpointFirst: time.Second, // the first checkpoint follows the first append
+		TrustProxy:      o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
 		NoteKey: noteKey, Witnesses: o.witnesses,
 	})
 	if err != nil {

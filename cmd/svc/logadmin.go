@@ -132,7 +132,12 @@ func (a *logAdmin) run(ctx context.Context, pos []string) error {
 		if err != nil {
 			return hint(err)
 		}
-		fmt.Fprintf(a.out, "tenant %s added (plan %s)\nnext: svc log-admin ... token add %s --label <label>\n", t.ID, t.Plan, t.ID)
+		pub := ""
+		if a.o.publicURL != "" {
+			pub = " --public-url " + shellWord(a.o.publicURL)
+		}
+		fmt.Fprintf(a.out, "tenant %s added (plan %s)\nnext, its first token:\n  %s log-admin --db-env %s --nats-url %s%s token add %s --label first\n",
+			t.ID, t.Plan, selfCommand(), shellWord(a.o.dbEnv), shellWord(a.o.nats.url), pub, t.ID)
 		return nil
 	case cmd == "tenant list":
 		return a.tenantList(ctx)

@@ -53,7 +53,8 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
-		TrustProxy: o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
+		CheckpointFirst: time.Second, // the first checkpoint follows the first append
+		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
 	})
 	if err != nil {
 		st.Close()

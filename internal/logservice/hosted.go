@@ -427,7 +427,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 		return err
 	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
-		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger, DB: st.cfg.Store}
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store}
 	if err := cp.Load(); err != nil {
 		return err
 	}

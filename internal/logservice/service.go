@@ -64,7 +64,10 @@ type Config struct {
 	CheckpointDir       string
 	CheckpointEvery     time.Duration // default 300 s
 	CheckpointHeartbeat time.Duration // default 21600 s
-	TrustProxy          httplimits.Proxy
+	// CheckpointFirst, when set, signs a log's first checkpoint within about this long
+	// of its first append instead of after CheckpointEvery (projections.Checkpointer.First).
+	CheckpointFirst time.Duration
+	TrustProxy      httplimits.Proxy
 	// NoteKey, when set (the in-process log key), also publishes every checkpoint as a
 	// C2SP signed note (Dir/<tenant>/checkpoint) and has it cosigned by the C2SP
 	// tlog-witnesses in Witnesses.
@@ -307,7 +310,7 @@ func (s *Service) startLogFile(ctx, runCtx context.Context, js jetstream.JetStre
 // verifier key beside them) when the service has a note key.
 func (s *Service) newCheckpointer(spec TenantSpec, seq *sequencer.Sequencer) (*projections.Checkpointer, error) {
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
-		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, Logger: s.cfg.Logger}
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger}
 	if s.cfg.NoteKey != nil {
 		origin := projections.DefaultOrigin(spec.LogID, s.cfg.NoteKey.KeyID(), spec.ID)
 		ns, err := projections.NewNoteSigner(origin, s.cfg.NoteKey)

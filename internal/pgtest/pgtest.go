@@ -37,7 +37,7 @@ func New(t testing.TB) string {
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("PostgreSQL at %s does not answer (CI must start one; .ci/run does): %v", base, err)
+			t.Fatalf("PostgreSQL at %s does not answer (go tool task setup starts one): %v", base, err)
 		}
 		t.Skipf("PostgreSQL at %s does not answer: %v (set SVC_TEST_DATABASE_URL)", base, err)
 	}

@@ -32,8 +32,12 @@ type Checkpointer struct {
 	Signer    receipt.EnvelopeSigner
 	Every     time.Duration // default 300 s
 	Heartbeat time.Duration // default 21600 s
-	Logger    *slog.Logger
-	Now       func() time.Time
+	// First, when set, is how often Run looks whether a log without a checkpoint has
+	// grown, so that its first checkpoint follows its first append within about First
+	// instead of Every (svc log and svc up: 1 s); 0 waits for Every.
+	First  time.Duration
+	Logger *slog.Logger
+	Now    func() time.Time
 	// Note, when set, also publishes each checkpoint as a C2SP signed note in
 	// Dir/<tenant>/checkpoint, cosigned by each C2SP tlog-witness in Witnesses
 	// (their cosignature lines are appended to the note).
@@ -108,13 +112,8 @@ func (c *Checkpointer) Load() error {
 	return nil
 }
 
-// FirstPoll is how often Run looks whether a log that has no checkpoint yet has grown,
-// so that its first checkpoint follows its first append within about this long
-// (instead of after Every).
-const FirstPoll = time.Second
-
-// Run publishes until ctx ends: the first checkpoint as soon as the log has grown (it
-// looks every FirstPoll until there is one), then every Every.
+// Run publishes until ctx ends: with First set, the first checkpoint as soon as the log
+// has grown (it looks every First until there is one), then every Every.
 func (c *Checkpointer) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -129,8 +128,8 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
 		}
 		wait := c.Every
-		if err == nil && c.none() && wait > FirstPoll {
-			wait = FirstPoll
+		if err == nil && c.First > 0 && c.First < wait && c.none() {
+			wait = c.First
 		}
 		t.Reset(wait)
 	}
