@@ -5,7 +5,9 @@
 # log-admin, and the checkpoints host. The PostgreSQL of SVC_DATABASE_URL is used, or,
 # when none answers there, a throwaway cluster under ./data/pg (scripts/postgres.sh).
 # The admin token is printed on the first run; it is kept in $DATA/admin.token (0600)
-# because the server needs it at every start.
+# because the server needs it at every start. The broker's listener admits only the
+# nkey whose seed is $DATA/nats.nk (0600, from svc keygen --nats-nkey): the portal and
+# svc log-admin log in with --nats-nkey $DATA/nats.nk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-./data/hosted}
@@ -16,6 +18,7 @@ go build -o bin/svc ./cmd/svc
 scripts/postgres.sh "$SVC_DATABASE_URL" ./data/pg
 first=""
 [ -f "$DATA/keys/log.key" ] || bin/svc keygen --dir "$DATA/keys" --name log >/dev/null
+[ -f "$DATA/nats.nk" ] || bin/svc keygen --nats-nkey "$DATA/nats.nk" >/dev/null
 umask 077
 [ -f "$DATA/signer.token" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/signer.token"
 [ -f "$DATA/portal.secret" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/portal.secret"
@@ -28,12 +31,12 @@ trap cleanup EXIT INT TERM
 bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN 2>>"$DATA/signer.log" & pids+=($!)
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$SIGNER_PORT/keys" >/dev/null && break; sleep 0.2; done
 bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
-  --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --port "$PORT" \
+  --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --nats-nkey "$DATA/nats.nk" --port "$PORT" \
   --checkpoints-port "$CHECKPOINTS_PORT" --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" \
   2>>"$DATA/log.log" & pids+=($!)
 for _ in $(seq 1 100); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null && break; sleep 0.2; done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "the log server did not start; see $DATA/log.log" >&2; exit 1; }
-bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --secret-env SVC_PORTAL_SECRET \
+bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --nats-nkey "$DATA/nats.nk" --secret-env SVC_PORTAL_SECRET \
   --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" --port "$PORTAL_PORT" \
   2>>"$DATA/portal.log" & pids+=($!)
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$PORTAL_PORT/health" >/dev/null && break; sleep 0.2; done
@@ -44,7 +47,7 @@ svc hosted stack is up (logs in $DATA/*.log).
   checkpoints (read-only) http://127.0.0.1:$CHECKPOINTS_PORT
   signer                  http://127.0.0.1:$SIGNER_PORT/keys
   portal (self-serve)     http://127.0.0.1:$PORTAL_PORT
-  NATS (for log-admin)    nats://127.0.0.1:$NATS_PORT
+  NATS (for log-admin)    nats://127.0.0.1:$NATS_PORT (log in with --nats-nkey $DATA/nats.nk, mode 0600)
   database                $SVC_DATABASE_URL
 MSG
 if [ -n "$first" ]; then
@@ -55,7 +58,7 @@ fi
 cat <<MSG
 
 Add a tenant and a token:
-  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT tenant add acme
-  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT token add acme --label ci
+  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --nats-nkey $DATA/nats.nk tenant add acme
+  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --nats-nkey $DATA/nats.nk token add acme --label ci
 MSG
 wait -n "${pids[@]}"

@@ -51,6 +51,14 @@ svc signer (--signer-url), and the admin API and page are served under /admin wi
 token of --admin-token-env. Any number of such processes on one broker (--nats-url) and
 one database serve the same tenants; each tenant's sequencer runs in one of them.
 
+The broker: --nats-listen opens the embedded server to other processes and admits only
+the nkey of --nats-nkey (create the seed with svc keygen --nats-nkey <file>; give the
+same file to svc log-admin and svc portal). A cluster's --nats-url logs in with the
+user and password of its first URL on every node, or with --nats-nkey or --nats-creds.
+A lost node, or a broker without quorum for a while, never stops the process: every
+loop on the broker retries with backoff (svc_broker_retries_total; /health answers 503
+"broker unavailable" while the connection is down).
+
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
 reason, requests by route and status; docs/design/telemetry.md), behind the token of
