@@ -14,14 +14,16 @@ import (
 
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
 )
 
 // TestBrokerListenerNeedsCredentials: svc log --nats-listen refuses to start without
 // --nats-nkey; with the seed of svc keygen --nats-nkey (written 0600) its listener
-// refuses a connection without credentials or with a guessed password, and admits
-// the nkey, with which svc log-admin and svc portal work.
+// refuses a connection without credentials or with a guessed password or token, and
+// admits the nkey, with which svc log-admin and svc portal work, and the password of
+// --nats-listen-password-env (what a gateway's log.nats URL carries).
 func TestBrokerListenerNeedsCredentials(t *testing.T) {
 	dir := t.TempDir()
 	seed := filepath.Join(dir, "nats.nk")
@@ -54,7 +56,8 @@ func TestBrokerListenerNeedsCredentials(t *testing.T) {
 	if code, _, errOut := runSvc(t, append([]string{"log", "--port", "0"}, args...)...); code == 0 || !strings.Contains(errOut, "needs --nats-nkey") {
 		t.Fatalf("svc log --nats-listen without --nats-nkey: exit %d, %s", code, errOut)
 	}
-	base, _ := startLogCmd(t, append(args, "--nats-nkey", seed)...)
+	t.Setenv("TEST_NATS_LISTEN_PASSWORD", "gateway-password-0123456789")
+	base, _ := startLogCmd(t, append(args, "--nats-nkey", seed, "--nats-listen-password-env", "TEST_NATS_LISTEN_PASSWORD")...)
 	url := "nats://" + listen
 	for _, opts := range [][]nats.Option{nil, {nats.UserInfo("svc", "guess")}, {nats.Token("guess")}} {
 		if nc, err := nats.Connect(url, opts...); err == nil {
@@ -71,6 +74,11 @@ func TestBrokerListenerNeedsCredentials(t *testing.T) {
 	nc, err := nats.Connect(url, nk)
 	if err != nil {
 		t.Fatalf("the nkey was refused: %v", err)
+	}
+	nc.Close()
+	// Gateways and SDKs: the password of --nats-listen-password-env in log.nats's URL.
+	if nc, err = pipeline.Connect(pipeline.Credentials{URL: "nats://svc:gateway-password-0123456789@" + listen}, "gateway"); err != nil {
+		t.Fatalf("the listener's password was refused: %v", err)
 	}
 	nc.Close()
 	if code, _, errOut := runSvc(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", url, "tenant", "add", "acme"); code == 0 || !strings.Contains(errOut, "Authorization Violation") {

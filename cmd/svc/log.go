@@ -79,7 +79,7 @@ type logOptions struct {
 	signerURL, signerTokenEnv           string
 	host                                string
 	port, checkpointsPort               int
-	data, natsListen                    string
+	data, natsListen, natsListenPWEnv   string
 	nats                                natsFlags
 	replicas                            int
 	maxConns                            int
@@ -99,7 +99,8 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 8080, "`port` of the log's routes (0: any free port)")
 	fs.IntVar(&o.checkpointsPort, "checkpoints-port", -1, "`port` serving --checkpoint-dir read-only (-1: off, 0: any free port)")
 	o.nats.register(fs, "an existing NATS `URL`; default: the embedded server")
-	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes (svc log-admin, svc portal); needs --nats-nkey, the only user it admits")
+	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes (svc log-admin, svc portal); needs --nats-nkey, the user it admits")
+	fs.StringVar(&o.natsListenPWEnv, "nats-listen-password-env", "", "with --nats-listen: environment `variable` holding a password the listener also admits for user svc (gateways and SDKs, whose log.nats is nats://svc:PASSWORD@host:port)")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
 	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
 	fs.StringVar(&o.checkpointDir, "checkpoint-dir", "", "`directory` for published checkpoints (default <data>/checkpoints)")
@@ -382,8 +383,12 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		}
 		tenants = append(tenants, more...)
 	}
+	listenPW, err := o.listenPassword()
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, NATSListenPassword: listenPW, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,

@@ -42,12 +42,16 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 	if err != nil {
 		return nil, nil, err
 	}
+	listenPW, err := o.listenPassword()
+	if err != nil {
+		return nil, nil, err
+	}
 	st, err := openStore(ctx, o.dbEnv)
 	if err != nil {
 		return nil, nil, err
 	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, NATSListenPassword: listenPW, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		TrustProxy: o.trustProxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
