@@ -20,11 +20,13 @@ import (
 
 // TestNATSClusterRuns: the three node files, with only their addresses moved to
 // loopback ports and their store to a temporary directory, form a JetStream cluster
-// on which the pipeline's streams are created with three replicas, the password of
-// $NATS_PASSWORD admits the svc user (and nothing else is admitted), and a batch of
-// the largest size commits.
+// on which the pipeline's streams are created with three replicas, the nkey of
+// $SVC_NATS_NKEY is admitted (and nothing else: no credentials, a password, another
+// nkey), and a batch of the largest size commits; when the first-listed node dies,
+// the connection svc opens (pipeline.Connect, as with --nats-nkey) moves to another
+// node and the next batch commits.
 func TestNATSClusterRuns(t *testing.T) {
-	t.Setenv("NATS_PASSWORD", "cluster-test-password")
+	seed := newNKey(t)
 	// Free loopback ports for the client and route listeners of each node.
 	ports := make([][2]int, 3)
 	for i := range ports {
@@ -70,10 +72,18 @@ func TestNATSClusterRuns(t *testing.T) {
 	for i, s := range servers {
 		urls[i] = s.ClientURL()
 	}
-	if _, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo("svc", "wrong")); err == nil {
-		t.Fatal("a wrong password was admitted")
+	other := newNKey(t) // the nodes run with the first key already
+	otherKey, err := nats.NkeyOptionFromSeed(other)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo("svc", "cluster-test-password"))
+	for _, o := range []nats.Option{nats.UserInfo("svc", "guess"), otherKey, nats.Name("no credentials")} {
+		if nc, err := nats.Connect(strings.Join(urls, ","), o); err == nil {
+			nc.Close()
+			t.Fatal("the cluster admitted a connection without the nkey")
+		}
+	}
+	nc, err := pipeline.Connect(pipeline.Credentials{URL: strings.Join(urls, ","), NKeyFile: seed}, "deploy-test", nats.DontRandomize())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,4 +111,14 @@ func TestNATSClusterRuns(t *testing.T) {
 	if _, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), big); err != nil {
 		t.Fatalf("a batch of %d bytes: %v", len(big), err)
 	}
+	if !strings.HasSuffix(nc.ConnectedUrl(), strings.TrimPrefix(urls[0], "nats://")) {
+		t.Fatalf("connected to %s, not the first-listed node", nc.ConnectedUrl())
+	}
+	servers[0].Shutdown()
+	testkit.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), []byte("after nats-1 died"))
+		return err
+	})
 }

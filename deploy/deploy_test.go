@@ -30,7 +30,7 @@ func TestMain(m *testing.M) { svcbin.Main(m, &svcBin) }
 // cluster name, every node routing to the two others, JetStream with fsync on every
 // write and room for the largest committed batch.
 func TestNATSClusterConfigs(t *testing.T) {
-	t.Setenv("NATS_PASSWORD", "test-password")
+	newNKey(t)
 	files, _ := filepath.Glob("nats/nats-*.conf")
 	if len(files) != 3 {
 		t.Fatalf("nats/: %d node files, want 3", len(files))
@@ -68,6 +68,24 @@ func TestNATSClusterConfigs(t *testing.T) {
 	}
 }
 
+// newNKey writes a fresh nkey user seed as svc keygen --nats-nkey does, sets
+// SVC_NATS_NKEY to its public key (as the nodes' environment files do) and returns the
+// seed file.
+func newNKey(t *testing.T) string {
+	t.Helper()
+	seed := filepath.Join(t.TempDir(), "nats.nk")
+	out, err := exec.Command(svcBin, "keygen", "--nats-nkey", seed).CombinedOutput()
+	if err != nil {
+		t.Fatalf("svc keygen --nats-nkey: %v\n%s", err, out)
+	}
+	_, pub, ok := strings.Cut(string(out), "public key   ")
+	if !ok {
+		t.Fatalf("svc keygen --nats-nkey printed no public key:\n%s", out)
+	}
+	t.Setenv("SVC_NATS_NKEY", strings.TrimSpace(pub))
+	return seed
+}
+
 func checkNATSConfig(t *testing.T, path string) *server.Options {
 	t.Helper()
 	fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
@@ -88,8 +106,8 @@ func checkNATSConfig(t *testing.T, path string) *server.Options {
 		t.Errorf("%s: max_payload %d is below a committed batch (%d)", path, opts.MaxPayload, pipeline.MaxBatchBytes+64<<10)
 	case opts.Cluster.Name != "svc" || opts.Cluster.Port != 6222:
 		t.Errorf("%s: cluster %q on port %d, want svc on 6222", path, opts.Cluster.Name, opts.Cluster.Port)
-	case len(opts.Users) != 1 || opts.Users[0].Password != os.Getenv("NATS_PASSWORD"):
-		t.Errorf("%s: want one user whose password is $NATS_PASSWORD", path)
+	case len(opts.Users) != 0 || len(opts.Nkeys) != 1 || opts.Nkeys[0].Nkey != os.Getenv("SVC_NATS_NKEY"):
+		t.Errorf("%s: want one user, the nkey of $SVC_NATS_NKEY", path)
 	}
 	// NewServer validates what parsing does not (cluster and JetStream constraints);
 	// it neither listens nor touches the store.

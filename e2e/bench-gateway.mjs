@@ -27,6 +27,7 @@ import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
 import { createServer, connect } from "node:net";
 import { setMaxListeners } from "node:events";
+import { randomBytes } from "node:crypto";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -108,14 +109,19 @@ function freePort() {
   });
 }
 
+// natsPassword is the password the log's broker listener admits for user svc, which
+// the gateway's log.nats URL carries (the listener requires credentials).
+const natsPassword = randomBytes(24).toString("hex");
+
 // startLogServer runs `svc log` on a free port, its embedded NATS server also on natsPort,
 // and returns its URL and process.
 function startLogServer(natsPort) {
   run("keygen", "--dir", "keys", "--name", "log");
+  run("keygen", "--nats-nkey", join(dir, "keys", "nats.nk"));
   return new Promise((resolve, reject) => {
     const p = spawn(svc, ["log", "--file", join(dir, "remote.log"), "--key", join(dir, "keys", "log.key"), "--data", join(dir, "logdata"), "--port", "0",
-      "--nats-listen", `127.0.0.1:${natsPort}`],
-      { cwd: dir, stdio: ["ignore", "ignore", "pipe"] });
+      "--nats-listen", `127.0.0.1:${natsPort}`, "--nats-nkey", join(dir, "keys", "nats.nk"), "--nats-listen-password-env", "SVC_NATS_LISTEN_PASSWORD"],
+      { cwd: dir, stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, SVC_NATS_LISTEN_PASSWORD: natsPassword } });
     let err = "";
     p.stderr.on("data", (d) => {
       err += d;
@@ -288,7 +294,7 @@ try {
     c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
     rows.push(await measure("svc gateway (stdio, log over HTTP)", c.client, c.pid));
     await c.client.close();
-    writeRemoteConfig({ nats: `nats://127.0.0.1:${natsPort}` });
+    writeRemoteConfig({ nats: `nats://svc:${natsPassword}@127.0.0.1:${natsPort}` });
     c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
     rows.push(await measure("svc gateway (stdio, log over NATS)", c.client, c.pid));
     await c.client.close();

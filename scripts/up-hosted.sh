@@ -14,6 +14,9 @@
 # to use instead; a component counts as started only when its own process logged that
 # it listens (not when some server answers on its port), else its last log lines are
 # printed.
+#
+# The broker's listener admits only the nkey whose seed is $DATA/nats.nk (0600, from
+# svc keygen --nats-nkey): the portal and svc log-admin log in with --nats-nkey $DATA/nats.nk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${DATA:-./data/hosted}
@@ -35,6 +38,7 @@ go build -o bin/svc ./cmd/svc
 scripts/postgres.sh "$SVC_DATABASE_URL" ./data/pg
 first=""
 [ -f "$DATA/keys/log.key" ] || bin/svc keygen --dir "$DATA/keys" --name log >/dev/null
+[ -f "$DATA/nats.nk" ] || bin/svc keygen --nats-nkey "$DATA/nats.nk" >/dev/null
 umask 077
 [ -f "$DATA/signer.token" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/signer.token"
 [ -f "$DATA/portal.secret" ] || head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$DATA/portal.secret"
@@ -71,11 +75,11 @@ start signer "$DATA/signer.log" "^listening" \
   bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN
 start "log server" "$DATA/log.log" "log server listening" \
   bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
-  --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --port "$PORT" \
+  --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --nats-nkey "$DATA/nats.nk" --port "$PORT" \
   --checkpoints-port "$CHECKPOINTS_PORT" --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" \
   --metrics-token-env SVC_METRICS_TOKEN
 start portal "$DATA/portal.log" "portal listening" \
-  bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --secret-env SVC_PORTAL_SECRET \
+  bin/svc portal --db-env SVC_DATABASE_URL --nats-url "nats://127.0.0.1:$NATS_PORT" --nats-nkey "$DATA/nats.nk" --secret-env SVC_PORTAL_SECRET \
   --public-url "http://127.0.0.1:$PORT" --checkpoints-url "http://127.0.0.1:$CHECKPOINTS_PORT" --port "$PORTAL_PORT"
 cat <<MSG
 svc hosted stack is up (logs in $DATA/*.log).
@@ -84,7 +88,7 @@ svc hosted stack is up (logs in $DATA/*.log).
   checkpoints (read-only) http://127.0.0.1:$CHECKPOINTS_PORT
   signer                  http://127.0.0.1:$SIGNER_PORT/keys
   portal (self-serve)     http://127.0.0.1:$PORTAL_PORT
-  NATS (for log-admin)    nats://127.0.0.1:$NATS_PORT
+  NATS (for log-admin)    nats://127.0.0.1:$NATS_PORT (log in with --nats-nkey $DATA/nats.nk, mode 0600)
   database                $SVC_DATABASE_URL
   metrics (token in $DATA/metrics.token; its labels name tenants)
     curl -s -H "Authorization: Bearer \$(cat $DATA/metrics.token)" http://127.0.0.1:$PORT/metrics
@@ -98,7 +102,7 @@ cat <<MSG
 
 Add a tenant and a token:
   export SVC_DATABASE_URL=$SVC_DATABASE_URL
-  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT tenant add acme
-  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --public-url http://127.0.0.1:$PORT token add acme --label ci
+  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --nats-nkey $DATA/nats.nk tenant add acme
+  bin/svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:$NATS_PORT --nats-nkey $DATA/nats.nk --public-url http://127.0.0.1:$PORT token add acme --label ci
 MSG
 wait -n "${pids[@]}"

@@ -122,7 +122,7 @@ func TestNATSLogWithDurableExports(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer is.Close(context.Background())
-	if h := is.Health(); h.Log.Kind != "nats" || h.Log.Where != natsembed.URL(ns, "xxxxx")+" tenant acme" // the password redacted {
+	if h := is.Health(); h.Log.Kind != "nats" || h.Log.Where != natsembed.URL(ns, "xxxxx")+" tenant acme" { // the password redacted
 		t.Fatalf("health %+v", h)
 	}
 	var ids []string

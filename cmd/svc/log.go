@@ -60,6 +60,14 @@ per-address throttles: --trusted-proxies with the proxies' addresses (safest),
 --trust-proxy (the first entry) only behind a proxy that replaces the header
 (docs/design/threats.md, "Behind a proxy").
 
+The broker: --nats-listen opens the embedded server to other processes and admits only
+the nkey of --nats-nkey (create the seed with svc keygen --nats-nkey <file>; give the
+same file to svc log-admin and svc portal). A cluster's --nats-url logs in with the
+user and password of its first URL on every node, or with --nats-nkey or --nats-creds.
+A lost node, or a broker without quorum for a while, never stops the process: every
+loop on the broker retries with backoff (svc_broker_retries_total; /health answers 503
+"broker unavailable" while the connection is down).
+
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
 reason, requests by route and status; docs/design/telemetry.md), behind the token of
@@ -82,7 +90,7 @@ type logOptions struct {
 	signerURL, signerTokenEnv           string
 	host                                string
 	port, checkpointsPort               int
-	data, natsListen                    string
+	data, natsListen, natsListenPWEnv   string
 	nats                                natsFlags
 	replicas                            int
 	maxConns, maxConnsPerAddr           int
@@ -102,7 +110,8 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.port, "port", 8080, "`port` of the log's routes (0: any free port)")
 	fs.IntVar(&o.checkpointsPort, "checkpoints-port", -1, "`port` serving --checkpoint-dir read-only (-1: off, 0: any free port)")
 	o.nats.register(fs, "an existing NATS `URL`; default: the embedded server")
-	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes (svc log-admin, svc portal); needs --nats-nkey, the only user it admits")
+	fs.StringVar(&o.natsListen, "nats-listen", "", "embedded server: also listen on `host:port` for other processes (svc log-admin, svc portal); needs --nats-nkey, the user it admits")
+	fs.StringVar(&o.natsListenPWEnv, "nats-listen-password-env", "", "with --nats-listen: environment `variable` holding a password the listener also admits for user svc (gateways and SDKs, whose log.nats is nats://svc:PASSWORD@host:port)")
 	fs.IntVar(&o.replicas, "replicas", 1, "stream `replicas` with --nats-url (3 in a cluster)")
 	fs.IntVar(&o.maxConns, "max-conns", 1024, "HTTP connections served at `once` (1 to 65536); more wait in the kernel's queue, so set it above the producers' connection count")
 	fs.IntVar(&o.maxConnsPerAddr, "max-conns-per-addr", 0, "HTTP connections one client address (IPv6: its /64) holds at `once`; one more is answered 503 (default --max-conns/16; --max-conns behind a proxy flag, whose peer is the proxy)")
@@ -417,8 +426,12 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		}
 		tenants = append(tenants, more...)
 	}
+	listenPW, err := o.listenPassword()
+	if err != nil {
+		return nil, nil, err
+	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, NATSListenPassword: listenPW, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys,
 		Tenants: tenants, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,

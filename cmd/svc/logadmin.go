@@ -46,11 +46,17 @@ Commands:
 
 It reaches the broker of the running log servers at --nats-url (run svc log with
 --nats-url, or --nats-listen for its embedded broker).
+The broker wants credentials: for the embedded broker of svc log --nats-listen, the
+nkey seed file that log server was given (--nats-nkey <file>, from svc keygen
+--nats-nkey; up:hosted writes it to data/hosted/nats.nk, mode 0600); for a cluster,
+the nkey seed, a credentials file (--nats-creds) or the user and password in the
+first URL (nats://svc:PASSWORD@nats-1:4222,nats-2:4222,nats-3:4222), which then log
+in to every node. Passwords never appear in messages (URLs are printed redacted).
 
 Example:
   SVC_DATABASE_URL=postgres://svc@db/svc svc log-admin --db-env SVC_DATABASE_URL \
-    --nats-url nats://127.0.0.1:4222 tenant add acme --log-id log.example.com/acme
-  svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
+    --nats-url nats://127.0.0.1:4222 --nats-nkey data/nats.nk tenant add acme --log-id log.example.com/acme
+  svc log-admin --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 --nats-nkey data/nats.nk \
     --public-url https://log.example.com token add acme --label ci`
 
 type logAdminOptions struct {

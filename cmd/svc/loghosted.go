@@ -45,12 +45,16 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 	if err := admin.CheckToken(adminToken); err != nil {
 		return nil, nil, fmt.Errorf("%s (named by --admin-token-env): %w", o.adminTokenEnv, err)
 	}
+	listenPW, err := o.listenPassword()
+	if err != nil {
+		return nil, nil, err
+	}
 	st, err := openStore(ctx, o.dbEnv)
 	if err != nil {
 		return nil, nil, err
 	}
 	svc, err := logservice.Start(ctx, logservice.Config{
-		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, Replicas: o.replicas,
+		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, NATSListenPassword: listenPW, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append

@@ -23,3 +23,14 @@ func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) {
 func (n *natsFlags) credentials() pipeline.Credentials {
 	return pipeline.Credentials{URL: n.url, CredsFile: n.creds, NKeyFile: n.nkey}
 }
+
+// listenPassword is the password of --nats-listen-password-env, "" without it.
+func (o *logOptions) listenPassword() (string, error) {
+	if o.natsListenPWEnv == "" {
+		return "", nil
+	}
+	if o.natsListen == "" {
+		return "", usagef("--nats-listen-password-env is for the listener of --nats-listen")
+	}
+	return envValue("--nats-listen-password-env", o.natsListenPWEnv, "the password gateways and SDKs give the broker listener")
+}

@@ -30,7 +30,14 @@ and upgrade to the team plan through the payment provider (Stripe). Tenants, key
 plans change through the same administrative events as svc log-admin (audit actor
 portal:<email>); accounts and sessions are rows of the same PostgreSQL database.
 
-It reaches the log servers' broker at --nats-url. The session cookie is signed with
+It reaches the log servers' broker at --nats-url.
+The broker wants credentials: for the embedded broker of svc log --nats-listen, the
+nkey seed file that log server was given (--nats-nkey <file>, from svc keygen
+--nats-nkey; up:hosted writes it to data/hosted/nats.nk, mode 0600); for a cluster,
+the nkey seed, a credentials file (--nats-creds) or the user and password in the
+first URL (nats://svc:PASSWORD@nats-1:4222,nats-2:4222,nats-3:4222), which then log
+in to every node. Passwords never appear in messages (URLs are printed redacted).
+The session cookie is signed with
 the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
 Secure when --public-url or --portal-url is https. Billing is on when
 --stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
@@ -43,7 +50,7 @@ unless --host, --public-url and --portal-url are all loopback addresses.
 
 Example:
   export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
-  svc portal --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 \
+  svc portal --db-env SVC_DATABASE_URL --nats-url nats://127.0.0.1:4222 --nats-nkey data/nats.nk \
     --secret-env SVC_PORTAL_SECRET --public-url https://log.example.com \
     --portal-url https://portal.example.com --port 8070`
 

@@ -23,7 +23,7 @@ func TestServiceOnExternalNATS(t *testing.T) {
 	}
 	defer broker.Shutdown()
 	url := natsembed.URL(broker, "pw-of-tests")
-	if !strings.HasPrefix(url, "nats://127.0.0.1:") {
+	if !strings.HasPrefix(url, "nats://svc:pw-of-tests@127.0.0.1:") {
 		t.Fatalf("client URL %q", url)
 	}
 	key, _ := signer.GenerateKey()

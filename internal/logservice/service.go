@@ -56,10 +56,13 @@ type Config struct {
 	// NATSCredsFile and NATSNKeyFile log in to the broker at NATSURL (pipeline.Credentials).
 	// With NATSListen, NATSNKeyFile's public key is the only user the listener admits.
 	NATSCredsFile, NATSNKeyFile string
-	Replicas                    int // stream replicas with NATSURL; 1 otherwise
-	Signer                      receipt.EnvelopeSigner
-	Keys                        func(ctx context.Context) (*signer.KeyDocument, error)
-	Tenants                     []TenantSpec
+	// NATSListenPassword, with NATSListen, also admits user "svc" with this password
+	// (gateways and SDKs: log.nats nats://svc:PASSWORD@host:port).
+	NATSListenPassword string
+	Replicas           int // stream replicas with NATSURL; 1 otherwise
+	Signer             receipt.EnvelopeSigner
+	Keys               func(ctx context.Context) (*signer.KeyDocument, error)
+	Tenants            []TenantSpec
 	// CheckpointDir receives the file form of checkpoints; empty: <DataDir>/checkpoints.
 	CheckpointDir       string
 	CheckpointEvery     time.Duration // default 300 s
@@ -186,7 +189,7 @@ func (s *Service) connect() error {
 		s.nc, err = pipeline.Connect(s.creds(), "svc-log", nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2))
 		return err
 	}
-	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NKeyFile: s.cfg.NATSNKeyFile, NoSync: s.cfg.NoSync})
+	s.srv, err = natsembed.Start(natsembed.Config{DataDir: s.cfg.DataDir, Listen: s.cfg.NATSListen, NKeyFile: s.cfg.NATSNKeyFile, Password: s.cfg.NATSListenPassword, NoSync: s.cfg.NoSync})
 	if err != nil {
 		return err
 	}

@@ -26,12 +26,13 @@ type Config struct {
 	// Listen, when set ("127.0.0.1:4222", ":-1" for a random port), opens a TCP
 	// listener so other processes (sidecars, gateways) can reach the broker. Empty: no
 	// listener at all, so the process never collides with a NATS already on 4222.
-	// A listener requires credentials: NKeyFile or Password (Start refuses neither).
+	// A listener requires credentials: NKeyFile, Password or both (Start refuses neither).
 	Listen string
 	// NKeyFile is a file holding an nkey user seed (svc keygen --nats-nkey); the
 	// server admits that user only, over the listener and in-process alike.
 	NKeyFile string
-	// Password, instead of NKeyFile, admits user "svc" with this password (test kits).
+	// Password admits user "svc" with this password as well (gateways and SDKs, whose
+	// log.nats URL carries it: nats://svc:PASSWORD@host:port; test kits).
 	Password string
 	// NoSync turns off fsync per write. Only tests that measure something else use it;
 	// without fsync an acknowledged leaf survives a process kill but not a machine crash.
@@ -80,23 +81,22 @@ func Start(cfg Config) (*server.Server, error) {
 	return s, nil
 }
 
-// auth sets the users of opts: the nkey of NKeyFile or user "svc" with Password. A
+// auth sets the users of opts: the nkey of NKeyFile and/or user "svc" with Password. A
 // listener without either is refused: any local user could otherwise publish
 // administrative events (tokens, plans) onto SVC_ADMIN.
 func (cfg Config) auth(opts *server.Options) error {
-	switch {
-	case cfg.NKeyFile != "" && cfg.Password != "":
-		return fmt.Errorf("embedded nats: give an nkey seed file or a password, not both")
-	case cfg.NKeyFile != "":
+	if cfg.NKeyFile != "" {
 		pub, err := publicKey(cfg.NKeyFile)
 		if err != nil {
 			return err
 		}
 		opts.Nkeys = []*server.NkeyUser{{Nkey: pub}}
-	case cfg.Password != "":
+	}
+	if cfg.Password != "" {
 		opts.Users = []*server.User{{Username: User, Password: cfg.Password}}
-	case cfg.Listen != "":
-		return fmt.Errorf("--nats-listen %s needs --nats-nkey <file> (the only user the listener admits; create one with svc keygen --nats-nkey <file>)", cfg.Listen)
+	}
+	if cfg.Listen != "" && cfg.NKeyFile == "" && cfg.Password == "" {
+		return fmt.Errorf("--nats-listen %s needs --nats-nkey <file> (the user the listener admits; create one with svc keygen --nats-nkey <file>)", cfg.Listen)
 	}
 	return nil
 }
