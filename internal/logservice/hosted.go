@@ -631,15 +631,17 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 	renewed := time.Now()
 	var rev uint64
 	held := false // commits held, and said so
-	for {
-		select {
-		case <-ctx.Done():
-			if st.runCtx.Err() != nil { // the process stops: leave before releasing
-				st.leave()
+	for first := true; ; first = false {
+		if !first { // the first renewal at once: the sequencer's start used up part of the lease
+			select {
+			case <-ctx.Done():
+				if st.runCtx.Err() != nil { // the process stops: leave before releasing
+					st.leave()
+				}
+				st.release(tenant, rev)
+				return nil
+			case <-tick.C:
 			}
-			st.release(tenant, rev)
-			return nil
-		case <-tick.C:
 		}
 		// An attempt ends by the time commits are held, or after a third of the TTL
 		// once they are.
@@ -650,6 +652,9 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		next, mine, err := st.renewOnce(ctx, tenant, deadline)
 		switch {
 		case ctx.Err() != nil:
+			if st.runCtx.Err() != nil {
+				st.leave()
+			}
 			st.release(tenant, rev)
 			return nil
 		case err == nil && !mine:

@@ -482,13 +482,21 @@ func (s *Sequencer) existing(h merkle.Hash) (uint64, bool) {
 	return idx, err == nil && got == h
 }
 
+// commitPatience is how long a commit is retried while the broker does not answer.
+const commitPatience = 20 * time.Second
+
 // commit writes b to the tenant's leaves subject, fenced by the last sequence.
 func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	data := b.Encode()
 	var lastErr error
-	for attempt := 0; attempt < 4; attempt++ {
+	// Retried (same Nats-Msg-Id, same fence) for up to commitPatience: a crashed
+	// node's stream leadership takes Raft's election timeout (4-9 s) to move, and
+	// a sequencer that gave up after four quick attempts turned an election into
+	// a takeover (docs/measurements/2026-11-27-cluster-faults.md).
+	start := time.Now()
+	for attempt := 0; attempt == 0 || time.Since(start) < commitPatience; attempt++ {
 		if attempt > 0 {
-			if err := client.Sleep(ctx, time.Duration(50<<attempt)*time.Millisecond); err != nil {
+			if err := client.Sleep(ctx, min(time.Duration(50<<min(attempt, 5))*time.Millisecond, time.Second)); err != nil {
 				return err
 			}
 		}
