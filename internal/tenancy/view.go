@@ -60,6 +60,11 @@ type View struct {
 	// OnTenant, set before Start, is called (outside the view's lock, from the
 	// following goroutine) with each tenant an event created or changed.
 	onTenant func(Tenant)
+
+	snapStore jetstream.ObjectStore // where this view writes snapshots (nil: it does not)
+	snapSeq   uint64                // sequence of the newest snapshot read or written
+	snapping  bool                  // a snapshot is being written
+	stats     StartStats
 }
 
 // NewView makes an empty view of the admin stream of js. onTenant, when not nil, is
@@ -72,9 +77,11 @@ func NewView(js jetstream.JetStream, logger *slog.Logger, onTenant func(Tenant))
 	return &View{js: js, log: logger, tenants: map[string]*Tenant{}, live: map[[32]byte]string{}, changed: make(chan struct{}), onTenant: onTenant}
 }
 
-// Start reads SVC_ADMIN up to its last message, then keeps following it in the
+// Start reads the newest snapshot of the fold (SnapshotBucket), then SVC_ADMIN from
+// the sequence after it up to its last message, then keeps following it in the
 // background until ctx ends. It returns once the catch-up is done; errors of the
-// background follower go to errc (when not nil).
+// background follower go to errc (when not nil). A snapshot that cannot be read is
+// logged and the whole stream is read instead.
 func (v *View) Start(ctx context.Context, errc chan<- error) error {
 	stream, err := v.js.Stream(ctx, pipeline.AdminStream)
 	if err != nil {
@@ -85,7 +92,15 @@ func (v *View) Start(ctx context.Context, errc chan<- error) error {
 		return fmt.Errorf("tenancy: %w", err)
 	}
 	target := info.State.LastSeq
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{pipeline.AdminPrefix + ">"}})
+	if err := v.restore(ctx, target); err != nil {
+		v.log.Warn("admin snapshot not read; reading SVC_ADMIN from its start", "err", err)
+	}
+	v.announceRestored()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{pipeline.AdminPrefix + ">"}}
+	if from := v.Seq(); from > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from+1
+	}
+	cons, err := stream.OrderedConsumer(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("tenancy: %w", err)
 	}
@@ -94,49 +109,70 @@ func (v *View) Start(ctx context.Context, errc chan<- error) error {
 		return fmt.Errorf("tenancy: %w", err)
 	}
 	caught := make(chan error, 1)
-	if target == 0 {
+	if target <= v.Seq() {
 		caught <- nil
 	}
-	go func() {
-		defer it.Stop()
-		stop := context.AfterFunc(ctx, it.Stop)
-		defer stop()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				if ctx.Err() == nil {
-					err = fmt.Errorf("tenancy: following %s: %w", pipeline.AdminStream, err)
-					select {
-					case caught <- err:
-					default:
-					}
-					if errc != nil {
-						errc <- err
-					}
-				}
-				return
-			}
-			md, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			ev, err := DecodeEvent(m.Data())
-			if err != nil {
-				v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
-				v.advance(md.Sequence.Stream)
-			} else {
-				v.Apply(md.Sequence.Stream, ev)
-			}
-			if md.Sequence.Stream == target {
-				caught <- nil
-			}
-		}
-	}()
+	go v.follow(ctx, it, target, caught, errc)
 	select {
 	case err := <-caught:
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// announceRestored calls onTenant with every tenant a snapshot restored, as the
+// replay of their events would have.
+func (v *View) announceRestored() {
+	if v.onTenant == nil || v.Seq() == 0 {
+		return
+	}
+	for _, t := range v.Tenants() {
+		v.onTenant(t)
+	}
+}
+
+// follow applies the events it reads until ctx ends, signalling caught once the
+// event at target is applied.
+func (v *View) follow(ctx context.Context, it jetstream.MessagesContext, target uint64, caught chan error, errc chan<- error) {
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		m, err := it.Next()
+		if err != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("tenancy: following %s: %w", pipeline.AdminStream, err)
+				select {
+				case caught <- err:
+				default:
+				}
+				if errc != nil {
+					errc <- err
+				}
+			}
+			return
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			continue
+		}
+		if md.Sequence.Stream <= target {
+			v.mu.Lock()
+			v.stats.Events++
+			v.mu.Unlock()
+		}
+		ev, err := DecodeEvent(m.Data())
+		if err != nil {
+			v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
+			v.advance(md.Sequence.Stream)
+		} else {
+			v.Apply(md.Sequence.Stream, ev)
+		}
+		if md.Sequence.Stream == target {
+			caught <- nil
+		}
+		v.maybeSnapshot(ctx)
 	}
 }
 
