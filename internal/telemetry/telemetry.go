@@ -172,6 +172,7 @@ type gaugeState struct {
 	witnesses   map[[2]string]witnessState // by tenant, witness
 	projections map[string]*projectionState
 	brokers     []brokerSource
+	idleTurn    atomic.Int64 // where the next scrape's checks of idle projections start
 }
 
 func (g *gaugeState) init() {
