@@ -140,3 +140,18 @@ func AdminMsg(e *client.AuditEntry, v any, now time.Time) (*nats.Msg, error) {
 	m.Header.Set(jetstream.MsgIDHeader, e.ID)
 	return m, nil
 }
+
+// CloseOrdered deletes the ordered consumer c of stream s once its reader is done
+// with it (a count, a replay, a read-only tree that stops), rather than leaving it on
+// the stream for nats.go's inactive threshold of five minutes: consumers left over
+// by thousands of tenants would reach the broker's limit of consumers per stream.
+// Deferred by whoever opened c; a failure only leaves the broker to remove it later.
+func CloseOrdered(s jetstream.Stream, c jetstream.Consumer) {
+	info := c.CachedInfo()
+	if info == nil || info.Name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_ = s.DeleteConsumer(ctx, info.Name)
+}

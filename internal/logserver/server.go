@@ -54,10 +54,21 @@ type Config struct {
 	// AddTenant (the database-backed server, whose tenants come from SVC_ADMIN).
 	Dynamic bool
 	// Lookup, when set, is asked about a tenant id the server does not serve (yet):
-	// it returns once the tenant is served, or false when there is none. The
-	// database-backed server waits there for its view to apply a creation another
-	// process just made.
-	Lookup func(ctx context.Context, id string) bool
+	// it returns once the tenant is served, or false when there is none; an error
+	// (the tenant exists but could not be started: a broker limit, a full disk) is
+	// answered 503 to that request alone. The database-backed server waits there for
+	// its view to apply a creation another process just made, and starts an idle
+	// tenant there.
+	Lookup func(ctx context.Context, id string) (bool, error)
+	// Touch, when set, is told of every request to a tenant the server serves: the
+	// database-backed server keeps a tenant active while it is used.
+	Touch func(id string)
+	// Signer is what /health checks when no tenant is served yet (the
+	// database-backed server starts its tenants on their first request).
+	Signer receipt.EnvelopeSigner
+	// Problems, when set, lists tenants that cannot be served now, with why; /health
+	// reports them (the process itself stays up and serves the others).
+	Problems func() map[string]string
 }
 
 // Server serves the log's HTTP routes.
@@ -133,8 +144,18 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 			id = DefaultTenant
 		}
 		t, ok := s.tenant(id)
-		if !ok && s.cfg.Lookup != nil && s.cfg.Lookup(r.Context(), id) {
-			t, ok = s.tenant(id)
+		if !ok && s.cfg.Lookup != nil {
+			found, err := s.cfg.Lookup(r.Context(), id)
+			if err != nil {
+				s.unavailable(w, r, fmt.Errorf("tenant %s: %w", id, err))
+				return
+			}
+			if found {
+				t, ok = s.tenant(id)
+			}
+		}
+		if ok && s.cfg.Touch != nil {
+			s.cfg.Touch(id)
 		}
 		if !ok {
 			WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
@@ -196,6 +217,14 @@ func (s *Server) AddTenant(t *Tenant) error {
 	return nil
 }
 
+// RemoveTenant stops serving tenant id from this server's map: the next request for
+// it goes to Lookup (the database-backed server stops an idle tenant this way).
+func (s *Server) RemoveTenant(id string) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	delete(s.tenants, id)
+}
+
 func (s *Server) tenant(id string) (*Tenant, bool) {
 	s.tmu.RLock()
 	defer s.tmu.RUnlock()
@@ -212,24 +241,34 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 		s.tmu.RUnlock()
 	}
-	if t == nil {
+	sig, logID, size, root := s.cfg.Signer, "", uint64(0), merkle.EmptyRoot
+	if t != nil {
+		var err error
+		sig, logID, size = t.Signer, t.LogID, t.Tree.Size()
+		if root, err = t.Tree.RootAt(size); err != nil {
+			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
+			return
+		}
+	}
+	if sig == nil {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	size := t.Tree.Size()
-	root, err := t.Tree.RootAt(size)
-	if err != nil {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
-		return
-	}
-	// The signer answers when it signs the current head.
-	if _, err := receipt.SignTreeHeadWith(ctx, t.Signer, size, root.String(), s.cfg.Now(), t.LogID); err != nil {
+	// The signer answers when it signs the current head (of the empty tree when no
+	// tenant is served yet).
+	if _, err := receipt.SignTreeHeadWith(ctx, sig, size, root.String(), s.cfg.Now(), logID); err != nil {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "keyid": t.Signer.KeyID(), "checkpoints": s.cfg.Checkpoints})
+	out := map[string]any{"ok": true, "keyid": sig.KeyID(), "checkpoints": s.cfg.Checkpoints}
+	if s.cfg.Problems != nil {
+		if p := s.cfg.Problems(); len(p) > 0 {
+			out["tenantsUnavailable"] = p
+		}
+	}
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {

@@ -84,7 +84,8 @@ func (st *hostedState) leave() {
 
 // balance announces this process every TTL/3 with the number of tenants it holds,
 // and hands one tenant to another process when it holds more than its fair share,
-// ceil(tenants / live processes), while some process holds at least two fewer. One
+// ceil(active tenants held by all / live processes), while some process holds at
+// least two fewer (an idle tenant is held by none). One
 // tenant per round, so the counts the others announce catch up in between.
 func (s *Service) balance(ctx context.Context) error {
 	st := s.hosted
@@ -116,9 +117,12 @@ func (st *hostedState) surplus(ctx context.Context, me string) string {
 	}
 	st.mu.Lock()
 	held := slices.Sorted(maps.Keys(st.held))
-	tenants := len(st.started)
 	st.mu.Unlock()
-	fair := (tenants + len(loads) - 1) / len(loads)
+	active := 0 // tenants held by any process: only active tenants are held
+	for _, n := range loads {
+		active += n
+	}
+	fair := (active + len(loads) - 1) / len(loads)
 	least := len(held)
 	for k, n := range loads {
 		if k != me {

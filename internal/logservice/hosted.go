@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,8 +35,28 @@ type Hosted struct {
 	// default DefaultLeaseTTL. The holder renews every LeaseTTL/3; a standby takes the
 	// tenant over at once when the holder releases it on a clean stop, and within
 	// about LeaseTTL + LeaseTTL/4 of the holder's death (docs/design/cluster.md).
+	// Only an active tenant has a lease (docs/design/log-service.md).
 	LeaseTTL time.Duration
+	// QuietPeriod is how long a tenant stays active after its last request to this
+	// process and its sequencer's last batch: then its sequencer (or read-only tree),
+	// its consumer on SVC_APPEND, its lease and its checkpointer stop, and it costs no
+	// goroutine, consumer, lease write or CPU until its next request starts it again
+	// (an append waits for that start: tens of milliseconds). Default
+	// max(DefaultQuietPeriod, 2 × CheckpointEvery): longer than the checkpoint
+	// interval, so the last appends of a burst are checkpointed before the stop.
+	QuietPeriod time.Duration
+	// MaxActive caps the tenants active in this process at once (sequencers and
+	// read-only trees, each with one broker consumer); starting one more first stops
+	// the least recently used. Default DefaultMaxActive, which keeps a few processes'
+	// consumers under the broker's default limit of 1,000 a stream.
+	MaxActive int
 }
+
+// DefaultMaxActive is the default of Hosted.MaxActive.
+const DefaultMaxActive = 250
+
+// DefaultQuietPeriod is the least default of Hosted.QuietPeriod.
+const DefaultQuietPeriod = 10 * time.Minute
 
 // LeaseBucket is the KV bucket of sequencer leases: key = tenant, value = holder.
 const LeaseBucket = "svc_sequencer_leases"
@@ -62,8 +83,12 @@ type hostedState struct {
 	left    sync.Once          // leave: once per process stop, whoever asks first
 
 	mu      sync.Mutex
-	started map[string]bool
-	held    map[string]*holding
+	started map[string]bool        // tenants the view reported (served on their first request)
+	held    map[string]*holding    // active tenants whose sequencer runs here
+	follows map[string]*following  // active tenants served from a read-only tree
+	locks   map[string]*sync.Mutex // per tenant: a start and a stop never overlap
+	refused map[string]string      // tenants whose last start failed, with why
+	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -78,7 +103,14 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	if h.LeaseTTL < 100*time.Millisecond {
 		return fmt.Errorf("logservice: lease TTL %v is below 100 ms", h.LeaseTTL)
 	}
-	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, held: map[string]*holding{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+	if h.MaxActive <= 0 {
+		h.MaxActive = DefaultMaxActive
+	}
+	if h.QuietPeriod <= 0 {
+		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
+	}
+	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
+		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
 	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {
@@ -88,8 +120,11 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
+	if err := st.reclaim(ctx, s.cfg.DataDir, s.cfg.Logger); err != nil {
+		return err
+	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
-	st.view = tenancy.NewView(js, s.cfg.Logger, func(t tenancy.Tenant) { s.hostedTenant(runCtx, runCtx, t) })
+	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
 	snaps, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
 	if err != nil {
 		return fmt.Errorf("admin snapshot bucket: %w", err)
@@ -101,11 +136,12 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
-		Lookup: st.lookup}); err != nil {
+		Lookup: s.lookup, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer}); err != nil {
 		return err
 	}
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
+	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
 	return st.view.Start(runCtx, s.errs)
 }
 
@@ -129,107 +165,113 @@ func (s *Service) runProjections(ctx context.Context, js jetstream.JetStream) er
 	}
 }
 
-// lookup waits (at most five seconds) for the view to apply the newest administrative
-// event of tenant id, when the broker holds one: a tenant another process just
-// created is served once its creation is answered there.
-func (st *hostedState) lookup(ctx context.Context, id string) bool {
-	if !client.ValidTenant(id) {
-		return false
-	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if !st.catchUp(ctx, id) {
-		return false
-	}
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.started[id]
-}
-
 // catchUp waits until the view applied the newest administrative event of tenant
 // id; false when there is none or the wait fails.
 func (st *hostedState) catchUp(ctx context.Context, id string) bool {
 	return st.view.CatchUp(ctx, st.js, id) == nil
 }
 
-// hostedTenant serves a tenant the view reports, once: as the holder of its
-// sequencer when this process wins the lease, else from a read-only tree that follows
-// the log of record, taking the sequencer over when the holder stops renewing.
-func (s *Service) hostedTenant(ctx, runCtx context.Context, t tenancy.Tenant) {
-	st := s.hosted
-	st.mu.Lock()
-	if st.started[t.ID] {
-		st.mu.Unlock()
-		return
-	}
-	st.started[t.ID] = true
-	st.mu.Unlock()
-	if err := s.serveHosted(ctx, runCtx, t); err != nil {
-		s.report(fmt.Errorf("tenant %s: %w", t.ID, err))
-	}
-}
-
-func (s *Service) serveHosted(ctx, runCtx context.Context, t tenancy.Tenant) error {
+// serveHosted starts tenant t here: as the holder of its sequencer when this process
+// wins the lease, else from a read-only tree that follows the log of record, taking
+// the sequencer over when the holder releases it or dies. The caller holds t's lock.
+func (s *Service) serveHosted(ctx context.Context, t tenancy.Tenant) error {
 	st := s.hosted
 	if _, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
-		return s.holdTenant(ctx, runCtx, t)
+		return s.holdTenant(ctx, st.runCtx, t)
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
-	return s.follow(ctx, runCtx, t)
+	return s.follow(ctx, t)
 }
 
 // follow serves tenant from a read-only tree that follows the log of record (another
 // process runs its sequencer) and takes the sequencer over when the lease is free.
-func (s *Service) follow(ctx, runCtx context.Context, t tenancy.Tenant) error {
+// The caller holds t's lock; the read-only tree stops when the tenant goes quiet.
+func (s *Service) follow(ctx context.Context, t tenancy.Tenant) error {
 	st := s.hosted
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
 		return err
 	}
-	rctx, stopReplica := context.WithCancel(runCtx)
+	fctx, stop := context.WithCancel(st.runCtx)
+	f := &following{stop: stop}
+	f.used.Store(time.Now().UnixNano())
 	caught := make(chan struct{})
 	var once sync.Once
 	replicaDone := make(chan struct{})
 	go func() {
 		defer close(replicaDone)
 		defer telemetry.Current().ForgetProjection(pipeline.LeavesSubject(t.ID))
-		err := projections.Follow(rctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
+		err := projections.Follow(fctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
+			f.used.Store(time.Now().UnixNano())
 			return appendBatch(tree, t.ID, ev.Batch)
 		}, func() { once.Do(func() { close(caught) }) })
-		if err != nil && rctx.Err() == nil {
-			s.report(fmt.Errorf("read-only tree of %s: %w", t.ID, err))
+		if err != nil && fctx.Err() == nil {
+			f.err = err
+			stop()
 		}
 	}()
 	select {
 	case <-caught:
 	case <-replicaDone:
-		stopReplica()
-		return errors.New("read-only tree stopped before it caught up")
+		stop()
+		return fmt.Errorf("read-only tree stopped before it caught up: %w", f.err)
 	case <-ctx.Done():
-		stopReplica()
+		stop()
 		return ctx.Err()
 	}
 	if err := s.http.AddTenant(s.hostedFront(t.ID, tree)); err != nil {
-		stopReplica()
+		stop()
 		return err
 	}
+	st.mu.Lock()
+	st.follows[t.ID] = f
+	st.mu.Unlock()
 	s.cfg.Logger.Info("serving tenant from a read-only tree; another process runs its sequencer", "tenant", t.ID, "size", tree.Size())
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := st.awaitLease(runCtx, t.ID)
-		stopReplica()
+		err := st.awaitLease(fctx, t.ID)
+		stop()
 		<-replicaDone
-		if err != nil {
-			return
-		}
-		s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-		if err := s.holdTenant(runCtx, runCtx, t); err != nil {
-			s.report(fmt.Errorf("tenant %s: taking over: %w", t.ID, err))
+		if err == nil {
+			s.takeOver(t, f)
+		} else if f.err != nil {
+			s.stopFollowing(t.ID, f, f.err)
 		}
 	}()
 	return nil
+}
+
+// following is an active tenant served here from a read-only tree.
+type following struct {
+	stop context.CancelFunc // the read-only tree and the wait for the lease
+	used atomic.Int64       // unix ns of the last batch the tree applied
+	err  error              // why the read-only tree failed; set before it stops
+}
+
+// takeOver runs tenant's sequencer here once the follower f won its lease, unless
+// the tenant went quiet meanwhile (then the lease goes back at once).
+func (s *Service) takeOver(t tenancy.Tenant, f *following) {
+	st := s.hosted
+	l := st.lock(t.ID)
+	l.Lock()
+	defer l.Unlock()
+	st.mu.Lock()
+	mine := st.follows[t.ID] == f
+	if mine {
+		delete(st.follows, t.ID)
+	}
+	st.mu.Unlock()
+	if !mine {
+		st.release(t.ID, 0)
+		return
+	}
+	s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
+	if err := s.holdTenant(st.runCtx, st.runCtx, t); err != nil {
+		s.http.RemoveTenant(t.ID)
+		st.refuse(t.ID, fmt.Errorf("taking over: %w", err), s.cfg.Logger)
+	}
 }
 
 // appendBatch applies a batch of the log of record to a read-only tree.
@@ -292,26 +334,37 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 // holding is a tenant whose sequencer and checkpointer run here.
 type holding struct {
 	t         tenancy.Tenant
+	seq       *sequencer.Sequencer
 	stopWork  context.CancelFunc // the sequencer and the checkpointer
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
 }
 
-// holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease.
-func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) error {
+// holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease
+// (which the caller just won). On failure everything it started is stopped and the
+// lease released. The caller holds t's lock.
+func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err error) {
 	st := s.hosted
 	dir := filepath.Join(s.cfg.DataDir, "tenants", t.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
+		st.release(t.ID, 0)
 		return err
 	}
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota})
 	if err != nil {
+		st.release(t.ID, 0)
 		return err
 	}
 	workCtx, stopWork := context.WithCancel(runCtx)
 	leaseCtx, stopLease := context.WithCancel(runCtx)
-	h := &holding{t: t, stopWork: stopWork, stopLease: stopLease, lease: make(chan struct{})}
+	h := &holding{t: t, seq: seq, stopWork: stopWork, stopLease: stopLease, lease: make(chan struct{})}
+	renewing := false
+	defer func() {
+		if err != nil {
+			s.unhold(h, renewing)
+		}
+	}()
 	s.mu.Lock()
 	s.seqs[t.ID] = seq
 	s.mu.Unlock()
@@ -321,18 +374,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	go func() {
 		defer s.wg.Done()
 		defer h.work.Done()
-		err := seq.Run(workCtx)
-		switch {
-		case err == nil:
-		case errors.Is(err, sequencer.ErrFenced) && s.isHeld(t.ID):
-			// Another process committed: this one steps down to a standby (in a
-			// goroutine of its own, since stepping down waits for this one).
-			failed <- err
-			go s.loseTenant(t.ID, err)
-		default:
-			failed <- err
-			s.report(fmt.Errorf("sequencer %s: %w", t.ID, err))
-		}
+		s.sequence(workCtx, h, failed)
 	}()
 	select {
 	case <-seq.Ready():
@@ -341,6 +383,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	renewing = true
 	s.goRun("lease "+t.ID, func() error {
 		err := st.renew(leaseCtx, t.ID)
 		close(h.lease)
@@ -366,8 +409,55 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 	// Registered last: stepDown may stop it only once everything above runs.
 	st.mu.Lock()
 	st.held[t.ID] = h
+	delete(st.refused, t.ID)
 	st.mu.Unlock()
 	return nil
+}
+
+// sequence runs h's sequencer until workCtx ends. A failure before it is ready goes
+// to failed (the start fails); after, a fenced sequencer steps down to a standby and
+// any other failure (a broker limit, a full disk) stops the tenant with that error,
+// which its next request sees as 503 until a start succeeds: the process goes on.
+func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- error) {
+	err := h.seq.Run(workCtx)
+	if err == nil {
+		return
+	}
+	select {
+	case <-h.seq.Ready():
+	default:
+		failed <- err
+		return
+	}
+	if errors.Is(err, sequencer.ErrFenced) {
+		// Another process committed: this one steps down to a standby (in a
+		// goroutine of its own, since stepping down waits for this one).
+		go s.loseTenant(h.t.ID, err)
+		return
+	}
+	go s.quiesce(h.t.ID, err)
+}
+
+// unhold stops what holdTenant started for h and releases the lease: a start that
+// failed part way. renewing says whether the lease's renewal runs.
+func (s *Service) unhold(h *holding, renewing bool) {
+	h.stopWork()
+	h.work.Wait()
+	s.mu.Lock()
+	delete(s.seqs, h.t.ID)
+	delete(s.cps, h.t.ID)
+	s.mu.Unlock()
+	s.http.RemoveTenant(h.t.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = h.seq.Release(ctx)
+	_ = h.seq.Close()
+	h.stopLease()
+	if renewing {
+		<-h.lease
+	} else {
+		s.hosted.release(h.t.ID, 0)
+	}
 }
 
 // stepDown hands a tenant this process holds to another: it serves the tenant from
@@ -375,6 +465,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) erro
 // (which wakes the standbys' watches). Only then may another process sequence, and
 // the fence would refuse this one's commit anyway.
 func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
+	l := s.hosted.lock(tenant)
+	l.Lock()
+	defer l.Unlock()
 	h := s.hosted.take(tenant)
 	if h == nil {
 		return nil
@@ -396,7 +489,7 @@ func (st *hostedState) take(tenant string) *holding {
 func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
-	if err := s.follow(ctx, ctx, h.t); err != nil {
+	if err := s.follow(ctx, h.t); err != nil {
 		return err
 	}
 	h.stopWork()
@@ -439,6 +532,9 @@ func (s *Service) isHeld(tenant string) bool {
 // takes the holding and reports it (log line, svc.sequencer.leases.lost), the second
 // finds nothing to step down from.
 func (s *Service) loseTenant(tenant string, cause error) {
+	l := s.hosted.lock(tenant)
+	l.Lock()
+	defer l.Unlock()
 	h := s.hosted.take(tenant)
 	if h == nil {
 		return

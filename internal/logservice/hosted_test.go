@@ -40,16 +40,23 @@ func frontEndIn(t *testing.T, dir, natsURL, dbURL string, key *signer.Key) (*Ser
 // frontEndLogged is frontEndIn with the process's log lines going to logger.
 func frontEndLogged(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger) (*Service, string) {
 	t.Helper()
+	return frontEndWith(t, dir, natsURL, dbURL, key, logger, Hosted{LeaseTTL: 2 * time.Second})
+}
+
+// frontEndWith is frontEndLogged with the hosted settings h (its Store is filled in).
+func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted) (*Service, string) {
+	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
+	h.Store = st
 	svc, err := Start(context.Background(), Config{
 		DataDir: dir, NATSURL: natsURL, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
-		Logger: logger, Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
+		Logger: logger, Hosted: &h,
 	})
 	if err != nil {
 		t.Fatal(err)

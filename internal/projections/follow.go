@@ -83,6 +83,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSe
 	if err != nil {
 		return err
 	}
+	defer pipeline.CloseOrdered(stream, cons)
 	it, err := cons.Messages()
 	if err != nil {
 		return err

@@ -21,6 +21,7 @@
 //
 // A leaf whose hash is already in the log is answered with its existing index and a
 // fresh proof, never a second index. The sequencer remembers the hashes of the last
-// RecentLeaves leaves (16 bytes each, so memory stays bounded as the log grows), which
-// covers every retry a producer makes (three retries within its timeout).
+// RecentLeaves leaves (about 40 bytes each, allocated as the log grows, so a small
+// log costs kilobytes and memory stays bounded as the log grows), which covers every
+// retry a producer makes (three retries within its timeout).
 package sequencer

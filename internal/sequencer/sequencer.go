@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,10 @@ import (
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
+
+// consumerInactive is how long the broker keeps a tenant's SVC_APPEND consumer that
+// nobody pulls from (its sequencer's process died without deleting it).
+const consumerInactive = 10 * time.Minute
 
 // preloadLeaves is how many of the latest leaf hashes a restart reads back for
 // idempotency.
@@ -77,7 +82,8 @@ type Config struct {
 	// MaxBatch caps the leaves of one batch; 1 ≤ MaxBatch ≤ 65536, default 4096.
 	MaxBatch int
 	// RecentLeaves is how many of the latest leaf hashes are remembered for
-	// idempotent retries; default 1<<20 (about 40 MiB).
+	// idempotent retries; default 1<<20. Memory grows with the log, about 40 bytes a
+	// leaf up to this window (40 MiB at 2^20 leaves): a small tenant costs kilobytes.
 	RecentLeaves int
 	// CheckpointEvery is how often the tree store is synced and the stream position
 	// recorded, bounding the replay after a crash; default 30 s (a sync stalls the
@@ -112,6 +118,7 @@ type Sequencer struct {
 
 	ready    chan struct{} // closed once Run consumes requests
 	replayed uint64        // leaves replayed from the stream by the last recovery
+	active   atomic.Int64  // unix nanoseconds of the last batch taken up (or of Run's start)
 
 	beforeAck func() error // tests: a crash between the answers and the acks
 }
@@ -170,6 +177,26 @@ func New(cfg Config) (*Sequencer, error) {
 // the size of the log.
 func (s *Sequencer) Replayed() uint64 { return s.replayed }
 
+// LastActive is when the sequencer last took up a batch of requests (or started):
+// the service stops a sequencer that has been quiet for a while.
+func (s *Sequencer) LastActive() time.Time { return time.Unix(0, s.active.Load()) }
+
+// ConsumerName is the durable consumer on SVC_APPEND through which the sequencer of
+// tenant takes its requests; one exists only while the tenant is active.
+func ConsumerName(tenant string) string { return "seq-" + tenant }
+
+// Release deletes the tenant's consumer on SVC_APPEND after Run returned, so an idle
+// tenant holds none (requests published meanwhile stay in the stream for the next
+// sequencer). Call it only on a stop this process chose (quiet, hand-over, shutdown):
+// after a lost lease the consumer is the new holder's.
+func (s *Sequencer) Release(ctx context.Context) error {
+	err := s.js.DeleteConsumer(ctx, pipeline.AppendStream, ConsumerName(s.cfg.Tenant))
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil
+	}
+	return err
+}
+
 // Ready is closed once Run has recovered and consumes append requests.
 func (s *Sequencer) Ready() <-chan struct{} { return s.ready }
 
@@ -219,6 +246,7 @@ func (s *Sequencer) Recover(ctx context.Context) error {
 
 func (s *Sequencer) run(ctx context.Context) error {
 	start := time.Now()
+	s.active.Store(start.UnixNano())
 	if err := s.Recover(ctx); err != nil {
 		return err
 	}
@@ -227,12 +255,16 @@ func (s *Sequencer) run(ctx context.Context) error {
 	}
 	s.log.Info("sequencer ready", "size", s.tree.Size(), "streamSeq", s.lastSeq, "recovery", time.Since(start).Round(time.Millisecond))
 	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
-		Durable:       "seq-" + s.cfg.Tenant,
+		Durable:       ConsumerName(s.cfg.Tenant),
 		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
 		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
 		AckWait:       5 * time.Second,
 		MaxAckPending: 1 << 16,
 		MaxDeliver:    -1,
+		// A running sequencer pulls without pause; the consumer of one that died with
+		// its process (kill -9) is removed by the broker after this long, so consumers
+		// never pile up for tenants that went idle that way.
+		InactiveThreshold: consumerInactive,
 	})
 	if err != nil {
 		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
@@ -279,6 +311,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 				break drain
 			}
 		}
+		s.active.Store(time.Now().UnixNano())
 		if err := s.process(ctx, batch); err != nil {
 			return err
 		}
@@ -706,6 +739,7 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 	if err != nil {
 		return err
 	}
+	defer pipeline.CloseOrdered(s.stream, cons)
 	it, err := cons.Messages()
 	if err != nil {
 		return err

@@ -65,6 +65,15 @@ func (t *Telemetry) LeaseLost(tenant string) {
 	t.inst.leasesLost.Add(bg, 1, metric.WithAttributeSet(attrs("tenant", tenant)))
 }
 
+// StartRefused counts a tenant's start that the broker or the disk refused; no tenant
+// label, so that many refused tenants do not make many series (/health names them).
+func (t *Telemetry) StartRefused() {
+	if t == nil {
+		return
+	}
+	t.inst.startRefused.Add(bg, 1)
+}
+
 // Publish starts the span "broker publish" for an append sent to tenant's
 // sequencer, when ctx carries a sampled span; end it with the outcome.
 func (t *Telemetry) Publish(ctx context.Context, tenant string) (context.Context, func(error)) {

@@ -19,6 +19,7 @@ type instruments struct {
 	wait           metric.Float64Histogram // svc.sequencer.wait
 	leaves         metric.Int64Counter     // svc.sequencer.leaves
 	leasesLost     metric.Int64Counter     // svc.sequencer.leases.lost
+	startRefused   metric.Int64Counter     // svc.sequencer.starts.refused
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -44,6 +45,7 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.commitDuration = hist("svc.sequencer.batch.duration", "s", "Time a sequencer spends on one batch: admission, the commit on SVC_LEAVES, the tree, the signed head and the answers.", latencyBuckets)
 	in.wait = hist("svc.sequencer.wait", "s", "How long the oldest request of a batch waited on SVC_APPEND before its batch committed (the sequencer's lag).", latencyBuckets)
 	in.leaves = counter("svc.sequencer.leaves", "{leaf}", "Leaves committed by this process's sequencers (new indices).")
+	in.startRefused = counter("svc.sequencer.starts.refused", "{start}", "Starts of a tenant's sequencer or read-only tree that the broker or the disk refused (a consumer limit, a full disk): that tenant's appends get 503 until a start succeeds; /health lists the tenants.")
 	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),

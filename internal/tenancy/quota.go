@@ -123,6 +123,7 @@ func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, no
 	if err != nil {
 		return 0, err
 	}
+	defer pipeline.CloseOrdered(stream, cons)
 	it, err := cons.Messages()
 	if err != nil {
 		return 0, err

@@ -1,0 +1,343 @@
+package logservice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/client"
+	"svc.dev/svc/internal/telemetry"
+	"svc.dev/svc/internal/tenancy"
+	"svc.dev/svc/pipeline"
+)
+
+// The lifecycle of a hosted tenant (docs/design/log-service.md): known once the view
+// reports it, which costs a map entry; active from its first request to this process
+// (a sequencer here when the lease is free, else a read-only tree), until it has been
+// quiet for QuietPeriod; then stopped, down to the map entry again.
+
+// known records a tenant the view reports; nothing runs for it until its first
+// request.
+func (st *hostedState) known(t tenancy.Tenant) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.started[t.ID] = true
+}
+
+// lock is tenant's lifecycle lock: its start, stop, hand-over and takeover never
+// overlap. Taken before st.mu and s.mu, never while either is held.
+func (st *hostedState) lock(tenant string) *sync.Mutex {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	l := st.locks[tenant]
+	if l == nil {
+		l = &sync.Mutex{}
+		st.locks[tenant] = l
+	}
+	return l
+}
+
+// lookup is the HTTP front's Lookup: it waits (at most five seconds) for the view to
+// apply the newest administrative event of tenant id, when the broker holds one (a
+// tenant another process just created is served once its creation is answered
+// there), then starts the tenant here unless it is active already.
+func (s *Service) lookup(ctx context.Context, id string) (bool, error) {
+	st := s.hosted
+	if !client.ValidTenant(id) {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if !st.catchUp(cctx, id) {
+		return false, nil
+	}
+	st.mu.Lock()
+	known := st.started[id]
+	st.mu.Unlock()
+	if !known {
+		return false, nil
+	}
+	return true, s.activate(ctx, id)
+}
+
+// startTimeout bounds a tenant's start (recovery of its tree store included).
+const startTimeout = 30 * time.Second
+
+// activate starts tenant id here unless it is active already. A failure is the
+// tenant's alone: it is listed in /health and counted, and the next request tries
+// again.
+func (s *Service) activate(ctx context.Context, id string) error {
+	st := s.hosted
+	s.makeRoom(id)
+	l := st.lock(id)
+	l.Lock()
+	defer l.Unlock()
+	st.mu.Lock()
+	active := st.held[id] != nil || st.follows[id] != nil
+	st.mu.Unlock()
+	if active {
+		return nil
+	}
+	t, ok := st.view.Tenant(id)
+	if !ok {
+		return fmt.Errorf("tenant %s is not in the view", id)
+	}
+	st.touch(id)
+	sctx, cancel := context.WithTimeout(st.runCtx, startTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel) // a caller that gives up stops the start
+	defer stop()
+	err := s.serveHosted(sctx, t)
+	st.refuse(id, err, s.cfg.Logger)
+	return err
+}
+
+// makeRoom stops the least recently used active tenants while MaxActive or more are
+// active here (not counting id), before id's lock is taken: one tenant's lock is never
+// held while another's is taken.
+func (s *Service) makeRoom(id string) {
+	st := s.hosted
+	for range 8 { // bounded: a stop that does not happen (the process stops) ends it
+		st.mu.Lock()
+		n := len(st.held) + len(st.follows)
+		var victim string
+		var oldest time.Time
+		held := false
+		for t, h := range st.held {
+			if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && (victim == "" || at.Before(oldest)) {
+				victim, oldest, held = t, at, true
+			}
+		}
+		for t, f := range st.follows {
+			if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && (victim == "" || at.Before(oldest)) {
+				victim, oldest, held = t, at, false
+			}
+		}
+		st.mu.Unlock()
+		if n < st.cfg.MaxActive || victim == "" {
+			return
+		}
+		if held {
+			s.quiesce(victim, nil)
+		} else {
+			s.stopFollowing(victim, nil, nil)
+		}
+	}
+}
+
+// refuse records (err non-nil) or clears tenant's start failure.
+func (st *hostedState) refuse(tenant string, err error, log *slog.Logger) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err == nil {
+		delete(st.refused, tenant)
+		return
+	}
+	st.refused[tenant] = err.Error()
+	telemetry.Current().StartRefused()
+	log.Warn("tenant could not be started; its requests get 503 until a start succeeds", "tenant", tenant, "err", err)
+}
+
+// maxProblems caps the tenants /health names.
+const maxProblems = 50
+
+// problems lists the tenants whose last start failed (at most maxProblems).
+func (st *hostedState) problems() map[string]string {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range slices.Sorted(maps.Keys(st.refused)) {
+		if len(out) == maxProblems {
+			break
+		}
+		out[id] = st.refused[id]
+	}
+	return out
+}
+
+// touch records a request to tenant: it stays active for QuietPeriod more.
+func (st *hostedState) touch(tenant string) {
+	now := time.Now().UnixNano()
+	if v, ok := st.used.Load(tenant); ok {
+		v.(*atomic.Int64).Store(now)
+		return
+	}
+	a := new(atomic.Int64)
+	a.Store(now)
+	if v, loaded := st.used.LoadOrStore(tenant, a); loaded {
+		v.(*atomic.Int64).Store(now)
+	}
+}
+
+// lastUsed is when tenant was last requested here.
+func (st *hostedState) lastUsed(tenant string) time.Time {
+	if v, ok := st.used.Load(tenant); ok {
+		return time.Unix(0, v.(*atomic.Int64).Load())
+	}
+	return time.Time{}
+}
+
+// reap stops the tenants that have been quiet for QuietPeriod, checking every
+// QuietPeriod/4: one goroutine for the process, whatever the number of tenants.
+func (s *Service) reap(ctx context.Context) error {
+	st := s.hosted
+	tick := time.NewTicker(max(st.cfg.QuietPeriod/4, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		held, follows := st.quiet(time.Now())
+		for _, id := range held {
+			s.quiesce(id, nil)
+		}
+		for _, id := range follows {
+			s.stopFollowing(id, nil, nil)
+		}
+	}
+}
+
+// quiet lists the active tenants with no request here and no batch for QuietPeriod.
+func (st *hostedState) quiet(now time.Time) (held, follows []string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for id, h := range st.held {
+		if now.Sub(later(st.lastUsed(id), h.seq.LastActive())) >= st.cfg.QuietPeriod {
+			held = append(held, id)
+		}
+	}
+	for id, f := range st.follows {
+		if now.Sub(later(st.lastUsed(id), time.Unix(0, f.used.Load()))) >= st.cfg.QuietPeriod {
+			follows = append(follows, id)
+		}
+	}
+	return held, follows
+}
+
+// quiesce stops the sequencer this process runs for tenant: quiet (cause nil), or
+// failed with cause (then recorded as the tenant's problem). The consumer on
+// SVC_APPEND is deleted before the lease is released (after, it could be the next
+// holder's); then an append that came in meanwhile starts the tenant again.
+func (s *Service) quiesce(tenant string, cause error) {
+	st := s.hosted
+	l := st.lock(tenant)
+	l.Lock()
+	defer l.Unlock()
+	if cause == nil && st.runCtx.Err() != nil {
+		return // the process stops: Close does it
+	}
+	h := st.take(tenant)
+	if h == nil {
+		return
+	}
+	if cause == nil {
+		s.cfg.Logger.Info("tenant quiet; its sequencer stops until its next request", "tenant", tenant, "quiet", st.cfg.QuietPeriod)
+	}
+	s.unhold(h, true)
+	telemetry.Current().ForgetTenant(tenant)
+	if cause != nil {
+		st.refuse(tenant, cause, s.cfg.Logger)
+		return
+	}
+	if st.appendsWaiting(tenant) {
+		go func() { _ = s.activate(st.runCtx, tenant) }()
+	}
+}
+
+// appendsWaiting reports whether SVC_APPEND holds a request for tenant that no
+// sequencer took up (a work queue deletes what was acknowledged).
+func (st *hostedState) appendsWaiting(tenant string) bool {
+	ctx, cancel := context.WithTimeout(st.runCtx, 5*time.Second)
+	defer cancel()
+	stream, err := st.js.Stream(ctx, pipeline.AppendStream)
+	if err != nil {
+		return true // unsure: a start costs little
+	}
+	_, err = stream.GetLastMsgForSubject(ctx, pipeline.AppendSubject(tenant))
+	return !errors.Is(err, jetstream.ErrMsgNotFound)
+}
+
+// stopFollowing stops tenant's read-only tree: quiet (f nil: whichever runs), or the
+// follower f failed with cause. The wait for its lease stops with it.
+func (s *Service) stopFollowing(tenant string, f *following, cause error) {
+	st := s.hosted
+	l := st.lock(tenant)
+	l.Lock()
+	defer l.Unlock()
+	st.mu.Lock()
+	cur := st.follows[tenant]
+	if cur == nil || (f != nil && cur != f) {
+		st.mu.Unlock()
+		return
+	}
+	delete(st.follows, tenant)
+	st.mu.Unlock()
+	s.http.RemoveTenant(tenant)
+	cur.stop()
+	if cause != nil {
+		st.refuse(tenant, fmt.Errorf("read-only tree: %w", cause), s.cfg.Logger)
+	}
+}
+
+// holderFile, in the data directory, names the process that last ran there (its
+// lease id).
+const holderFile = "lease-holder"
+
+// reclaim releases the leases the previous process on this data directory held
+// when it died (kill -9, a crash): that process is gone, so its tenants need not
+// wait out the lease TTL before their next request starts them here. Then it
+// records this process's lease id there. Two processes never share a data
+// directory; if they did, the commit fence would still refuse the second writer.
+func (st *hostedState) reclaim(ctx context.Context, dataDir string, log *slog.Logger) error {
+	path := filepath.Join(dataDir, holderFile)
+	prev, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	if len(prev) > 0 && string(prev) != st.id {
+		n, err := st.releaseHeldBy(ctx, string(prev))
+		if err != nil {
+			log.Warn("releasing the leases of the previous process failed; its tenants start once the leases run out", "err", err)
+		} else if n > 0 {
+			log.Info("released the leases the previous process on this data directory held", "leases", n, "process", string(prev))
+		}
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(st.id), 0o644)
+}
+
+// releaseHeldBy deletes every lease whose holder is id (at the revision read, so a
+// lease taken meanwhile stays) and returns how many.
+func (st *hostedState) releaseHeldBy(ctx context.Context, id string) (int, error) {
+	keys, err := st.kv.ListKeys(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = keys.Stop() }()
+	n := 0
+	for k := range keys.Keys() {
+		e, err := st.kv.Get(ctx, k)
+		if err != nil || string(e.Value()) != id {
+			continue
+		}
+		if st.kv.Delete(ctx, k, jetstream.LastRevision(e.Revision())) == nil {
+			n++
+		}
+	}
+	return n, nil
+}
