@@ -34,10 +34,12 @@ func (r *tenantsRun) create() int {
 		progress("N=%d: %d tenants created (%.0f/s), RSS %d MiB", r.n, d, float64(d)/time.Since(t0).Seconds(), rss(r.p.pid())>>20)
 	})
 	defer close(stop)
-	var failed sync.Once
+	var failed atomic.Int64
 	r.parallel(r.n, 8, func(i int) {
 		if err := r.createOne(i); err != nil {
-			failed.Do(func() { progress("N=%d: tenant %s: %v", r.n, tenantID(i), err) })
+			if f := failed.Add(1); f <= 3 || f%100 == 0 {
+				progress("N=%d: tenant %s not created (%d failures so far): %v", r.n, tenantID(i), f, err)
+			}
 			return
 		}
 		done.Add(1)
@@ -110,14 +112,14 @@ func (r *tenantsRun) busyRun(d time.Duration) (time.Duration, int) {
 // restart kills the process with SIGKILL, starts it again and appends to every
 // tenant (16 at a time, each retried until answered 200): the time from the kill to
 // the last tenant's 200, and the 503s seen on the way.
-func (r *tenantsRun) restart() (time.Duration, int) {
+func (r *tenantsRun) restart() (time.Duration, int, error) {
 	t0 := time.Now()
 	progress("N=%d: kill -9 and restart", r.n)
 	if err := r.p.signal(syscall.SIGKILL); err != nil {
-		r.t.Fatal(err)
+		return 0, 0, err
 	}
 	if err := r.p.launch(); err != nil {
-		r.t.Fatal(err)
+		return 0, 0, fmt.Errorf("restart: %s", tail(err.Error(), 200))
 	}
 	progress("N=%d: listening again after %s", r.n, time.Since(t0).Round(time.Millisecond))
 	var done, unavailable atomic.Int64
@@ -140,7 +142,7 @@ func (r *tenantsRun) restart() (time.Duration, int) {
 		}
 	})
 	if int(done.Load()) < r.n {
-		return 0, int(unavailable.Load())
+		return 0, int(unavailable.Load()), fmt.Errorf("%d of %d tenants appended after the restart", done.Load(), r.n)
 	}
-	return time.Since(t0), int(unavailable.Load())
+	return time.Since(t0), int(unavailable.Load()), nil
 }

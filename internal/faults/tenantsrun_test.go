@@ -85,9 +85,10 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row.idleCPU = cpuOver(r.p.pid(), 5*time.Second)
 	row.p99, row.busyErrs = r.busyRun(cfg.busy)
 	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle; busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, row.p99)
-	row.restart, row.restart5x = r.restart()
-	if r.stopped.Load() || ctx.Err() != nil {
-		row.note = r.why("during the restart")
+	var err error
+	row.restart, row.restart5x, err = r.restart()
+	if err != nil || r.stopped.Load() || ctx.Err() != nil {
+		row.note = r.why(fmt.Sprintf("during the restart: %v;", err))
 	}
 	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
 	return row
