@@ -3,6 +3,7 @@ package faults
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -51,11 +52,11 @@ func (r *tenantsRun) create() int {
 // minute: a tenant's sequencer may still be starting).
 func (r *tenantsRun) createOne(i int) error {
 	id := tenantID(i)
-	if err := r.admin("/admin/tenants", map[string]string{"id": id}, nil); err != nil {
+	if err := r.retry(func() error { return r.admin("/admin/tenants", map[string]string{"id": id}, nil) }); err != nil && !strings.Contains(err.Error(), "exists") {
 		return err
 	}
 	var tk struct{ Token string }
-	if err := r.admin("/admin/tenants/"+id+"/tokens", map[string]string{"label": "bench"}, &tk); err != nil {
+	if err := r.retry(func() error { return r.admin("/admin/tenants/"+id+"/tokens", map[string]string{"label": "bench"}, &tk) }); err != nil {
 		return err
 	}
 	r.tokens[i] = tk.Token
@@ -145,4 +146,20 @@ func (r *tenantsRun) restart() (time.Duration, int, error) {
 		return 0, int(unavailable.Load()), fmt.Errorf("%d of %d tenants appended after the restart", done.Load(), r.n)
 	}
 	return time.Since(t0), int(unavailable.Load()), nil
+}
+
+// retry calls f until it succeeds, for at most a minute while the process does not
+// answer (it is being restarted after an exit: svcProc's supervisor) or answers 503.
+func (r *tenantsRun) retry(f func() error) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := f()
+		if err == nil || r.ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		if msg := err.Error(); !strings.Contains(msg, "connection refused") && !strings.Contains(msg, ": 503 ") && !strings.Contains(msg, "unsupported protocol") {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

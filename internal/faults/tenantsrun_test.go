@@ -75,7 +75,7 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	done := r.create()
 	row.tenants, row.created = done, time.Since(t0)
 	if r.stopped.Load() || done < n {
-		row.note = r.why(fmt.Sprintf("created %d of %d", done, n))
+		row.note = r.why(fmt.Sprintf("created %d of %d;", done, n)) + r.exits()
 		return row
 	}
 	time.Sleep(3 * time.Second) // let the creation's work settle
@@ -90,8 +90,19 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	if err != nil || r.stopped.Load() || ctx.Err() != nil {
 		row.note = r.why(fmt.Sprintf("during the restart: %v;", err))
 	}
+	row.note += r.exits()
 	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
 	return row
+}
+
+// exits notes the exits of the process the run did not cause (svcProc restarts it).
+func (r *tenantsRun) exits() string {
+	r.p.mu.Lock()
+	defer r.p.mu.Unlock()
+	if r.p.exits == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" %d exits on its own, the last: %s;", r.p.exits, tail(r.p.reasons[len(r.p.reasons)-1], 160))
 }
 
 // why names what stopped the run.
