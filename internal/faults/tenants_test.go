@@ -36,7 +36,9 @@ type tenantsRow struct {
 // token and one append, then measured from outside: RSS, goroutines, broker
 // consumers, idle CPU, kill -9 and restart to every tenant appending, and the p99 of
 // a busy tenant at 100 appends/s over four tokens. A watchdog stops a size whose RSS
-// passes SVC_BENCH_RSS_MAX. It never runs in CI.
+// passes SVC_BENCH_RSS_MAX. It never runs in CI. With CLUSTER=1 the three JetStream
+// nodes run in this process (startCluster, as the fault suite's), so RSS, goroutines
+// and idle CPU are the svc log process's alone, not the nodes'.
 func TestTenants(t *testing.T) {
 	spec := os.Getenv("SVC_BENCH_TENANTS")
 	if spec == "" {
