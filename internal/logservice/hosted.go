@@ -128,6 +128,11 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
+	snaps, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
+	if err != nil {
+		return fmt.Errorf("admin snapshot bucket: %w", err)
+	}
+	st.view.WriteSnapshots(snaps)
 	st.quota.View = st.view
 	st.admin = &tenancy.Admin{JS: js, View: st.view}
 	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {

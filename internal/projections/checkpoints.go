@@ -3,11 +3,14 @@ package projections
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -56,10 +59,12 @@ type Checkpointer struct {
 
 // CheckpointDB is the database store of checkpoints (internal/store). CheckpointAt
 // returns the checkpoint of a size, or nil; PutCheckpoint records one, replacing a
-// checkpoint of the same size only when the root is the same, and fails otherwise.
+// checkpoint of the same size only when the root is the same, and fails otherwise;
+// ThinCheckpoints deletes the tenant's rows ThinCheckpoints does not keep.
 type CheckpointDB interface {
 	CheckpointAt(ctx context.Context, tenant string, size uint64) (*client.CheckpointFile, error)
 	PutCheckpoint(ctx context.Context, cp client.CheckpointFile) error
+	ThinCheckpoints(ctx context.Context, tenant string) (int, error)
 }
 
 // Load reads the checkpoints already published.
@@ -109,7 +114,45 @@ func (c *Checkpointer) Load() error {
 	if n := len(c.list); n > 0 {
 		c.observe(c.list[n-1])
 	}
+	c.thinLocked()
 	return nil
+}
+
+// thin applies ThinCheckpoints to the files, the list in memory and (with a database
+// store) the rows. A file or row that cannot be deleted is logged and tried again at
+// the next checkpoint.
+func (c *Checkpointer) thin(ctx context.Context) {
+	c.mu.Lock()
+	c.thinLocked()
+	c.mu.Unlock()
+	if c.DB != nil {
+		if n, err := c.DB.ThinCheckpoints(ctx, c.Tenant); err != nil {
+			c.Logger.Warn("old checkpoints not thinned in the database", "tenant", c.Tenant, "err", err)
+		} else if n > 0 {
+			c.Logger.Debug("old checkpoints thinned in the database", "tenant", c.Tenant, "rows", n)
+		}
+	}
+}
+
+// thinLocked thins the list and the files; c.mu is held.
+func (c *Checkpointer) thinLocked() {
+	sizes := make([]uint64, len(c.list))
+	for i, cp := range c.list {
+		sizes[i] = cp.TreeSize
+	}
+	drop := ThinCheckpoints(sizes)
+	if len(drop) == 0 {
+		return
+	}
+	gone := make(map[uint64]bool, len(drop))
+	for _, n := range drop {
+		gone[n] = true
+		err := os.Remove(filepath.Join(c.Dir, c.Tenant, strconv.FormatUint(n, 10)+".json"))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			c.Logger.Warn("old checkpoint file not removed", "tenant", c.Tenant, "size", n, "err", err)
+		}
+	}
+	c.list = slices.DeleteFunc(c.list, func(cp client.CheckpointFile) bool { return gone[cp.TreeSize] })
 }
 
 // Run publishes until ctx ends: with First set, the first checkpoint as soon as the log
@@ -168,6 +211,7 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 		c.list = append(c.list, cp)
 	}
 	c.mu.Unlock()
+	c.thin(ctx)
 	c.observe(cp)
 	c.Logger.Info("checkpoint published", "tenant", c.Tenant, "size", size, "root", root.String())
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/receipt"
 )
@@ -146,6 +147,36 @@ func (s *Store) PutCheckpoint(ctx context.Context, cp client.CheckpointFile) err
 		return fmt.Errorf("%w: tenant %s, size %d", ErrRootDiffers, cp.Tenant, cp.TreeSize)
 	}
 	return nil
+}
+
+// ThinCheckpoints deletes tenant's checkpoint rows that projections.ThinCheckpoints
+// (the retention rule of files, memory and rows) does not keep, and returns how many.
+func (s *Store) ThinCheckpoints(ctx context.Context, tenant string) (int, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT tree_size FROM checkpoints WHERE tenant_id = $1`, tenant)
+	if err != nil {
+		return 0, err
+	}
+	sizes, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (uint64, error) {
+		var n int64
+		err := r.Scan(&n)
+		return uint64(n), err
+	})
+	if err != nil {
+		return 0, err
+	}
+	drop := projections.ThinCheckpoints(sizes)
+	if len(drop) == 0 {
+		return 0, nil
+	}
+	del := make([]int64, len(drop))
+	for i, n := range drop {
+		del[i] = int64(n)
+	}
+	tag, err := s.Pool.Exec(ctx, `DELETE FROM checkpoints WHERE tenant_id = $1 AND tree_size = ANY($2)`, tenant, del)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 var _ = pgx.ErrNoRows

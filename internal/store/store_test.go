@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -344,5 +345,51 @@ func TestLeavesBulkAndRowByRowAgree(t *testing.T) {
 	}
 	if a, n, _ := bulk.Usage(ctx, "t07", "2026-11"); n != first["t07"] || a == 0 {
 		t.Fatalf("t07: %d appends in November, %d leaves; want >0 and %d", a, n, first["t07"])
+	}
+}
+
+// TestCheckpointRowsThinned: the rows follow projections.ThinCheckpoints, including
+// rows another process wrote (a tenant that moved: its first checkpointer's
+// directory is gone, its rows are not).
+func TestCheckpointRowsThinned(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	key, _ := signer.GenerateKey()
+	tr, _ := merkle.NewTree(merkle.NewMemoryStore())
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	mk := func() *projections.Checkpointer {
+		c := &projections.Checkpointer{Dir: t.TempDir(), Tenant: "acme", Tree: tr, Signer: receipt.KeySigner{Key: key}, DB: db, Heartbeat: time.Hour, Now: func() time.Time { return now }}
+		if err := c.Load(); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	var all []uint64
+	c := mk()
+	for i := range 150 {
+		if i == 100 {
+			c = mk() // the tenant moved to another process
+		}
+		if _, err := tr.Append(leaf(i).Hash); err != nil {
+			t.Fatal(err)
+		}
+		now = now.Add(time.Minute)
+		if err := c.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, tr.Size())
+	}
+	drop := projections.ThinCheckpoints(all)
+	want := slices.DeleteFunc(slices.Clone(all), func(n uint64) bool { return slices.Contains(drop, n) })
+	rows, err := db.CheckpointsSince(ctx, "acme", 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, cp := range rows {
+		got = append(got, cp.TreeSize)
+	}
+	if !slices.Equal(got, want) || len(got) >= 100 {
+		t.Fatalf("rows %v, want %v", got, want)
 	}
 }

@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +27,8 @@ type projectionState struct {
 	subject   string
 	applied   uint64    // stream sequence of the last batch applied
 	appliedAt time.Time // when the broker stored it
+	seen      time.Time // when this process applied it
+	idleLag   time.Duration
 }
 
 // brokerSource is a broker whose consumers the gauges read.
@@ -80,7 +83,7 @@ func (t *Telemetry) Applied(ctx context.Context, js jetstream.JetStream, subject
 		p = &projectionState{}
 		t.state.projections[name] = p
 	}
-	p.js, p.subject, p.applied, p.appliedAt = js, subject, seq, stored
+	p.js, p.subject, p.applied, p.appliedAt, p.seen = js, subject, seq, stored, time.Now()
 	t.state.mu.Unlock()
 }
 
@@ -126,60 +129,170 @@ func (t *Telemetry) registerGauges(m metric.Meter) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	g := gauges{cpAge: cpAge, cpLag: cpLag, wLag: wLag, wAge: wAge, pLag: pLag, pPos: pPos, seqPending: seqPending, backlog: backlog}
 	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		now := time.Now()
-		t.state.mu.Lock()
-		cps := make(map[string]checkpointState, len(t.state.checkpoints))
-		for k, v := range t.state.checkpoints {
-			cps[k] = v
-		}
-		ws := make(map[[2]string]witnessState, len(t.state.witnesses))
-		for k, v := range t.state.witnesses {
-			ws[k] = v
-		}
-		ps := make(map[string]projectionState, len(t.state.projections))
-		for k, v := range t.state.projections {
-			ps[k] = *v
-		}
-		brokers := t.state.brokers
-		t.state.mu.Unlock()
-		for tenant, c := range cps {
-			set := metric.WithAttributeSet(attrs("tenant", tenant))
-			o.ObserveFloat64(cpAge, now.Sub(c.signedAt).Seconds(), set)
-			if c.tree != nil {
-				o.ObserveInt64(cpLag, int64(c.tree()-min(c.size, c.tree())), set)
-			}
-		}
-		for k, w := range ws {
-			set := metric.WithAttributeSet(attrs("tenant", k[0], "witness", k[1]))
-			o.ObserveFloat64(wAge, now.Sub(w.at).Seconds(), set)
-			o.ObserveInt64(wLag, int64(cps[k[0]].size-min(w.size, cps[k[0]].size)), set)
-		}
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		defer cancel()
-		for name, p := range ps {
-			set := metric.WithAttributeSet(attrs("consumer", name))
-			o.ObserveInt64(pPos, int64(p.applied), set)
-			if lag, ok := projectionLag(ctx, p); ok {
-				o.ObserveFloat64(pLag, lag.Seconds(), set)
-			}
-		}
-		for _, b := range brokers {
-			observeConsumers(ctx, b.js, appendStream, func(name string, n uint64) {
-				if tenant, ok := strings.CutPrefix(name, sequencerConsumerPrefix); ok {
-					o.ObserveInt64(seqPending, int64(n), metric.WithAttributeSet(attrs("tenant", tenant)))
-				}
-			})
-			observeConsumers(ctx, b.js, receiptsStream, func(name string, n uint64) {
-				rest, ok := strings.CutPrefix(name, exportConsumerPrefix)
-				if exporter, tenant, ok2 := strings.Cut(rest, "-"); ok && ok2 {
-					o.ObserveInt64(backlog, int64(n), metric.WithAttributeSet(attrs("exporter", exporter, "tenant", tenant)))
-				}
-			})
-		}
+		t.observe(ctx, o, g)
 		return nil
 	}, cpAge, cpLag, wLag, wAge, pLag, pPos, seqPending, backlog)
 	return err
+}
+
+// gauges are the observable instruments registerGauges made.
+type gauges struct {
+	cpAge, wAge, pLag                      metric.Float64ObservableGauge
+	cpLag, wLag, pPos, seqPending, backlog metric.Int64ObservableGauge
+}
+
+// ActiveWindow bounds the gauges' label sets by activity: a tenant is reported under
+// its own label while its latest checkpoint is younger than this or leaves wait for
+// one, and a per-tenant projection while it applied a batch within it (or, for the
+// sequencer's backlog, while requests wait). The others are summed up or maximised
+// under the label value Idle, so a scrape's size follows the active tenants, not
+// all of them.
+const ActiveWindow = 15 * time.Minute
+
+// activeWindow is ActiveWindow (tests shorten it).
+var activeWindow = ActiveWindow
+
+// Idle is the label value ("tenant" or "consumer") of the idle tenants' aggregate.
+const Idle = "(idle)"
+
+// idleChecks bounds the broker calls a scrape spends on idle projections' lag; the
+// others keep the lag of their last check, in turn.
+const idleChecks = 32
+
+// observe reports every gauge from the state and the broker.
+func (t *Telemetry) observe(ctx context.Context, o metric.Observer, g gauges) {
+	now := time.Now()
+	t.state.mu.Lock()
+	active := map[string]bool{}
+	var idleAge float64
+	for tenant, c := range t.state.checkpoints {
+		age := now.Sub(c.signedAt)
+		if age < activeWindow || (c.tree != nil && c.tree() > c.size) {
+			active[tenant] = true
+			set := metric.WithAttributeSet(attrs("tenant", tenant))
+			o.ObserveFloat64(g.cpAge, age.Seconds(), set)
+			if c.tree != nil {
+				o.ObserveInt64(g.cpLag, int64(c.tree()-min(c.size, c.tree())), set)
+			}
+		} else {
+			idleAge = max(idleAge, age.Seconds())
+		}
+	}
+	if len(t.state.checkpoints) > len(active) {
+		set := metric.WithAttributeSet(attrs("tenant", Idle))
+		o.ObserveFloat64(g.cpAge, idleAge, set)
+		o.ObserveInt64(g.cpLag, 0, set)
+	}
+	t.observeWitnesses(o, g, now, active)
+	ps := make(map[string]*projectionState, len(t.state.projections))
+	for k, v := range t.state.projections {
+		ps[k] = v
+	}
+	brokers := t.state.brokers
+	t.state.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	t.observeProjections(ctx, o, g, now, ps)
+	for _, b := range brokers {
+		var idle int64
+		observeConsumers(ctx, b.js, appendStream, func(name string, n uint64) {
+			if tenant, ok := strings.CutPrefix(name, sequencerConsumerPrefix); ok {
+				if n > 0 || active[tenant] {
+					o.ObserveInt64(g.seqPending, int64(n), metric.WithAttributeSet(attrs("tenant", tenant)))
+				} else {
+					idle++
+				}
+			}
+		})
+		if idle > 0 {
+			o.ObserveInt64(g.seqPending, 0, metric.WithAttributeSet(attrs("tenant", Idle)))
+		}
+		observeConsumers(ctx, b.js, receiptsStream, func(name string, n uint64) {
+			rest, ok := strings.CutPrefix(name, exportConsumerPrefix)
+			if exporter, tenant, ok2 := strings.Cut(rest, "-"); ok && ok2 {
+				o.ObserveInt64(g.backlog, int64(n), metric.WithAttributeSet(attrs("exporter", exporter, "tenant", tenant)))
+			}
+		})
+	}
+}
+
+// observeWitnesses reports each active tenant's witness gauges, and per witness the
+// worst of the idle tenants'; t.state.mu is held.
+func (t *Telemetry) observeWitnesses(o metric.Observer, g gauges, now time.Time, active map[string]bool) {
+	type worst struct {
+		age  float64
+		lag  int64
+		seen bool
+	}
+	idle := map[string]*worst{}
+	for k, w := range t.state.witnesses {
+		age := now.Sub(w.at).Seconds()
+		size := t.state.checkpoints[k[0]].size
+		lag := int64(size - min(w.size, size))
+		if active[k[0]] {
+			set := metric.WithAttributeSet(attrs("tenant", k[0], "witness", k[1]))
+			o.ObserveFloat64(g.wAge, age, set)
+			o.ObserveInt64(g.wLag, lag, set)
+			continue
+		}
+		if idle[k[1]] == nil {
+			idle[k[1]] = &worst{}
+		}
+		x := idle[k[1]]
+		x.age, x.lag, x.seen = max(x.age, age), max(x.lag, lag), true
+	}
+	for witness, x := range idle {
+		set := metric.WithAttributeSet(attrs("tenant", Idle, "witness", witness))
+		o.ObserveFloat64(g.wAge, x.age, set)
+		o.ObserveInt64(g.wLag, x.lag, set)
+	}
+}
+
+// observeProjections reports the projections that follow all tenants (subject ending
+// in ">") and the per-tenant ones active within ActiveWindow by name; the idle
+// per-tenant ones as one series (consumer Idle) whose lag is the largest last
+// checked, idleChecks of them checked per scrape in turn.
+func (t *Telemetry) observeProjections(ctx context.Context, o metric.Observer, g gauges, now time.Time, ps map[string]*projectionState) {
+	var idle []string
+	for name, p := range ps {
+		t.state.mu.Lock()
+		cp := *p
+		t.state.mu.Unlock()
+		if !strings.HasSuffix(cp.subject, ">") && now.Sub(cp.seen) >= activeWindow {
+			idle = append(idle, name)
+			continue
+		}
+		set := metric.WithAttributeSet(attrs("consumer", name))
+		o.ObserveInt64(g.pPos, int64(cp.applied), set)
+		if lag, ok := projectionLag(ctx, cp); ok {
+			o.ObserveFloat64(g.pLag, lag.Seconds(), set)
+		}
+	}
+	if len(idle) == 0 {
+		return
+	}
+	slices.Sort(idle)
+	var worst time.Duration
+	for i := range idle {
+		p := ps[idle[i]]
+		if (i+int(t.state.idleTurn.Load()))%len(idle) < idleChecks {
+			t.state.mu.Lock()
+			cp := *p
+			t.state.mu.Unlock()
+			if lag, ok := projectionLag(ctx, cp); ok {
+				t.state.mu.Lock()
+				p.idleLag = lag
+				t.state.mu.Unlock()
+			}
+		}
+		t.state.mu.Lock()
+		worst = max(worst, p.idleLag)
+		t.state.mu.Unlock()
+	}
+	t.state.idleTurn.Add(idleChecks)
+	o.ObserveFloat64(g.pLag, worst.Seconds(), metric.WithAttributeSet(attrs("consumer", Idle)))
 }
 
 // projectionLag compares the newest batch on p's subject with the last one applied.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -80,6 +81,9 @@ func Setup(cfg Config) (*Telemetry, error) {
 	res := resource.NewSchemaless(attribute.String("service.name", cfg.ServiceName))
 	t := &Telemetry{reg: prometheus.NewRegistry(), prop: propagation.TraceContext{}}
 	t.state.init()
+	// The Go runtime's and the process's own series (go_goroutines, go_memstats_*,
+	// process_resident_memory_bytes, process_open_fds …): what a tenant costs.
+	t.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	pe, err := otelprom.New(otelprom.WithRegisterer(t.reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
@@ -168,6 +172,7 @@ type gaugeState struct {
 	witnesses   map[[2]string]witnessState // by tenant, witness
 	projections map[string]*projectionState
 	brokers     []brokerSource
+	idleTurn    atomic.Int64 // where the next scrape's checks of idle projections start
 }
 
 func (g *gaugeState) init() {

@@ -15,8 +15,14 @@
 //
 // # The view
 //
-// A [View] follows SVC_ADMIN from its first message and folds every event into
-// tenants, their plans, disabled flags and tokens. Every process runs one, so a token
+// A [View] folds every event of SVC_ADMIN into tenants, their plans, disabled flags
+// and tokens. It starts from the newest snapshot of the fold in the object store
+// [SnapshotBucket] (gzip'd JSON with the stream sequence it reached), reads only the
+// events after it, then follows the stream. The log server's view writes a snapshot
+// every [SnapshotEvery] events (WriteSnapshots); log-admin's and the portal's read it.
+// Two processes writing at once may leave the older of their snapshots: a start then
+// reads more events, never a wrong fold. A snapshot ahead of the stream (a stream
+// made anew) or unreadable is ignored and the whole stream read. Every process runs one, so a token
 // revoked through any process is refused by every process as soon as its view applied
 // the event (milliseconds on one broker), and [Admin] answers only after its own
 // process's view applied the event it published, so a tenant can append as soon as its

@@ -62,6 +62,11 @@ type View struct {
 	// OnTenant, set before Start, is called (outside the view's lock, from the
 	// following goroutine) with each tenant an event created or changed.
 	onTenant func(Tenant)
+
+	snapStore jetstream.ObjectStore // where this view writes snapshots (nil: it does not)
+	snapSeq   uint64                // sequence of the newest snapshot read or written
+	snapping  bool                  // a snapshot is being written
+	stats     StartStats
 }
 
 // NewView makes an empty view of the admin stream of js. onTenant, when not nil, is
@@ -74,12 +79,14 @@ func NewView(js jetstream.JetStream, logger *slog.Logger, onTenant func(Tenant))
 	return &View{js: js, log: logger, tenants: map[string]*Tenant{}, live: map[[32]byte]string{}, changed: make(chan struct{}), onTenant: onTenant}
 }
 
-// Start reads SVC_ADMIN up to its last message, then keeps following it in the
-// background until ctx ends. It returns once the catch-up is done. A broker that
-// fails afterwards (a node lost, no quorum for a while) is retried with backoff from
-// the event after the last one applied, for as long as it takes, and logged and
-// counted (svc_broker_retries_total{loop="svc.admin.>"}); errc is kept for callers
-// but receives nothing from a broker failure.
+// Start reads the newest snapshot of the fold (SnapshotBucket), then SVC_ADMIN from
+// the sequence after it up to its last message, then keeps following it in the
+// background until ctx ends. It returns once the catch-up is done. A snapshot that
+// cannot be read is logged and the whole stream is read instead. A broker that fails
+// afterwards (a node lost, no quorum for a while) is retried with backoff from the
+// event after the last one applied, for as long as it takes, and logged and counted
+// (svc_broker_retries_total{loop="svc.admin.>"}); errc is kept for callers but
+// receives nothing from a broker failure.
 func (v *View) Start(ctx context.Context, errc chan<- error) error {
 	stream, err := v.js.Stream(ctx, pipeline.AdminStream)
 	if err != nil {
@@ -90,12 +97,16 @@ func (v *View) Start(ctx context.Context, errc chan<- error) error {
 		return fmt.Errorf("tenancy: %w", err)
 	}
 	target := info.State.LastSeq
-	it, err := v.messages(ctx, 1)
+	if err := v.restore(ctx, target); err != nil {
+		v.log.Warn("admin snapshot not read; reading SVC_ADMIN from its start", "err", err)
+	}
+	v.announceRestored()
+	it, err := v.messages(ctx, v.Seq()+1)
 	if err != nil {
 		return err
 	}
 	caught := make(chan error, 1)
-	if target == 0 {
+	if target <= v.Seq() {
 		caught <- nil
 	}
 	go v.follow(ctx, it, target, caught)
@@ -104,6 +115,17 @@ func (v *View) Start(ctx context.Context, errc chan<- error) error {
 		return err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// announceRestored calls onTenant with every tenant a snapshot restored, as the
+// replay of their events would have.
+func (v *View) announceRestored() {
+	if v.onTenant == nil || v.Seq() == 0 {
+		return
+	}
+	for _, t := range v.Tenants() {
+		v.onTenant(t)
 	}
 }
 
@@ -166,6 +188,11 @@ func (v *View) drain(ctx context.Context, it jetstream.MessagesContext, target u
 		if err != nil {
 			continue
 		}
+		if md.Sequence.Stream <= target {
+			v.mu.Lock()
+			v.stats.Events++
+			v.mu.Unlock()
+		}
 		ev, err := DecodeEvent(m.Data())
 		if err != nil {
 			v.log.Warn("admin event ignored", "seq", md.Sequence.Stream, "err", err)
@@ -179,6 +206,7 @@ func (v *View) drain(ctx context.Context, it jetstream.MessagesContext, target u
 			default:
 			}
 		}
+		v.maybeSnapshot(ctx)
 	}
 }
 
