@@ -42,12 +42,13 @@ func TestSignerUsageErrors(t *testing.T) {
 	_, keyPath, _ := testKey(t, dir, "log")
 	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
 	for name, args := range map[string][]string{
-		"no --key":       {"signer", "--port", "0", "--token-env", signerTokenEnv},
-		"no --port":      {"signer", "--key", keyPath, "--token-env", signerTokenEnv},
-		"no --token-env": {"signer", "--key", keyPath, "--port", "0"},
-		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv},
-		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "extra"},
-		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--valid-from", "monday"},
+		"no --key":       {"signer", "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"no --port":      {"signer", "--key", keyPath, "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"no --token-env": {"signer", "--key", keyPath, "--port", "0", "--state-dir", filepath.Join(dir, "state")},
+		"no --state-dir": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv},
+		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "extra"},
+		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--valid-from", "monday"},
 	} {
 		if code, _, errOut := runSvc(t, args...); code != 2 {
 			t.Errorf("%s: exit %d, want 2 (stderr %s)", name, code, errOut)
@@ -63,23 +64,23 @@ func TestSignerTokenEnvMustBeSet(t *testing.T) {
 	const unset = "SVC_TEST_SIGNER_TOKEN_NOT_SET"
 	t.Setenv(unset, "x")
 	os.Unsetenv(unset)
-	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset)
+	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, unset) || strings.Contains(out, "listening") {
 		t.Errorf("unset variable: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	t.Setenv(signerTokenEnv, "")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) {
 		t.Errorf("empty variable: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv(signerTokenEnv, "weak")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) || strings.Contains(errOut, "weak") {
 		t.Errorf("weak token: exit %d, stderr %q", code, errOut)
 	}
 	// A missing key file fails too, after the token checks pass.
 	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
-	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv); code != 1 {
+	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")); code != 1 {
 		t.Errorf("missing key: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -93,7 +94,7 @@ func TestSignerRun(t *testing.T) {
 	const token = "the-shared-signer-token-0123456789"
 	t.Setenv(signerTokenEnv, token)
 
-	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"),
 		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")
 	stdout, stderr, ctx := &srv.stdout, &srv.stderr, context.Background()
 	if !strings.Contains(stdout.String(), key.KeyID()) {

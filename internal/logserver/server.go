@@ -218,14 +218,8 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
-	size := t.Tree.Size()
-	root, err := t.Tree.RootAt(size)
-	if err != nil {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
-		return
-	}
 	// The signer answers when it signs the current head.
-	if _, err := receipt.SignTreeHeadWith(ctx, t.Signer, size, root.String(), s.cfg.Now(), t.LogID); err != nil {
+	if _, _, err := receipt.SignHead(ctx, t.Signer, t.Tree, t.ID, t.LogID, s.cfg.Now()); err != nil {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
 		return
 	}
@@ -246,13 +240,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
 }
 
 func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	size := t.Tree.Size()
-	root, err := t.Tree.RootAt(size)
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
-	env, err := receipt.SignTreeHeadWith(r.Context(), t.Signer, size, root.String(), s.cfg.Now(), t.LogID)
+	env, _, err := receipt.SignHead(r.Context(), t.Signer, t.Tree, t.ID, t.LogID, s.cfg.Now())
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
