@@ -95,6 +95,18 @@ func (p *Portal) throttled(w http.ResponseWriter, r *http.Request, t *throttle, 
 	return true
 }
 
+// hashSlot takes a password hashing slot, or answers 503 with Retry-After and
+// returns nil when none freed within the wait.
+func (p *Portal) hashSlot(w http.ResponseWriter, r *http.Request) func() {
+	release := p.hashing.acquire(r.Context())
+	if release == nil {
+		p.log.Warn("portal: password hashing busy; request refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "maxHashing", p.cfg.MaxHashing)
+		w.Header().Set("Retry-After", "1")
+		logserver.WriteError(w, http.StatusServiceUnavailable, "the portal is checking too many passwords at once; retry in 1 s")
+	}
+	return release
+}
+
 // logID names a new tenant's log: the public host and the tenant.
 func (p *Portal) logID(tenant string) string {
 	u, err := url.Parse(p.cfg.PublicURL)
@@ -118,7 +130,12 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if p.throttled(w, r, p.register, "registrations") {
 		return
 	}
+	release := p.hashSlot(w, r)
+	if release == nil {
+		return
+	}
 	hash, err := hashPassword(q.Password, p.cfg.Scrypt)
+	release()
 	if err != nil {
 		p.fail(w, r, err)
 		return
@@ -213,7 +230,12 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 		// An unknown email costs the same scrypt as a wrong password.
 		stored = p.dummy()
 	}
+	release := p.hashSlot(w, r)
+	if release == nil {
+		return
+	}
 	ok, herr := checkPassword(q.Password, stored)
+	release()
 	if herr != nil {
 		p.fail(w, r, herr)
 		return

@@ -67,6 +67,12 @@ type Config struct {
 	LoginEvery time.Duration
 	// Scrypt is the cost of password hashes; zero: DefaultScrypt.
 	Scrypt ScryptParams
+	// MaxHashing bounds how many password hashes (scrypt, 32 MiB each at
+	// DefaultScrypt) are computed at once, across all clients; default
+	// DefaultMaxHashing (4). A login or registration that finds no slot waits up to
+	// HashWait (default DefaultHashWait, 2 s), then gets 503 with Retry-After.
+	MaxHashing int
+	HashWait   time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time // default time.Now
 }
@@ -82,6 +88,7 @@ type Portal struct {
 	billing   *billing
 	portalURL string
 	dummy     func() string // a hash at cfg.Scrypt that no password matches
+	hashing   *hashGate     // bounds concurrent scrypt computations
 	logClient *http.Client
 }
 
@@ -122,6 +129,12 @@ func New(cfg Config) (*Portal, error) {
 	if cfg.Scrypt == (ScryptParams{}) {
 		cfg.Scrypt = DefaultScrypt
 	}
+	if cfg.MaxHashing <= 0 {
+		cfg.MaxHashing = DefaultMaxHashing
+	}
+	if cfg.HashWait <= 0 {
+		cfg.HashWait = DefaultHashWait
+	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	cfg.CheckpointsURL = strings.TrimRight(cfg.CheckpointsURL, "/")
 	cfg.LogURL = strings.TrimRight(cfg.LogURL, "/")
@@ -130,7 +143,8 @@ func New(cfg Config) (*Portal, error) {
 	}
 	p := &Portal{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
 		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
-		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second}}
+		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second},
+		hashing:  newHashGate(cfg.MaxHashing, cfg.HashWait)}
 	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
 	p.dummy = sync.OnceValue(func() string {
 		h, err := hashPassword(fmt.Sprintf("no such account %p", p), cfg.Scrypt)

@@ -1,8 +1,11 @@
 package portal_test
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +255,50 @@ func TestCredentialsBeforeBody(t *testing.T) {
 	c.must(http.StatusConflict, "POST", "/api/register", registerBody("bo@example.com", "acme"))
 	c.must(http.StatusUnauthorized, "POST", "/api/login", `{"email":"bo@example.com","password":"correct horse battery"}`)
 	c.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "other")) // "other" was not taken by the refused attempt
+}
+
+// TestPasswordHashingIsBounded: wrong logins from many loopback addresses at once
+// (each inside its own per-address throttle) run at most MaxHashing scrypt
+// computations at a time; the rest wait HashWait and are answered 503 with
+// Retry-After, never an unbounded pile of 32 MiB hashes. The right password still
+// works once the flood is over.
+func TestPasswordHashingIsBounded(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) {
+		c.Scrypt, c.MaxHashing, c.HashWait = portal.DefaultScrypt, 1, 20*time.Millisecond
+	}})
+	newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	const n = 24
+	codes := make([]int, n)
+	retry := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// A connection from its own loopback address, 127.0.0.<10+i>.
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i))}}
+			c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+			resp, err := c.Post(e.URL+"/api/login", "application/json", strings.NewReader(`{"email":"ada@example.com","password":"guess guess guess"}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i], retry[i] = resp.StatusCode, resp.Header.Get("Retry-After")
+		})
+	}
+	wg.Wait()
+	busy := 0
+	for i, c := range codes {
+		switch {
+		case c == http.StatusServiceUnavailable && retry[i] != "":
+			busy++
+		case c != http.StatusUnauthorized:
+			t.Errorf("login %d: %d (Retry-After %q), want 401, or 503 with Retry-After", i, c, retry[i])
+		}
+	}
+	if busy == 0 {
+		t.Fatalf("%d concurrent wrong logins with one hashing slot: none was refused 503 (%v): hashing is not bounded", n, codes)
+	}
+	newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/login", `{"email":"ada@example.com","password":"correct horse battery"}`)
+	t.Logf("%d of %d concurrent wrong logins answered 503 with Retry-After", busy, n)
 }
