@@ -341,6 +341,12 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 		logserver.WriteError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
 		return
 	}
+	if ok, wait := p.keys.allow(a.Tenant, p.cfg.Now()); !ok {
+		secs := int(wait.Seconds()) + 1
+		w.Header().Set("Retry-After", itoa(secs))
+		logserver.WriteError(w, http.StatusTooManyRequests, "too many API keys created for this tenant; retry in "+itoa(secs)+" s")
+		return
+	}
 	token, tok, err := p.cfg.Admin.AddToken(r.Context(), actorOf(a.Email), a.Tenant, q.Label)
 	if err != nil {
 		p.fail(w, r, err)
