@@ -25,7 +25,7 @@ export SVC_SIGNER_TOKEN=$(cat "$DATA/signer.token") SVC_ADMIN_TOKEN=$(cat "$DATA
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait; }
 trap cleanup EXIT INT TERM
-bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN 2>>"$DATA/signer.log" & pids+=($!)
+bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN --state-dir "$DATA/signer-state" 2>>"$DATA/signer.log" & pids+=($!)
 for _ in $(seq 1 50); do curl -sf "http://127.0.0.1:$SIGNER_PORT/keys" >/dev/null && break; sleep 0.2; done
 bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
   --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --port "$PORT" \
