@@ -34,7 +34,16 @@ It reaches the log servers' broker at --nats-url. The session cookie is signed w
 the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
 Secure when --public-url or --portal-url is https. Billing is on when
 --stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
-given; the provider then sends its events to <portal-url>/stripe/webhook.
+given; the provider then sends its events to <portal-url>/stripe/webhook. Only a paid
+checkout moves a tenant to team (checkout.session.completed with payment_status paid,
+or checkout.session.async_payment_succeeded).
+
+Bounds: registrations 5 per address then one an hour, logins 10 per address then one
+per 6 s (429 with Retry-After). Password hashing (scrypt, 32 MiB each) runs at most
+--max-hashing at once across all addresses (default 4: 128 MiB); a login or
+registration waits up to 2 s for a slot, then gets 503 with Retry-After: 1. A tenant
+holds at most 25 live API keys (409 beyond: revoke one) and creates at most 5, then
+one a minute (429).
 
 Example:
   export SVC_DATABASE_URL=postgres://svc@db/svc SVC_PORTAL_SECRET=$(openssl rand -hex 32)
@@ -49,6 +58,7 @@ type portalOptions struct {
 	host                               string
 	port                               int
 	trustProxy                         bool
+	maxHashing                         int
 	stripeKeyEnv, stripeHookEnv, price string
 	stripeAPI                          string
 }
@@ -72,6 +82,7 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
+	fs.IntVar(&o.maxHashing, "max-hashing", portal.DefaultMaxHashing, "password hashes computed at `once` (32 MiB each); more wait up to 2 s, then 503")
 	fs.BoolVar(&o.trustProxy, "trust-proxy", false, "throttles use the first X-Forwarded-For address (only behind a proxy)")
 	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
 	fs.StringVar(&o.stripeHookEnv, "stripe-webhook-secret-env", "", "billing: environment `variable` holding the Stripe webhook signing secret")
@@ -118,7 +129,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
 		PublicURL: o.publicURL, LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
-		Billing: bill, TrustProxy: o.trustProxy, Logger: logger,
+		Billing: bill, TrustProxy: o.trustProxy, MaxHashing: o.maxHashing, Logger: logger,
 	})
 	if err != nil {
 		return err
