@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -144,5 +146,52 @@ func TestSignerRun(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("stderr lacks %s:\n%s", want, logs)
 		}
+	}
+}
+
+// svc signer --start-head starts a log from a known signed head (one signed by a
+// retired key here, as after a rotation): the first head asked for must extend it, so
+// a rollback or another root at its size is refused from the start, while a head the
+// state already has is not overwritten by a later --start-head.
+func TestSignerStartHead(t *testing.T) {
+	dir := t.TempDir()
+	_, keyPath, _ := testKey(t, dir, "log")
+	old, _, oldPub := testKey(t, dir, "log-old")
+	const token = "the-shared-signer-token-0123456789"
+	t.Setenv(signerTokenEnv, token)
+	start, err := receipt.SignTreeHead(old, 8, strings.Repeat("cd", 32), time.Now(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startFile := filepath.Join(dir, "head.json")
+	data, _ := json.Marshal(map[string]any{"treeHead": start})
+	if err := os.WriteFile(startFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+		"--state-dir", filepath.Join(dir, "state"), "--retired-key", oldPub, "--start-head", startFile)
+	c, err := remote.NewClient(context.Background(), addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]struct {
+		size uint64
+		root string
+	}{"smaller": {5, strings.Repeat("cd", 32)}, "another root at size 8": {8, strings.Repeat("ab", 32)}} {
+		if _, err := receipt.SignTreeHeadWith(context.Background(), c, h.size, h.root, time.Now(), "main"); !errors.Is(err, remote.ErrConflict) {
+			t.Errorf("%s: %v, want ErrConflict", name, err)
+		}
+	}
+	if _, err := receipt.SignTreeHeadWith(context.Background(), c, 8, strings.Repeat("cd", 32), time.Now(), "main"); err != nil {
+		t.Errorf("the start head itself: %v", err)
+	}
+	srv.stop(t, 15*time.Second)
+	// A start head that does not verify stops the signer.
+	other, _, _ := testKey(t, dir, "stranger")
+	forged, _ := receipt.SignTreeHead(other, 2, strings.Repeat("ef", 32), time.Now(), "main")
+	data, _ = json.Marshal(forged)
+	os.WriteFile(startFile, data, 0o600)
+	if code, _, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--start-head", startFile); code != 1 || !strings.Contains(errOut, "does not verify") {
+		t.Errorf("a start head signed by an unknown key: exit %d, %s", code, errOut)
 	}
 }
