@@ -118,29 +118,9 @@ func runSigner(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := remote.CheckToken(token); err != nil {
 		return fmt.Errorf("environment variable %s (named by --token-env): %w", *tokenEnv, err)
 	}
-	key, err := signer.LoadPrivateKey(*keyPath)
+	key, from, retiredKeys, err := signerKeys(*keyPath, *validFrom, retired)
 	if err != nil {
 		return err
-	}
-	var from time.Time
-	if *validFrom != "" {
-		if from, err = receipt.ParseTime(*validFrom); err != nil {
-			return usagef("--valid-from: %v", err)
-		}
-	} else {
-		st, err := os.Stat(*keyPath)
-		if err != nil {
-			return err
-		}
-		from = st.ModTime()
-	}
-	var retiredKeys []remote.RetiredKey
-	for _, p := range retired {
-		rk, err := remote.LoadRetiredKey(p, from)
-		if err != nil {
-			return err
-		}
-		retiredKeys = append(retiredKeys, rk)
 	}
 	logger := slog.New(slog.NewJSONHandler(stderr, nil))
 	heads, err := remote.OpenHeadStore(*stateDir)
@@ -195,4 +175,34 @@ func startHead(heads *remote.HeadStore, path string, key *signer.Key, retired []
 	}
 	logger.Info("log started from --start-head", slog.String("log", k), slog.Uint64("treeSize", th.TreeSize))
 	return heads.Record(remote.SignedHead{Log: k, TreeSize: th.TreeSize, RootHash: th.RootHash})
+}
+
+// signerKeys loads the signing key, when it became current (--valid-from or the key
+// file's modification time) and the retired keys.
+func signerKeys(keyPath, validFrom string, retired []string) (*signer.Key, time.Time, []remote.RetiredKey, error) {
+	key, err := signer.LoadPrivateKey(keyPath)
+	if err != nil {
+		return nil, time.Time{}, nil, err
+	}
+	var from time.Time
+	if validFrom != "" {
+		if from, err = receipt.ParseTime(validFrom); err != nil {
+			return nil, time.Time{}, nil, usagef("--valid-from: %v", err)
+		}
+	} else {
+		st, err := os.Stat(keyPath)
+		if err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		from = st.ModTime()
+	}
+	var retiredKeys []remote.RetiredKey
+	for _, p := range retired {
+		rk, err := remote.LoadRetiredKey(p, from)
+		if err != nil {
+			return nil, time.Time{}, nil, err
+		}
+		retiredKeys = append(retiredKeys, rk)
+	}
+	return key, from, retiredKeys, nil
 }
