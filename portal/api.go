@@ -96,6 +96,18 @@ func (p *Portal) throttled(w http.ResponseWriter, r *http.Request, t *throttle, 
 	return true
 }
 
+// hashSlot takes a password hashing slot, or answers 503 with Retry-After and
+// returns nil when none freed within the wait.
+func (p *Portal) hashSlot(w http.ResponseWriter, r *http.Request) func() {
+	release := p.hashing.acquire(r.Context())
+	if release == nil {
+		p.log.Warn("portal: password hashing busy; request refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "maxHashing", p.cfg.MaxHashing)
+		w.Header().Set("Retry-After", "1")
+		logserver.WriteError(w, http.StatusServiceUnavailable, "the portal is checking too many passwords at once; retry in 1 s")
+	}
+	return release
+}
+
 // logID names a new tenant's log: the public host and the tenant.
 func (p *Portal) logID(tenant string) string {
 	u, err := url.Parse(p.cfg.PublicURL)
@@ -119,7 +131,12 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 	if p.throttled(w, r, p.register, "registrations") {
 		return
 	}
+	release := p.hashSlot(w, r)
+	if release == nil {
+		return
+	}
 	hash, err := hashPassword(q.Password, p.cfg.Scrypt)
+	release()
 	if err != nil {
 		p.fail(w, r, err)
 		return
@@ -214,7 +231,12 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 		// An unknown email costs the same scrypt as a wrong password.
 		stored = p.dummy()
 	}
+	release := p.hashSlot(w, r)
+	if release == nil {
+		return
+	}
 	ok, herr := checkPassword(q.Password, stored)
+	release()
 	if herr != nil {
 		p.fail(w, r, herr)
 		return
@@ -318,6 +340,12 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 	q.Label = strings.TrimSpace(q.Label)
 	if q.Label == "" || len(q.Label) > tenancy.MaxLabel {
 		logserver.WriteError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
+		return
+	}
+	if ok, wait := p.keys.allow(a.Tenant, p.cfg.Now()); !ok {
+		secs := int(wait.Seconds()) + 1
+		w.Header().Set("Retry-After", itoa(secs))
+		logserver.WriteError(w, http.StatusTooManyRequests, "too many API keys created for this tenant; retry in "+itoa(secs)+" s")
 		return
 	}
 	token, tok, err := p.cfg.Admin.AddToken(r.Context(), actorOf(a.Email), a.Tenant, q.Label)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -124,8 +126,9 @@ func (p *Portal) providerFailed(w http.ResponseWriter, r *http.Request, err erro
 }
 
 // handleWebhook takes the provider's events. The signature (Stripe-Signature,
-// over the body and a timestamp at most five minutes old) is the credential: a
-// bad or stale one gets 400 and changes nothing.
+// over the body and a timestamp at most five minutes old, and at most five minutes
+// ahead of this host's clock) is the credential: a bad, stale or future one gets
+// 400 and changes nothing.
 func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if p.noBilling(w) {
 		return
@@ -140,34 +143,80 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ev, err := webhook.ConstructEventWithOptions(body, sig, p.billing.cfg.WebhookSecret, webhook.ConstructEventOptions{IgnoreAPIVersionMismatch: true})
+	if err == nil {
+		err = notFromTheFuture(sig, time.Now())
+	}
 	if err != nil {
 		p.log.Warn("billing webhook refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "err", err)
 		logserver.WriteError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
 		return
 	}
-	if ev.Type == stripe.EventTypeCheckoutSessionCompleted {
-		if err := p.checkoutCompleted(r.Context(), ev); err != nil {
-			var se *statusError
-			if errors.As(err, &se) {
-				logserver.WriteError(w, se.status, err.Error())
-				return
-			}
-			p.fail(w, r, err)
+	if err := p.billingEvent(r.Context(), ev); err != nil {
+		var se *statusError
+		if errors.As(err, &se) {
+			logserver.WriteError(w, se.status, err.Error())
 			return
 		}
+		p.fail(w, r, err)
+		return
 	}
 	logserver.WriteJSON(w, http.StatusOK, map[string]any{"received": true})
 }
 
-// checkoutCompleted moves the checkout's tenant from free to team, once per event:
-// the event id is recorded in the transaction that applies it, so a redelivery
-// (even a concurrent one, which waits on the row) finds it and changes nothing,
-// and a failure rolls the record back so that the provider's retry applies it.
-func (p *Portal) checkoutCompleted(ctx context.Context, ev stripe.Event) error {
+// notFromTheFuture refuses a signature whose timestamp (t=) is more than the
+// provider's tolerance ahead of now: the provider's library refuses only stale ones,
+// and a delivery signed "in the future" would stay replayable for as long.
+func notFromTheFuture(sig string, now time.Time) error {
+	for part := range strings.SplitSeq(sig, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(part), "=")
+		if k != "t" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return fmt.Errorf("timestamp %q is not a number", v)
+		}
+		if ahead := time.Unix(sec, 0).Sub(now); ahead > webhook.DefaultTolerance {
+			return fmt.Errorf("timestamp is %s in the future, beyond the tolerance of %s; check the clock of this host", ahead.Round(time.Second), webhook.DefaultTolerance)
+		}
+	}
+	return nil
+}
+
+// billingEvent applies the checkout events: a completed session upgrades the tenant
+// only when it is paid; a session paid later (a bank debit) upgrades on
+// async_payment_succeeded; async_payment_failed records the failure. Other events
+// are acknowledged and ignored.
+func (p *Portal) billingEvent(ctx context.Context, ev stripe.Event) error {
+	switch ev.Type {
+	case stripe.EventTypeCheckoutSessionCompleted, stripe.EventTypeCheckoutSessionAsyncPaymentSucceeded, stripe.EventTypeCheckoutSessionAsyncPaymentFailed:
+	default:
+		return nil
+	}
 	var cs stripe.CheckoutSession
 	if ev.Data == nil || json.Unmarshal(ev.Data.Raw, &cs) != nil {
-		return &statusError{http.StatusBadRequest, errors.New("checkout.session.completed without a checkout session")}
+		return &statusError{http.StatusBadRequest, fmt.Errorf("%s without a checkout session", ev.Type)}
 	}
+	paid := cs.PaymentStatus == stripe.CheckoutSessionPaymentStatusPaid
+	status := "active"
+	switch {
+	case ev.Type == stripe.EventTypeCheckoutSessionAsyncPaymentFailed:
+		status = "payment_failed"
+	case !paid:
+		// Completed but not paid (a bank debit still under way): the upgrade waits
+		// for async_payment_succeeded.
+		status = "payment_pending"
+	}
+	return p.checkoutEvent(ctx, ev, &cs, status)
+}
+
+// checkoutEvent records a checkout event for its tenant, once per event: the event id
+// is recorded in the transaction that applies it, so a redelivery (even a concurrent
+// one, which waits on the row) finds it and changes nothing, and a failure rolls the
+// record back so that the provider's retry applies it. Status "active" moves the
+// tenant from free to team; another status is recorded only on an account that is
+// not active already.
+func (p *Portal) checkoutEvent(ctx context.Context, ev stripe.Event, cs *stripe.CheckoutSession, status string) error {
 	tenant := cs.ClientReferenceID
 	if tenant == "" {
 		tenant = cs.Metadata["tenant"]
@@ -196,6 +245,13 @@ func (p *Portal) checkoutCompleted(ctx context.Context, ev stripe.Event) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return nil // a redelivery
+	}
+	if status != "active" {
+		p.log.Warn("billing: checkout not paid; the plan is unchanged", "tenant", tenant, "event", ev.ID, "type", string(ev.Type), "paymentStatus", string(cs.PaymentStatus))
+		if _, err := tx.Exec(ctx, `UPDATE portal_accounts SET billing_status = $2 WHERE email = $1 AND billing_status IS DISTINCT FROM 'active'`, email, status); err != nil {
+			return err
+		}
+		return tx.Commit(ctx)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE portal_accounts SET billing_status = 'active', billing_customer = COALESCE(NULLIF($2, ''), billing_customer) WHERE email = $1`, email, customer); err != nil {
 		return err

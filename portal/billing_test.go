@@ -33,14 +33,20 @@ func TestBillingNotConfigured(t *testing.T) {
 	newBrowser(t, e.URL).must(http.StatusUnauthorized, "POST", "/api/checkout", `{}`)
 }
 
-// event is a checkout.session.completed event for tenant.
+// event is a paid checkout.session.completed event for tenant.
 func event(id, tenant, customer string) []byte {
+	return checkoutEvent(id, "checkout.session.completed", tenant, customer, "paid")
+}
+
+// checkoutEvent is a checkout session event of type typ for tenant whose session's
+// payment_status is paymentStatus.
+func checkoutEvent(id, typ, tenant, customer, paymentStatus string) []byte {
 	data, _ := json.Marshal(map[string]any{
-		"id": id, "object": "event", "type": "checkout.session.completed", "api_version": stripe.APIVersion,
+		"id": id, "object": "event", "type": typ, "api_version": stripe.APIVersion,
 		"created": time.Now().Unix(), "livemode": false,
 		"data": map[string]any{"object": map[string]any{
 			"id": "cs_test_" + id, "object": "checkout.session", "mode": "subscription", "status": "complete",
-			"payment_status": "paid", "client_reference_id": tenant, "customer": customer,
+			"payment_status": paymentStatus, "client_reference_id": tenant, "customer": customer,
 			"metadata": map[string]string{"tenant": tenant},
 		}},
 	})
@@ -190,5 +196,57 @@ func TestBillingCheckoutAndWebhook(t *testing.T) {
 	}
 	if me := other.must(http.StatusOK, "GET", "/api/me", ""); me["plan"] != "free" {
 		t.Fatalf("bravo %v", me)
+	}
+}
+
+// TestBillingUpgradesOnlyWhenPaid: a completed checkout whose payment is not made
+// (payment_status unpaid: a bank debit under way) leaves the tenant on free, as does
+// the provider's async_payment_failed; async_payment_succeeded then moves it to
+// team. A delivery signed with a timestamp ahead of the tolerance is refused like a
+// stale one.
+func TestBillingUpgradesOnlyWhenPaid(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Billing: true})
+	b := newBrowser(t, e.URL)
+	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	status := func() any {
+		ov := b.must(http.StatusOK, "GET", "/api/overview", "")
+		if bill, ok := ov["billing"].(map[string]any); ok {
+			return bill["status"]
+		}
+		return nil
+	}
+	future := checkoutEvent("evt_future", "checkout.session.completed", "acme", "cus_acme", "paid")
+	if code, body := deliver(t, e, future, e.WebhookSecret, time.Now().Add(10*time.Minute)); code != http.StatusBadRequest || !strings.Contains(body, "future") {
+		t.Fatalf("a delivery signed 10 minutes ahead: %d %s, want 400 naming the future", code, body)
+	}
+	for _, c := range []struct{ id, typ, pay, status string }{
+		{"evt_unpaid", "checkout.session.completed", "unpaid", "payment_pending"},
+		{"evt_failed", "checkout.session.async_payment_failed", "unpaid", "payment_failed"},
+	} {
+		if code, body := deliver(t, e, checkoutEvent(c.id, c.typ, "acme", "cus_acme", c.pay), e.WebhookSecret, time.Now()); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", c.id, code, body)
+		}
+		if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["plan"] != "free" {
+			t.Fatalf("after %s (%s, payment %s) the plan is %v, want free", c.id, c.typ, c.pay, me["plan"])
+		}
+		if got := status(); got != c.status {
+			t.Errorf("after %s the billing status is %v, want %s", c.id, got, c.status)
+		}
+	}
+	if n, _ := planChanges(t, e, "acme"); n != 0 {
+		t.Fatalf("unpaid checkouts changed the plan %d times", n)
+	}
+	paid := checkoutEvent("evt_paid", "checkout.session.async_payment_succeeded", "acme", "cus_acme", "paid")
+	if code, body := deliver(t, e, paid, e.WebhookSecret, time.Now()); code != http.StatusOK {
+		t.Fatalf("async_payment_succeeded: %d %s", code, body)
+	}
+	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["plan"] != "team" {
+		t.Fatalf("after the payment succeeded: %v", me)
+	}
+	if n, actors := planChanges(t, e, "acme"); n != 1 || actors[0] != "billing:evt_paid" {
+		t.Fatalf("plan changes %d by %v; want one by billing:evt_paid", n, actors)
+	}
+	if got := status(); got != "active" {
+		t.Errorf("billing status %v after the payment, want active", got)
 	}
 }

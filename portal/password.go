@@ -1,6 +1,7 @@
 package portal
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/crypto/scrypt"
 )
@@ -66,3 +68,47 @@ func checkPassword(password, stored string) (bool, error) {
 	}
 	return subtle.ConstantTimeCompare(got, want) == 1, nil
 }
+
+// Defaults of the bound on concurrent password hashing (Config.MaxHashing,
+// Config.HashWait).
+const (
+	// DefaultMaxHashing is how many scrypt computations run at once: with
+	// DefaultScrypt's 32 MiB each, at most 128 MiB of hashing memory whatever the
+	// number of clients or addresses.
+	DefaultMaxHashing = 4
+	// DefaultHashWait is how long a login or registration waits for a hashing slot
+	// before it is answered 503 with Retry-After.
+	DefaultHashWait = 2 * time.Second
+)
+
+// hashGate bounds concurrent password hashing: a semaphore of Config.MaxHashing
+// slots, each holding one scrypt computation's memory.
+type hashGate struct {
+	slots chan struct{}
+	wait  time.Duration
+}
+
+func newHashGate(n int, wait time.Duration) *hashGate {
+	return &hashGate{slots: make(chan struct{}, n), wait: wait}
+}
+
+// acquire takes a slot, waiting at most g.wait (or until ctx ends); it returns the
+// release, or nil when no slot freed in time.
+func (g *hashGate) acquire(ctx context.Context) func() {
+	select {
+	case g.slots <- struct{}{}:
+		return g.release
+	default:
+	}
+	t := time.NewTimer(g.wait)
+	defer t.Stop()
+	select {
+	case g.slots <- struct{}{}:
+		return g.release
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+func (g *hashGate) release() { <-g.slots }

@@ -75,10 +75,21 @@ type Config struct {
 	// 127.0.0.1). New refuses it unless PublicURL, and PortalURL when given, name a
 	// loopback host: a portal others can reach always throttles.
 	NoThrottle bool
+	// KeyBurst API keys may be created for one tenant (default 5), then one per
+	// KeyEvery (default 1 min); beyond, 429 with Retry-After. Live keys are capped
+	// at tenancy.MaxLiveTokens (25) whatever the rate.
+	KeyBurst int
+	KeyEvery time.Duration
 	// Scrypt is the cost of password hashes; zero: DefaultScrypt.
 	Scrypt ScryptParams
-	Logger *slog.Logger
-	Now    func() time.Time // default time.Now
+	// MaxHashing bounds how many password hashes (scrypt, 32 MiB each at
+	// DefaultScrypt) are computed at once, across all clients; default
+	// DefaultMaxHashing (4). A login or registration that finds no slot waits up to
+	// HashWait (default DefaultHashWait, 2 s), then gets 503 with Retry-After.
+	MaxHashing int
+	HashWait   time.Duration
+	Logger     *slog.Logger
+	Now        func() time.Time // default time.Now
 }
 
 // Portal is the HTTP handler of the portal.
@@ -92,6 +103,8 @@ type Portal struct {
 	billing   *billing
 	portalURL string
 	dummy     func() string // a hash at cfg.Scrypt that no password matches
+	hashing   *hashGate     // bounds concurrent scrypt computations
+	keys      *throttle     // key creations per tenant
 	logClient *http.Client
 }
 
@@ -132,8 +145,20 @@ func New(cfg Config) (*Portal, error) {
 	if cfg.LoginEvery <= 0 {
 		cfg.LoginEvery = 6 * time.Second
 	}
+	if cfg.KeyBurst <= 0 {
+		cfg.KeyBurst = 5
+	}
+	if cfg.KeyEvery <= 0 {
+		cfg.KeyEvery = time.Minute
+	}
 	if cfg.Scrypt == (ScryptParams{}) {
 		cfg.Scrypt = DefaultScrypt
+	}
+	if cfg.MaxHashing <= 0 {
+		cfg.MaxHashing = DefaultMaxHashing
+	}
+	if cfg.HashWait <= 0 {
+		cfg.HashWait = DefaultHashWait
 	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.SvcCommand == "" {
@@ -146,7 +171,8 @@ func New(cfg Config) (*Portal, error) {
 	}
 	p := &Portal{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
 		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
-		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second}}
+		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second},
+		hashing: newHashGate(cfg.MaxHashing, cfg.HashWait), keys: newThrottle(cfg.KeyBurst, cfg.KeyEvery)}
 	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
 	p.dummy = sync.OnceValue(func() string {
 		h, err := hashPassword(fmt.Sprintf("no such account %p", p), cfg.Scrypt)
@@ -223,7 +249,7 @@ func (p *Portal) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status = se.status
 	case errors.Is(err, tenancy.ErrInvalid):
 		status = http.StatusBadRequest
-	case errors.Is(err, tenancy.ErrTenantExists):
+	case errors.Is(err, tenancy.ErrTenantExists), errors.Is(err, tenancy.ErrTooManyTokens):
 		status = http.StatusConflict
 	case errors.Is(err, tenancy.ErrNoTenant), errors.Is(err, tenancy.ErrNoToken):
 		status = http.StatusNotFound

@@ -1,13 +1,17 @@
 package portal_test
 
 import (
+	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/logtest"
+	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/portal"
 	"svc.dev/svc/portal/portaltest"
@@ -270,4 +274,100 @@ func TestTenantIDRule(t *testing.T) {
 		}
 	}
 	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "a-1"))
+}
+
+// TestPasswordHashingIsBounded: wrong logins from many loopback addresses at once
+// (each inside its own per-address throttle) run at most MaxHashing scrypt
+// computations at a time; the rest wait HashWait and are answered 503 with
+// Retry-After, never an unbounded pile of 32 MiB hashes. The right password still
+// works once the flood is over.
+func TestPasswordHashingIsBounded(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) {
+		c.Scrypt, c.MaxHashing, c.HashWait = portal.DefaultScrypt, 1, 20*time.Millisecond
+	}})
+	newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
+	const n = 24
+	codes := make([]int, n)
+	retry := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// A connection from its own loopback address, 127.0.0.<10+i>.
+			d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(10+i))}}
+			c := &http.Client{Transport: &http.Transport{DialContext: d.DialContext}}
+			resp, err := c.Post(e.URL+"/api/login", "application/json", strings.NewReader(`{"email":"ada@example.com","password":"guess guess guess"}`))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			codes[i], retry[i] = resp.StatusCode, resp.Header.Get("Retry-After")
+		})
+	}
+	wg.Wait()
+	busy := 0
+	for i, c := range codes {
+		switch {
+		case c == http.StatusServiceUnavailable && retry[i] != "":
+			busy++
+		case c != http.StatusUnauthorized:
+			t.Errorf("login %d: %d (Retry-After %q), want 401, or 503 with Retry-After", i, c, retry[i])
+		}
+	}
+	if busy == 0 {
+		t.Fatalf("%d concurrent wrong logins with one hashing slot: none was refused 503 (%v): hashing is not bounded", n, codes)
+	}
+	newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/login", `{"email":"ada@example.com","password":"correct horse battery"}`)
+	t.Logf("%d of %d concurrent wrong logins answered 503 with Retry-After", busy, n)
+}
+
+// TestKeysCappedAndThrottled: a tenant holds at most tenancy.MaxLiveTokens live API
+// keys, even when it asks for many at once (each creation counts against the
+// tenant's last event in the broker, so concurrent ones cannot overshoot); beyond,
+// 409 says to revoke one, and after a revocation a key can be made again. Key
+// creation is also throttled per tenant: KeyBurst, then 429 with Retry-After.
+func TestKeysCappedAndThrottled(t *testing.T) {
+	e := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.KeyBurst = 1000 }})
+	b := newBrowser(t, e.URL)
+	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme")) // its first key
+	const n = 40
+	codes := make([]int, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { codes[i], _, _ = b.do("POST", "/api/keys", `{"label":"agent"}`) })
+	}
+	wg.Wait()
+	made := 0
+	for _, c := range codes {
+		switch c {
+		case http.StatusOK:
+			made++
+		case http.StatusConflict:
+		default:
+			t.Errorf("concurrent key creation answered %d", c)
+		}
+	}
+	if made != tenancy.MaxLiveTokens-1 {
+		t.Fatalf("%d concurrent creations made %d keys (%v); want %d, the cap less the first key", n, made, codes, tenancy.MaxLiveTokens-1)
+	}
+	code, _, m := b.do("POST", "/api/keys", `{"label":"one more"}`)
+	if msg, _ := m["error"].(string); code != http.StatusConflict || !strings.Contains(msg, "revoke") {
+		t.Fatalf("a key past the cap: %d %v", code, m)
+	}
+	keys := b.must(http.StatusOK, "GET", "/api/keys", "")["keys"].([]any)
+	prefix := keys[len(keys)-1].(map[string]any)["hash"].(string)
+	b.must(http.StatusOK, "POST", "/api/keys/"+prefix+"/revoke", `{}`)
+	b.must(http.StatusOK, "POST", "/api/keys", `{"label":"after a revocation"}`)
+
+	e2 := portaltest.Start(t, portaltest.Options{Configure: func(c *portal.Config) { c.KeyBurst = 3 }})
+	b2 := newBrowser(t, e2.URL)
+	b2.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "bravo"))
+	for range 3 {
+		b2.must(http.StatusOK, "POST", "/api/keys", `{"label":"ci"}`)
+	}
+	code, h, m := b2.do("POST", "/api/keys", `{"label":"ci"}`)
+	if code != http.StatusTooManyRequests || h.Get("Retry-After") == "" || m["error"] == nil {
+		t.Fatalf("a fourth key at once: %d %v %v", code, h, m)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 )
 
@@ -87,3 +88,44 @@ func SignTreeHeadWith(ctx context.Context, s EnvelopeSigner, size uint64, rootHa
 	}
 	return s.SignEnvelope(ctx, PayloadTreeHead, payload)
 }
+
+// HeadTree is the growing tree whose heads a log signs (a *merkle.Tree): the size and
+// root to sign, and the consistency proofs a signer that refuses forks asks for.
+type HeadTree interface {
+	Size() uint64
+	RootAt(size uint64) (merkle.Hash, error)
+	ConsistencyProof(oldSize, newSize uint64) ([]merkle.Hash, error)
+}
+
+// HeadSigner is an EnvelopeSigner that signs a tree head only when it extends the last
+// head it signed for the same log (the signer service's client): it reads the head to
+// sign from tree itself, so that it can prove consistency with what it signed before
+// and never asks for a head older than one it has seen signed. tenant names the log
+// to the signer when logID is empty.
+type HeadSigner interface {
+	EnvelopeSigner
+	SignHeadOf(ctx context.Context, tree HeadTree, tenant, logID string, at time.Time) (*Envelope, *TreeHead, error)
+}
+
+// SignHead signs the head of tree as it now stands through s and returns the envelope
+// with the head it carries. A HeadSigner reads the tree itself (it may sign a larger
+// head than the tree had when SignHead was called, never a smaller one); any other
+// signer signs the tree's current size and root.
+func SignHead(ctx context.Context, s EnvelopeSigner, tree HeadTree, tenant, logID string, at time.Time) (*Envelope, *TreeHead, error) {
+	if hs, ok := s.(HeadSigner); ok {
+		return hs.SignHeadOf(ctx, tree, tenant, logID, at)
+	}
+	size := tree.Size()
+	root, err := tree.RootAt(size)
+	if err != nil {
+		return nil, nil, err
+	}
+	env, err := SignTreeHeadWith(ctx, s, size, root.String(), at, logID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return env, &TreeHead{TreeSize: size, RootHash: root.String(), Timestamp: FormatTime(at), Log: logID}, nil
+}
+
+// TreeHeadPayload is the canonical JSON of th, the payload a tree head envelope carries.
+func TreeHeadPayload(th TreeHead) ([]byte, error) { return treeHeadPayload(th) }

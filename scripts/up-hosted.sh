@@ -72,7 +72,7 @@ start() {
   exit 1
 }
 start signer "$DATA/signer.log" "^listening" \
-  bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN
+  bin/svc signer --key "$DATA/keys/log.key" --port "$SIGNER_PORT" --token-env SVC_SIGNER_TOKEN --state-dir "$DATA/signer-state"
 start "log server" "$DATA/log.log" "log server listening" \
   bin/svc log --db-env SVC_DATABASE_URL --signer-url "http://127.0.0.1:$SIGNER_PORT" --signer-token-env SVC_SIGNER_TOKEN \
   --admin-token-env SVC_ADMIN_TOKEN --data "$DATA" --nats-listen "127.0.0.1:$NATS_PORT" --nats-nkey "$DATA/nats.nk" --port "$PORT" \

@@ -64,7 +64,11 @@ func startLogCmdCP(t *testing.T, args ...string) (string, string, context.Cancel
 func TestLogWithRemoteSigner(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour)})
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,16 @@ The session cookie is signed with
 the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
 Secure when --public-url or --portal-url is https. Billing is on when
 --stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
-given; the provider then sends its events to <portal-url>/stripe/webhook.
+given; the provider then sends its events to <portal-url>/stripe/webhook. Only a paid
+checkout moves a tenant to team (checkout.session.completed with payment_status paid,
+or checkout.session.async_payment_succeeded).
+
+Bounds: registrations 5 per address then one an hour, logins 10 per address then one
+per 6 s (429 with Retry-After). Password hashing (scrypt, 32 MiB each) runs at most
+--max-hashing at once across all addresses (default 4: 128 MiB); a login or
+registration waits up to 2 s for a slot, then gets 503 with Retry-After: 1. A tenant
+holds at most 25 live API keys (409 beyond: revoke one) and creates at most 5, then
+one a minute (429).
 
 Registrations are throttled per client address (5, then one an hour) and so are
 logins (10, then one every 6 s), as SPEC requires. Testing locally, where every
@@ -63,6 +72,7 @@ type portalOptions struct {
 	port                               int
 	trustProxy                         proxyFlags
 	noThrottle                         bool
+	maxHashing                         int
 	stripeKeyEnv, stripeHookEnv, price string
 	stripeAPI                          string
 }
@@ -86,6 +96,7 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs.StringVar(&o.portURL, "portal-url", "", "the portal's own public `URL`, where billing returns the browser (required with billing)")
 	fs.StringVar(&o.host, "host", "127.0.0.1", "`address` to listen on")
 	fs.IntVar(&o.port, "port", 8070, "`port` to listen on (0: any free port)")
+	fs.IntVar(&o.maxHashing, "max-hashing", portal.DefaultMaxHashing, "password hashes computed at `once` (32 MiB each); more wait up to 2 s, then 503")
 	o.trustProxy.register(fs)
 	fs.BoolVar(&o.noThrottle, "no-throttle", false, "local testing: no registration or login throttle per address; refused unless --host, --public-url and --portal-url are loopback")
 	fs.StringVar(&o.stripeKeyEnv, "stripe-secret-env", "", "billing: environment `variable` holding the Stripe API key")
@@ -138,7 +149,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
 		PublicURL: o.publicURL, SvcCommand: selfCommand(), LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
-		Billing: bill, TrustProxy: o.trustProxy.proxy, NoThrottle: o.noThrottle, Logger: logger,
+		Billing: bill, TrustProxy: o.trustProxy.proxy, NoThrottle: o.noThrottle, MaxHashing: o.maxHashing, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,12 +44,13 @@ func TestSignerUsageErrors(t *testing.T) {
 	_, keyPath, _ := testKey(t, dir, "log")
 	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
 	for name, args := range map[string][]string{
-		"no --key":       {"signer", "--port", "0", "--token-env", signerTokenEnv},
-		"no --port":      {"signer", "--key", keyPath, "--token-env", signerTokenEnv},
-		"no --token-env": {"signer", "--key", keyPath, "--port", "0"},
-		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv},
-		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "extra"},
-		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--valid-from", "monday"},
+		"no --key":       {"signer", "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"no --port":      {"signer", "--key", keyPath, "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"no --token-env": {"signer", "--key", keyPath, "--port", "0", "--state-dir", filepath.Join(dir, "state")},
+		"no --state-dir": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv},
+		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
+		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "extra"},
+		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--valid-from", "monday"},
 	} {
 		if code, _, errOut := runSvc(t, args...); code != 2 {
 			t.Errorf("%s: exit %d, want 2 (stderr %s)", name, code, errOut)
@@ -63,23 +66,23 @@ func TestSignerTokenEnvMustBeSet(t *testing.T) {
 	const unset = "SVC_TEST_SIGNER_TOKEN_NOT_SET"
 	t.Setenv(unset, "x")
 	os.Unsetenv(unset)
-	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset)
+	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, unset) || strings.Contains(out, "listening") {
 		t.Errorf("unset variable: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	t.Setenv(signerTokenEnv, "")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) {
 		t.Errorf("empty variable: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv(signerTokenEnv, "weak")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv)
+	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) || strings.Contains(errOut, "weak") {
 		t.Errorf("weak token: exit %d, stderr %q", code, errOut)
 	}
 	// A missing key file fails too, after the token checks pass.
 	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
-	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv); code != 1 {
+	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")); code != 1 {
 		t.Errorf("missing key: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -93,7 +96,7 @@ func TestSignerRun(t *testing.T) {
 	const token = "the-shared-signer-token-0123456789"
 	t.Setenv(signerTokenEnv, token)
 
-	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"),
 		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")
 	stdout, stderr, ctx := &srv.stdout, &srv.stderr, context.Background()
 	if !strings.Contains(stdout.String(), key.KeyID()) {
@@ -143,5 +146,52 @@ func TestSignerRun(t *testing.T) {
 		if !strings.Contains(logs, want) {
 			t.Errorf("stderr lacks %s:\n%s", want, logs)
 		}
+	}
+}
+
+// svc signer --start-head starts a log from a known signed head (one signed by a
+// retired key here, as after a rotation): the first head asked for must extend it, so
+// a rollback or another root at its size is refused from the start, while a head the
+// state already has is not overwritten by a later --start-head.
+func TestSignerStartHead(t *testing.T) {
+	dir := t.TempDir()
+	_, keyPath, _ := testKey(t, dir, "log")
+	old, _, oldPub := testKey(t, dir, "log-old")
+	const token = "the-shared-signer-token-0123456789"
+	t.Setenv(signerTokenEnv, token)
+	start, err := receipt.SignTreeHead(old, 8, strings.Repeat("cd", 32), time.Now(), "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	startFile := filepath.Join(dir, "head.json")
+	data, _ := json.Marshal(map[string]any{"treeHead": start})
+	if err := os.WriteFile(startFile, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
+		"--state-dir", filepath.Join(dir, "state"), "--retired-key", oldPub, "--start-head", startFile)
+	c, err := remote.NewClient(context.Background(), addr, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, h := range map[string]struct {
+		size uint64
+		root string
+	}{"smaller": {5, strings.Repeat("cd", 32)}, "another root at size 8": {8, strings.Repeat("ab", 32)}} {
+		if _, err := receipt.SignTreeHeadWith(context.Background(), c, h.size, h.root, time.Now(), "main"); !errors.Is(err, remote.ErrConflict) {
+			t.Errorf("%s: %v, want ErrConflict", name, err)
+		}
+	}
+	if _, err := receipt.SignTreeHeadWith(context.Background(), c, 8, strings.Repeat("cd", 32), time.Now(), "main"); err != nil {
+		t.Errorf("the start head itself: %v", err)
+	}
+	srv.stop(t, 15*time.Second)
+	// A start head that does not verify stops the signer.
+	other, _, _ := testKey(t, dir, "stranger")
+	forged, _ := receipt.SignTreeHead(other, 2, strings.Repeat("ef", 32), time.Now(), "main")
+	data, _ = json.Marshal(forged)
+	os.WriteFile(startFile, data, 0o600)
+	if code, _, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--start-head", startFile); code != 1 || !strings.Contains(errOut, "does not verify") {
+		t.Errorf("a start head signed by an unknown key: exit %d, %s", code, errOut)
 	}
 }

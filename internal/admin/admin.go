@@ -146,7 +146,7 @@ func statusOf(err error) int {
 	switch {
 	case errors.Is(err, tenancy.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, tenancy.ErrTenantExists):
+	case errors.Is(err, tenancy.ErrTenantExists), errors.Is(err, tenancy.ErrTooManyTokens):
 		return http.StatusConflict
 	case errors.Is(err, tenancy.ErrNoTenant), errors.Is(err, tenancy.ErrNoToken):
 		return http.StatusNotFound

@@ -138,7 +138,11 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 
 	key, _ := signer.GenerateKey()
 	r.signer = &signerService{}
-	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler),
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler), Heads: heads,
 		Now: func() time.Time { return time.Now().Add(time.Duration(r.signer.skew.Load())) }})
 	if err != nil {
 		t.Fatal(err)

@@ -279,7 +279,13 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	}
 	// The signer answers when it signs the current head (of the empty tree when no
 	// tenant is served yet).
-	if _, err := receipt.SignTreeHeadWith(ctx, sig, size, root.String(), s.cfg.Now(), logID); err != nil {
+	var err error
+	if t != nil {
+		_, _, err = receipt.SignHead(ctx, t.Signer, t.Tree, t.ID, t.LogID, s.cfg.Now())
+	} else {
+		_, err = receipt.SignTreeHeadWith(ctx, sig, size, root.String(), s.cfg.Now(), logID)
+	}
+	if err != nil {
 		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
 		return
 	}
@@ -306,13 +312,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
 }
 
 func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	size := t.Tree.Size()
-	root, err := t.Tree.RootAt(size)
-	if err != nil {
-		s.unavailable(w, r, err)
-		return
-	}
-	env, err := receipt.SignTreeHeadWith(r.Context(), t.Signer, size, root.String(), s.cfg.Now(), t.LogID)
+	env, _, err := receipt.SignHead(r.Context(), t.Signer, t.Tree, t.ID, t.LogID, s.cfg.Now())
 	if err != nil {
 		s.unavailable(w, r, err)
 		return

@@ -196,9 +196,20 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 	if due, err := c.due(ctx, size, root, now); !due || err != nil {
 		return err
 	}
-	env, err := receipt.SignTreeHeadWith(ctx, c.Signer, size, root.String(), now, c.LogID)
+	env, th, err := receipt.SignHead(ctx, c.Signer, c.Tree, c.Tenant, c.LogID, now)
 	if err != nil {
 		return err
+	}
+	if th.TreeSize != size {
+		// The tree grew meanwhile and the signer signed it as it now stands: check
+		// that head as the one first read was checked.
+		size = th.TreeSize
+		if root, err = merkle.ParseHash(th.RootHash); err != nil {
+			return err
+		}
+		if _, err := c.due(ctx, size, root, now); err != nil {
+			return err
+		}
 	}
 	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
 	if err := c.publish(ctx, cp, root); err != nil {

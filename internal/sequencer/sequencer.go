@@ -582,16 +582,16 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request, bundles []bundle
 		}
 	}
 	if needHead {
-		root, err := s.tree.RootAt(size)
-		if err != nil {
-			return err
-		}
 		// A clock stepped back (NTP) never makes a head older than the one before.
 		stamp := s.cfg.Now()
 		if stamp.Before(s.lastStamp) {
 			stamp = s.lastStamp
 		}
-		head, err := receipt.SignTreeHeadWith(ctx, s.cfg.Signer, size, root.String(), stamp, s.cfg.LogID)
+		// The sequencer is the tree's only writer, so the head signed is of this size.
+		head, th, err := receipt.SignHead(ctx, s.cfg.Signer, s.tree, s.cfg.Tenant, s.cfg.LogID, stamp)
+		if err == nil && th.TreeSize != size {
+			err = fmt.Errorf("the signed head has size %d, the tree %d", th.TreeSize, size)
+		}
 		if err != nil {
 			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
 			return nil // the leaves are committed; retries are answered once the signer is back

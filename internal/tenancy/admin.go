@@ -22,10 +22,21 @@ var (
 	ErrTenantExists = errors.New("tenant exists")
 	ErrNoToken      = errors.New("no such live token")
 	ErrInvalid      = errors.New("invalid administrative request")
+	// ErrTooManyTokens: the tenant has MaxLiveTokens live tokens; one must be
+	// revoked before another is made.
+	ErrTooManyTokens = errors.New("too many live tokens")
+	// errRace: another event of the tenant was recorded after the one the check
+	// read (Nats-Expected-Last-Subject-Sequence refused); check again.
+	errRace = errors.New("the tenant changed meanwhile")
 )
 
 // MaxLabel caps a token's label.
 const MaxLabel = 200
+
+// MaxLiveTokens caps a tenant's live (unrevoked) tokens. Each token is an
+// administrative event every process folds and the operator page and the portal
+// list; a tenant needs a handful (one per agent host or CI system).
+const MaxLiveTokens = 25
 
 // Admin publishes administrative events and answers once its own process's view
 // applied them. Construct with the broker and the process's View.
@@ -55,6 +66,9 @@ func (a *Admin) publish(ctx context.Context, e *Event, expectLast *uint64) error
 	ack, err := a.JS.PublishMsg(ctx, m)
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		if *expectLast != 0 {
+			return fmt.Errorf("%w: %s", errRace, e.TenantID)
+		}
 		return fmt.Errorf("%w: %s", ErrTenantExists, e.TenantID)
 	}
 	if err != nil {
@@ -122,14 +136,32 @@ func (a *Admin) SetPlan(ctx context.Context, actor, id, plan string) (Tenant, er
 }
 
 // AddToken makes a new token for a tenant: 64 hex characters, returned once; only
-// its hash is recorded.
+// its hash is recorded. A tenant with MaxLiveTokens live tokens gets
+// ErrTooManyTokens. The count holds under concurrency, across processes: the event
+// is recorded only if the tenant's last event is still the one the count read
+// (Nats-Expected-Last-Subject-Sequence), else the count is made again.
 func (a *Admin) AddToken(ctx context.Context, actor, id, label string) (string, Token, error) {
 	if len(label) > MaxLabel {
 		return "", Token{}, fmt.Errorf("%w: label of %d characters; at most %d", ErrInvalid, len(label), MaxLabel)
 	}
-	if _, err := a.existing(ctx, id); err != nil {
+	for range 8 {
+		token, tok, err := a.addToken(ctx, actor, id, label)
+		if !errors.Is(err, errRace) {
+			return token, tok, err
+		}
+	}
+	return "", Token{}, fmt.Errorf("tenant %s changes too fast to add a token; try again", id)
+}
+
+func (a *Admin) addToken(ctx context.Context, actor, id, label string) (string, Token, error) {
+	t, err := a.existing(ctx, id)
+	if err != nil {
 		return "", Token{}, err
 	}
+	if n := t.LiveTokens(); n >= MaxLiveTokens {
+		return "", Token{}, fmt.Errorf("%w: tenant %s has %d live tokens, the most allowed (%d); revoke one it no longer uses first", ErrTooManyTokens, id, n, MaxLiveTokens)
+	}
+	last := t.Seq
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", Token{}, err
@@ -138,7 +170,7 @@ func (a *Admin) AddToken(ctx context.Context, actor, id, label string) (string, 
 	h := sha256.Sum256([]byte(token))
 	hash := hex.EncodeToString(h[:])
 	e := &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionTokenAdd, TenantID: id, Detail: "token " + Prefix(hash) + " added, label " + strconv.Quote(label)}, Label: label, TokenHash: hash}
-	if err := a.publish(ctx, e, nil); err != nil {
+	if err := a.publish(ctx, e, &last); err != nil {
 		return "", Token{}, err
 	}
 	return token, Token{Label: label, Hash: hash, TokenHash: Prefix(hash), CreatedAt: e.At}, nil

@@ -26,6 +26,8 @@ type Tenant struct {
 	Disabled  bool    `json:"disabled"`
 	CreatedAt string  `json:"createdAt"`
 	Tokens    []Token `json:"-"`
+	// Seq is the stream sequence of the tenant's last event the view applied.
+	Seq uint64 `json:"-"`
 }
 
 // LiveTokens counts the tokens not revoked.
@@ -271,6 +273,7 @@ func (v *View) Apply(seq uint64, e Event) {
 	}
 	var snap Tenant
 	if t != nil {
+		t.Seq = seq // every event of a tenant is on its own subject
 		snap = t.clone()
 	}
 	v.mu.Unlock()

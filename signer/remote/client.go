@@ -79,6 +79,7 @@ type Client struct {
 	timeout time.Duration
 	maxSkew time.Duration
 	key     signer.PublicKey
+	heads   heads // the last head signed per log, as far as this client knows
 }
 
 var _ receipt.EnvelopeSigner = (*Client)(nil)
@@ -191,8 +192,18 @@ func (c *Client) Health(ctx context.Context) error {
 // SignEnvelope asks the signer to sign payload (POST /sign) and returns the envelope
 // only after checking it: the same payload type and bytes, exactly one signature, by
 // the key learned at NewClient, that verifies.
+//
+// The signer signs a tree head only if it extends the last head it signed for its log;
+// SignEnvelope sends no consistency proof, so it signs a log's first head or the same
+// head again. The log signs through SignHeadOf.
 func (c *Client) SignEnvelope(ctx context.Context, payloadType string, payload []byte) (*receipt.Envelope, error) {
-	reqBody, err := json.Marshal(SignRequest{PayloadType: payloadType, Payload: payload})
+	return c.signRequest(ctx, &SignRequest{PayloadType: payloadType, Payload: payload})
+}
+
+// signRequest posts req to /sign and checks the envelope it gets back.
+func (c *Client) signRequest(ctx context.Context, req *SignRequest) (*receipt.Envelope, error) {
+	payloadType, payload := req.PayloadType, []byte(req.Payload)
+	reqBody, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
 	}
@@ -260,6 +271,8 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, auth 
 		return data, c.checkClock(resp.Header.Get("Date"), method, endpoint)
 	case code == http.StatusUnauthorized:
 		return nil, fmt.Errorf("%w: %s %s answered 401; check the token the signer was started with", ErrTokenRefused, method, endpoint)
+	case parseConflict(endpoint, code, data) != nil:
+		return nil, parseConflict(endpoint, code, data)
 	case code >= 500:
 		return nil, fmt.Errorf("%w: signer %s %s answered %d: %s", receipt.ErrLogUnavailable, method, endpoint, code, errorText(data))
 	case code >= 400:

@@ -32,7 +32,7 @@ func FuzzSignRequest(f *testing.F) {
 	f.Add([]byte(`{"payloadType":"x","payload":"aGk="}{}`))
 
 	key := seedKey(f, 1)
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: testToken, ValidFrom: validFrom, Logger: discardLogger()})
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: testToken, ValidFrom: validFrom, Logger: discardLogger(), Heads: openHeads(f, f.TempDir())})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -46,6 +46,7 @@ func newSigner(t *testing.T, n byte, token string, mod func(*remote.ServerConfig
 		Token:     token,
 		ValidFrom: validFrom,
 		Logger:    slog.New(slog.NewJSONHandler(logs, nil)),
+		Heads:     openHeads(t, t.TempDir()),
 	}
 	if mod != nil {
 		mod(&cfg)
@@ -106,6 +107,16 @@ func newClient(t *testing.T, url, token string, opts ...remote.Option) *remote.C
 		t.Fatal(err)
 	}
 	return c
+}
+
+// openHeads opens a head store in dir.
+func openHeads(t testing.TB, dir string) *remote.HeadStore {
+	t.Helper()
+	h, err := remote.OpenHeadStore(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

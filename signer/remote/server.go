@@ -21,6 +21,7 @@ import (
 
 	"svc.dev/svc/httplimits"
 
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -43,6 +44,31 @@ const (
 type SignRequest struct {
 	PayloadType string         `json:"payloadType"`
 	Payload     receipt.Base64 `json:"payload"`
+	// Tenant names the log to the signer when the head names none (its "log" is
+	// empty); ignored otherwise. Optional: a client of svc before 0.6.2 sends none.
+	Tenant string `json:"tenant,omitempty"`
+	// Consistency proves that the head extends the last one the signer signed for its
+	// log. Needed whenever the head is larger than that one; a signer answers 409 with
+	// the head it needs a proof from (Conflict) otherwise.
+	Consistency *Consistency `json:"consistency,omitempty"`
+}
+
+// Consistency is an RFC 6962 consistency proof from an older size of the log to the
+// head being signed: hashes in lowercase hex, listed from the bottom upwards.
+type Consistency struct {
+	FromSize uint64   `json:"fromSize"`
+	Proof    []string `json:"proof"`
+}
+
+// MaxProofHashes caps a consistency proof (a proof between sizes under 2^64 has at
+// most 2*64 hashes).
+const MaxProofHashes = 128
+
+// Conflict is the body of a 409 answer to POST /sign: why the head was refused and the
+// last head the signer signed for that log, which the next head must extend.
+type Conflict struct {
+	Error string     `json:"error"`
+	Last  SignedHead `json:"last"`
 }
 
 // Health is the body of GET /health.
@@ -89,6 +115,9 @@ type ServerConfig struct {
 	Retired   []RetiredKey // published after the current key, in this order
 	LogID     string       // the key document's "log" when set
 	Logger    *slog.Logger // one line per request; default slog.Default()
+	// Heads remembers the last head signed per log (OpenHeadStore); required. The
+	// signer signs a head only if it extends that one.
+	Heads *HeadStore
 	// Now is the signer host's clock, sent as the Date header of every answer (the
 	// log's client refuses a signer whose clock disagrees with its own by more than
 	// its tolerance, see Client); default time.Now. The fault suite (internal/faults)
@@ -99,6 +128,7 @@ type ServerConfig struct {
 // Server is the signer service's http.Handler. It is safe for concurrent use.
 type Server struct {
 	key       *signer.Key
+	heads     *HeadStore
 	tokenHash [sha256.Size]byte
 	keysJSON  []byte
 	health    []byte
@@ -116,6 +146,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.ValidFrom.IsZero() {
 		return nil, errors.New("signer: the current key's validFrom is not set")
+	}
+	if cfg.Heads == nil {
+		return nil, errors.New("signer: no head store (the last head signed for each log)")
 	}
 	if strings.ContainsFunc(cfg.LogID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return nil, fmt.Errorf("signer: log id %q contains control characters", cfg.LogID)
@@ -165,6 +198,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		now:       now,
 		key:       cfg.Key,
+		heads:     cfg.Heads,
 		tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		keysJSON:  keysJSON,
 		health:    health,
@@ -275,18 +309,67 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return []slog.Attr{slog.String("error", err.Error())}
 	}
+	attrs := []slog.Attr{slog.Uint64("treeSize", th.TreeSize)}
+	key := StateKey(th.Log, req.Tenant)
+	attrs = append(attrs, slog.String("log", key))
+	unlock := s.heads.Lock(key)
+	defer unlock()
+	if status, msg := s.extends(key, req, th); status != 0 {
+		last, _ := s.heads.Last(key)
+		body, _ := json.Marshal(Conflict{Error: msg, Last: last})
+		writeJSONBytes(w, status, body)
+		return append(attrs, slog.String("error", msg))
+	}
 	env := receipt.Sign(req.PayloadType, req.Payload, s.key)
 	out, err := json.Marshal(env)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding the envelope failed")
-		return []slog.Attr{slog.String("error", err.Error())}
+		return append(attrs, slog.String("error", err.Error()))
+	}
+	if last, ok := s.heads.Last(key); !ok || last.TreeSize != th.TreeSize {
+		if !ok {
+			s.log.Warn("first head signed for this log: trusted on first use", slog.String("log", key), slog.Uint64("treeSize", th.TreeSize))
+		}
+		if err := s.heads.Record(SignedHead{Log: key, TreeSize: th.TreeSize, RootHash: th.RootHash}); err != nil {
+			writeError(w, http.StatusInternalServerError, "the signer could not record the head it would sign; nothing was signed: "+err.Error())
+			return append(attrs, slog.String("error", err.Error()))
+		}
 	}
 	writeJSONBytes(w, http.StatusOK, out)
-	attrs := []slog.Attr{slog.Uint64("treeSize", th.TreeSize)}
-	if th.Log != "" {
-		attrs = append(attrs, slog.String("log", th.Log))
-	}
 	return attrs
+}
+
+// extends checks th against the last head signed for its log: a larger head needs a
+// valid consistency proof from that one, the same size the same root, and a smaller
+// head is never signed. It returns 0 when th may be signed, else 409 and why not.
+func (s *Server) extends(key string, req *SignRequest, th *receipt.TreeHead) (int, string) {
+	last, ok := s.heads.Last(key)
+	if !ok {
+		return 0, ""
+	}
+	name := "log " + strconv.Quote(key)
+	switch {
+	case th.TreeSize < last.TreeSize:
+		return http.StatusConflict, fmt.Sprintf("refused: a head of size %d for %s, which already has a signed head of size %d; the signer never signs a smaller head (a rollback)", th.TreeSize, name, last.TreeSize)
+	case th.TreeSize == last.TreeSize && th.RootHash != last.RootHash:
+		return http.StatusConflict, fmt.Sprintf("refused: root %s at size %d for %s, which already has root %s signed at that size (a fork)", th.RootHash, th.TreeSize, name, last.RootHash)
+	case th.TreeSize == last.TreeSize:
+		return 0, ""
+	case req.Consistency == nil:
+		return http.StatusConflict, fmt.Sprintf("a head of size %d for %s needs a consistency proof from size %d, the last head signed for it", th.TreeSize, name, last.TreeSize)
+	case req.Consistency.FromSize != last.TreeSize:
+		return http.StatusConflict, fmt.Sprintf("the consistency proof is from size %d, but the last head signed for %s has size %d; send a proof from that one", req.Consistency.FromSize, name, last.TreeSize)
+	}
+	proof := make([]merkle.Hash, len(req.Consistency.Proof))
+	for i, h := range req.Consistency.Proof {
+		proof[i], _ = merkle.ParseHash(h) // checked by ParseSignRequest
+	}
+	oldRoot, _ := merkle.ParseHash(last.RootHash)
+	newRoot, _ := merkle.ParseHash(th.RootHash)
+	if err := merkle.VerifyConsistency(last.TreeSize, th.TreeSize, oldRoot, newRoot, proof); err != nil {
+		return http.StatusConflict, fmt.Sprintf("refused: the head of size %d for %s does not extend the last head signed for it (size %d, root %s): %v", th.TreeSize, name, last.TreeSize, last.RootHash, err)
+	}
+	return 0, ""
 }
 
 // authorized compares the SHA-256 of the presented bearer token with the stored hash
@@ -344,7 +427,28 @@ func ParseSignRequest(body []byte) (*SignRequest, *receipt.TreeHead, error) {
 	if err != nil || !bytes.Equal(canon, req.Payload) {
 		return nil, nil, errors.New("payload is not a tree head in canonical JSON (keys sorted, no whitespace, no empty log)")
 	}
+	if err := checkRequestExtras(&req); err != nil {
+		return nil, nil, err
+	}
 	return &req, th, nil
+}
+
+// checkRequestExtras checks a sign request's tenant and consistency proof.
+func checkRequestExtras(req *SignRequest) error {
+	if len(req.Tenant) > 200 || strings.ContainsFunc(req.Tenant, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return errors.New("tenant must be at most 200 characters without control characters")
+	}
+	if c := req.Consistency; c != nil {
+		if len(c.Proof) > MaxProofHashes {
+			return fmt.Errorf("consistency proof has %d hashes; at most %d", len(c.Proof), MaxProofHashes)
+		}
+		for i, h := range c.Proof {
+			if _, err := merkle.ParseHash(h); err != nil || strings.ToLower(h) != h {
+				return fmt.Errorf("consistency proof hash %d is not 64 lowercase hex characters", i+1)
+			}
+		}
+	}
+	return nil
 }
 
 // Serve serves s on ln until ctx is cancelled, then shuts down gracefully, letting

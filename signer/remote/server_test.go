@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -76,12 +77,13 @@ func TestSignRoundTrip(t *testing.T) {
 		t.Error("remote envelope differs from an in-process signature")
 	}
 
-	// The log's helper works through the client, concurrently.
+	// The log's helper works through the client, concurrently (each its own log: one
+	// log's heads of different sizes would be refused unless each extends the last).
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
 		wg.Go(func() {
-			head, err := receipt.SignTreeHeadWith(context.Background(), c, uint64(i), strings.Repeat("0f", 32), time.Now(), "")
+			head, err := receipt.SignTreeHeadWith(context.Background(), c, uint64(i), strings.Repeat("0f", 32), time.Now(), fmt.Sprintf("log-%d", i))
 			if err == nil {
 				_, err = head.Verify([]signer.PublicKey{s.key.Public()})
 			}
@@ -354,7 +356,7 @@ func TestLoadRetiredKey(t *testing.T) {
 	if err != nil || !rk.ValidFrom.Equal(validFrom.Add(-time.Millisecond)) || !rk.ValidTo.Equal(validFrom) {
 		t.Errorf("newer file: %v %v %v", rk.ValidFrom, rk.ValidTo, err)
 	}
-	if _, err := remote.NewServer(remote.ServerConfig{Key: seedKey(t, 1), Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{rk}}); err != nil {
+	if _, err := remote.NewServer(remote.ServerConfig{Key: seedKey(t, 1), Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{rk}, Heads: openHeads(t, t.TempDir())}); err != nil {
 		t.Errorf("server refuses the clamped entry: %v", err)
 	}
 	// A private key file is not a retired public key.
@@ -383,15 +385,19 @@ func TestNewServerRefusesBadConfig(t *testing.T) {
 		"retired keyid mismatch":   {Key: k, Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{badID}},
 		"empty retired key":        {Key: k, Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{{}}},
 		"log id with control char": {Key: k, Token: testToken, ValidFrom: validFrom, LogID: "a\nb"},
+		"no head store":            {Key: k, Token: testToken, ValidFrom: validFrom},
 	}
 	for name, cfg := range cases {
+		if name != "no head store" {
+			cfg.Heads = openHeads(t, t.TempDir())
+		}
 		if _, err := remote.NewServer(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
 		} else if strings.Contains(err.Error(), testToken) {
 			t.Errorf("%s: error reveals the token: %v", name, err)
 		}
 	}
-	if _, err := remote.NewServer(remote.ServerConfig{Key: k, Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{retired}}); err != nil {
+	if _, err := remote.NewServer(remote.ServerConfig{Key: k, Token: testToken, ValidFrom: validFrom, Retired: []remote.RetiredKey{retired}, Heads: openHeads(t, t.TempDir())}); err != nil {
 		t.Errorf("valid config refused: %v", err)
 	}
 }
@@ -450,7 +456,9 @@ func TestRequestLog(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("log line is not JSON: %q", line)
 		}
-		lines = append(lines, m)
+		if m["msg"] == "signer request" {
+			lines = append(lines, m)
+		}
 	}
 	if len(lines) != 3 {
 		t.Fatalf("got %d log lines, want 3 (keys, sign, refused sign):\n%s", len(lines), s.logs.String())
@@ -477,7 +485,7 @@ func TestRequestLog(t *testing.T) {
 }
 
 func TestServeShutsDownOnCancel(t *testing.T) {
-	srv, err := remote.NewServer(remote.ServerConfig{Key: seedKey(t, 1), Token: testToken, ValidFrom: validFrom, Logger: discardLogger()})
+	srv, err := remote.NewServer(remote.ServerConfig{Key: seedKey(t, 1), Token: testToken, ValidFrom: validFrom, Logger: discardLogger(), Heads: openHeads(t, t.TempDir())})
 	if err != nil {
 		t.Fatal(err)
 	}

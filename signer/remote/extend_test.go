@@ -1,0 +1,202 @@
+package remote_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer/remote"
+)
+
+// growTree is a tree of n leaves whose leaf i is the hash of tag and i.
+func growTree(t *testing.T, tree *merkle.Tree, tag string, n int) *merkle.Tree {
+	t.Helper()
+	if tree == nil {
+		tree = newTree(t)
+	}
+	for tree.Size() < uint64(n) {
+		if _, err := tree.Append(merkle.LeafHash(fmt.Appendf(nil, "%s-%d", tag, tree.Size()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tree
+}
+
+func newTree(t *testing.T) *merkle.Tree {
+	t.Helper()
+	tree, err := merkle.NewTree(merkle.NewMemoryStore())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
+}
+
+// headBody is a POST /sign body for the head of tree at size, for log logID, with a
+// consistency proof from size from (none when from is 0).
+func headBody(t *testing.T, tree *merkle.Tree, size, from uint64, logID string) string {
+	t.Helper()
+	root, err := tree.RootAt(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload, err := receipt.TreeHeadPayload(receipt.TreeHead{TreeSize: size, RootHash: root.String(), Timestamp: "2026-04-01T00:00:00.000Z", Log: logID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := remote.SignRequest{PayloadType: receipt.PayloadTreeHead, Payload: payload}
+	if from > 0 {
+		proof, err := tree.ConsistencyProof(from, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Consistency = &remote.Consistency{FromSize: from, Proof: []string{}}
+		for _, h := range proof {
+			req.Consistency.Proof = append(req.Consistency.Proof, h.String())
+		}
+	}
+	b, _ := json.Marshal(req)
+	return string(b)
+}
+
+// conflict posts body and wants a 409 whose last head is (size, root of tree at size).
+func wantConflict(t *testing.T, url, what, body string, last uint64, tree *merkle.Tree) {
+	t.Helper()
+	code, data := post(t, url, "Bearer "+testToken, "application/json", strings.NewReader(body))
+	var c remote.Conflict
+	if code != 409 || json.Unmarshal([]byte(data), &c) != nil || c.Error == "" {
+		t.Fatalf("%s: %d %s, want 409 with a Conflict body", what, code, data)
+	}
+	root, _ := tree.RootAt(last)
+	if c.Last.TreeSize != last || c.Last.RootHash != root.String() {
+		t.Errorf("%s: the 409 names last head %+v, want size %d root %s", what, c.Last, last, root)
+	}
+}
+
+// The signer is the last line of defence against a log server that holds the token:
+// it signs a head only if it extends the last one it signed for that log. A smaller
+// head (rollback), another root at the signed size (fork), a larger head without a
+// proof or with a proof from another history are all refused with 409; an honest
+// proof is accepted. Each log (the head's log id) is tracked on its own.
+func TestSignerSignsOnlyHeadsThatExtend(t *testing.T) {
+	s := newSigner(t, 1, testToken, nil)
+	honest := growTree(t, nil, "honest", 20)
+	fork := growTree(t, nil, "fork", 20)
+	ok := func(what, body string) {
+		t.Helper()
+		if code, data := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(body)); code != 200 {
+			t.Fatalf("%s: %d %s, want 200", what, code, data)
+		}
+	}
+	ok("first head (trusted on first use)", headBody(t, honest, 10, 0, "main"))
+	ok("the same head again", headBody(t, honest, 10, 0, "main"))
+	wantConflict(t, s.http.URL, "a smaller head", headBody(t, honest, 5, 0, "main"), 10, honest)
+	wantConflict(t, s.http.URL, "another root at size 10", headBody(t, fork, 10, 0, "main"), 10, honest)
+	wantConflict(t, s.http.URL, "a larger head without a proof", headBody(t, honest, 15, 0, "main"), 10, honest)
+	wantConflict(t, s.http.URL, "a proof from the wrong size", headBody(t, honest, 15, 7, "main"), 10, honest)
+	wantConflict(t, s.http.URL, "a larger head of another history", headBody(t, fork, 15, 10, "main"), 10, honest)
+	ok("a larger head with its proof", headBody(t, honest, 15, 10, "main"))
+	wantConflict(t, s.http.URL, "the old head after the larger one", headBody(t, honest, 10, 0, "main"), 15, honest)
+	// Another log is another history: its first head is its own.
+	ok("another log's first head", headBody(t, fork, 5, 0, "other"))
+	wantConflict(t, s.http.URL, "the first log's rollback still refused", headBody(t, honest, 12, 0, "main"), 15, honest)
+}
+
+// The log server's side: SignHeadOf reads the tree, sends the proof from the last
+// head it knows was signed, and corrects itself from the signer's 409 when another
+// process (a second client) signed meanwhile. A tree behind the signed head (a
+// replica) waits until it catches up.
+func TestClientSignsHeadsWithProofs(t *testing.T) {
+	s := newSigner(t, 1, testToken, nil)
+	ctx := context.Background()
+	a, b := newClient(t, s.http.URL, testToken), newClient(t, s.http.URL, testToken)
+	tree := growTree(t, nil, "log", 3)
+	for _, n := range []int{3, 4, 9, 9, 30} {
+		growTree(t, tree, "log", n)
+		_, th, err := a.SignHeadOf(ctx, tree, "acme", "", time.Now())
+		if err != nil || th.TreeSize != uint64(n) {
+			t.Fatalf("size %d: %+v %v", n, th, err)
+		}
+	}
+	growTree(t, tree, "log", 41)
+	if _, th, err := b.SignHeadOf(ctx, tree, "acme", "", time.Now()); err != nil || th.TreeSize != 41 {
+		t.Fatalf("second client: %+v %v", th, err)
+	}
+	growTree(t, tree, "log", 50)
+	if _, th, err := a.SignHeadOf(ctx, tree, "acme", "", time.Now()); err != nil || th.TreeSize != 50 {
+		t.Fatalf("first client after the second signed: %+v %v", th, err)
+	}
+	// A replica whose tree is behind catches up within the wait.
+	replica := newTree(t)
+	for i := range uint64(45) {
+		h, _ := tree.LeafHash(i)
+		replica.Append(h)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		for i := uint64(45); i < 50; i++ {
+			h, _ := tree.LeafHash(i)
+			replica.Append(h)
+		}
+	}()
+	c := newClient(t, s.http.URL, testToken)
+	if _, th, err := c.SignHeadOf(ctx, replica, "acme", "", time.Now()); err != nil || th.TreeSize != 50 {
+		t.Fatalf("replica: %+v %v", th, err)
+	}
+	// Another history under the same tenant is refused, with ErrConflict.
+	fork := growTree(t, nil, "fork", 60)
+	if _, _, err := c.SignHeadOf(ctx, fork, "acme", "", time.Now()); !errors.Is(err, remote.ErrConflict) {
+		t.Fatalf("a fork: %v, want ErrConflict", err)
+	}
+	// Tenants without a log id are tracked apart.
+	if _, _, err := c.SignHeadOf(ctx, fork, "other", "", time.Now()); err != nil {
+		t.Fatalf("another tenant: %v", err)
+	}
+}
+
+// A restarted signer remembers: the state directory holds each log's last head.
+// A state file that is corrupted (torn, altered, renamed) stops the store from
+// opening, naming the file; it is never reset.
+func TestHeadStateSurvivesAndCorruptionIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	tree := growTree(t, nil, "log", 12)
+	s := newSigner(t, 1, testToken, func(c *remote.ServerConfig) { c.Heads = openHeads(t, dir) })
+	c := newClient(t, s.http.URL, testToken)
+	if _, _, err := c.SignHeadOf(context.Background(), tree, "acme", "main", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	s.http.Close()
+	again := newSigner(t, 1, testToken, func(c *remote.ServerConfig) { c.Heads = openHeads(t, dir) })
+	wantConflict(t, again.http.URL, "a rollback after a restart", headBody(t, tree, 4, 0, "main"), 12, tree)
+
+	files, _ := filepath.Glob(filepath.Join(dir, "*.json"))
+	if len(files) != 1 {
+		t.Fatalf("state files %v, want one", files)
+	}
+	good, _ := os.ReadFile(files[0])
+	for name, bad := range map[string][]byte{
+		"truncated":    good[:len(good)/2],
+		"size altered": []byte(strings.Replace(string(good), `"treeSize":12`, `"treeSize":2`, 1)),
+		"empty":        {},
+	} {
+		if err := os.WriteFile(files[0], bad, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := remote.OpenHeadStore(dir)
+		if err == nil || !strings.Contains(err.Error(), filepath.Base(files[0])) || !strings.Contains(err.Error(), "corrupted") {
+			t.Errorf("%s: OpenHeadStore = %v, want an error naming the corrupted file", name, err)
+		}
+	}
+	os.WriteFile(files[0], good, 0o600)
+	os.Rename(files[0], filepath.Join(dir, strings.Repeat("0", 64)+".json"))
+	if _, err := remote.OpenHeadStore(dir); err == nil {
+		t.Error("a state file under another log's name was accepted")
+	}
+}
