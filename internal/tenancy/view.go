@@ -60,6 +60,7 @@ type View struct {
 	// OnTenant, set before Start, is called (outside the view's lock, from the
 	// following goroutine) with each tenant an event created or changed.
 	onTenant func(Tenant)
+	catch    catchUps // the shared broker round trips of CatchUp
 }
 
 // NewView makes an empty view of the admin stream of js. onTenant, when not nil, is
@@ -250,24 +251,6 @@ func (v *View) WaitFor(ctx context.Context, seq uint64) error {
 			return fmt.Errorf("tenancy: waiting for admin event %d: %w", seq, ctx.Err())
 		}
 	}
-}
-
-// CatchUp returns once the view applied the newest event on tenant id's admin subject
-// (at once when there is none): what another process published about the tenant a
-// moment ago is then in the view.
-func (v *View) CatchUp(ctx context.Context, js jetstream.JetStream, id string) error {
-	stream, err := js.Stream(ctx, pipeline.AdminStream)
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	return v.WaitFor(ctx, last.Sequence)
 }
 
 // Tenant returns a copy of a tenant.
