@@ -515,8 +515,8 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 				return true
 			}
 			// Maybe a token another process created a moment ago: catch the view up
-			// with the tenant's newest event (one broker round trip shared by every
-			// request waiting on it), within the address's budget, then decide.
+			// with the tenant's newest event (one broker round trip), within the
+			// address's budget, then decide.
 			if token == "" || !mayAsk() {
 				return false
 			}
