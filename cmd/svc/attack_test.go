@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -49,6 +50,20 @@ func refusedAtOnce(t *testing.T, addr, path, contentType string, want int) {
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("POST %s: the connection stays open after the refusal (%v)", path, err)
 	}
+}
+
+// postFrom posts body with a bearer token from the loopback address from.
+func postFrom(t *testing.T, from, addr, path, token, body string) (int, string) {
+	t.Helper()
+	c := dialFrom(t, from, addr)
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", path, addr, token, len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("POST %s from %s: %v", path, from, err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 // get answers status and body of a GET from the loopback address from, within 3 s.
@@ -134,6 +149,25 @@ func TestHostedLogUnderAttack(t *testing.T) {
 		if s, body := getFrom(t, "127.0.0.1", cpAddr, p); s != http.StatusNotFound || strings.Contains(body, "acme") {
 			t.Fatalf("checkpoints host GET %s: %d %s", p, s, body)
 		}
+	}
+
+	// A flood of wrong tenant tokens costs few broker round trips (old: two each),
+	// while a token created a moment ago by another process (log-admin) appends at
+	// once from an address that is not flooding.
+	in0, _ := ns.Varz(nil)
+	for range 200 {
+		if s, _ := httpDo(t, "POST", base+"/t/acme-secret-tenant/append", strings.Repeat("e", 64), `{"leaf":"x"}`); s != http.StatusUnauthorized {
+			t.Fatalf("a wrong token: %d", s)
+		}
+	}
+	in1, _ := ns.Varz(nil)
+	t.Logf("200 wrong tokens: %d messages into the broker", in1.InMsgs-in0.InMsgs)
+	if d := in1.InMsgs - in0.InMsgs; d > 100 {
+		t.Fatalf("200 wrong tokens cost %d messages into the broker; want few (the view's token hashes answer)", d)
+	}
+	fresh := strings.TrimSpace(mustRun(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "token", "add", "acme-secret-tenant", "--label", "fresh"))
+	if s, b := postFrom(t, "127.0.0.4", addr, "/t/acme-secret-tenant/append", fresh, `{"leaf":"fresh"}`); s != 200 {
+		t.Fatalf("a token created a moment ago by log-admin: %d %s", s, b)
 	}
 
 	// One address (127.0.0.2) holding every connection it can open with half-sent

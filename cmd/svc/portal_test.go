@@ -29,6 +29,8 @@ func TestPortalCommand(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"stripe":false`) {
 		t.Fatalf("health: %d %s", code, body)
 	}
+	// No session, a body announced and never sent: 401 at once, connection closed.
+	refusedAtOnce(t, strings.TrimPrefix(base, "http://"), "/api/keys", "application/json", http.StatusUnauthorized)
 	req, _ := http.NewRequest("POST", base+"/api/register", strings.NewReader(`{"email":"ada@example.com","password":"correct horse battery","tenant":"acme"}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)

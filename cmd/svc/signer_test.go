@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -106,6 +107,8 @@ func TestSignerRun(t *testing.T) {
 		t.Errorf("printed the requested port, not the chosen one: %s", addr)
 	}
 
+	// No token, a body announced and never sent: 401 at once, connection closed.
+	refusedAtOnce(t, strings.TrimPrefix(addr, "http://"), "/sign", "application/json", http.StatusUnauthorized)
 	c, err := remote.NewClient(ctx, addr, token)
 	if err != nil {
 		t.Fatal(err)

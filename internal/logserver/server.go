@@ -35,6 +35,12 @@ const (
 	DefaultTenant  = client.DefaultTenant
 	maxAuditLimit  = 1000
 	maxLimiterKeys = 100000
+	// RecheckRate and RecheckBurst bound, per client address, how often a token the
+	// folded view does not know may be checked against the broker (a token created a
+	// moment ago on another process): a flood of wrong tokens costs no round trips
+	// beyond them.
+	RecheckRate  = 2 // a second
+	RecheckBurst = 5
 )
 
 // Config configures a Server.
@@ -177,7 +183,7 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 // tenantOnly guards the tenant routes: a bearer token of this tenant is required.
 func (s *Server) tenantOnly(h func(http.ResponseWriter, *http.Request, *Tenant)) func(http.ResponseWriter, *http.Request, *Tenant) {
 	return func(w http.ResponseWriter, r *http.Request, t *Tenant) {
-		if !t.authorized(bearer(r)) {
+		if !s.authorized(t, r, bearer(r)) {
 			WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
@@ -550,7 +556,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 // answer was written.
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, limit int64, what string) (token string, body []byte, ok bool) {
 	token = bearer(r)
-	if t.tokenRequired() && !t.authorized(token) {
+	if t.tokenRequired() && !s.authorized(t, r, token) {
 		telemetry.Current().Refused(telemetry.ReasonUnauthorized)
 		WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return "", nil, false
@@ -607,7 +613,10 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf 
 	return nil, false
 }
 
-func (s *Server) limiter(key string) *rate.Limiter {
+func (s *Server) limiter(key string) *rate.Limiter { return s.limiterOf(key, AppendRate, AppendBurst) }
+
+// limiterOf is key's token bucket (made with r and burst on first use).
+func (s *Server) limiterOf(key string, r rate.Limit, burst int) *rate.Limiter {
 	s.limMu.Lock()
 	defer s.limMu.Unlock()
 	l, ok := s.limiters[key]
@@ -615,10 +624,19 @@ func (s *Server) limiter(key string) *rate.Limiter {
 		if len(s.limiters) >= maxLimiterKeys {
 			s.limiters = map[string]*rate.Limiter{} // forget idle keys rather than grow without bound
 		}
-		l = rate.NewLimiter(AppendRate, AppendBurst)
+		l = rate.NewLimiter(r, burst)
 		s.limiters[key] = l
 	}
 	return l
+}
+
+// authorized reports whether r's bearer token is one of t's; a token t does not
+// know may be rechecked (Tenant.Authorize) within r's address's budget.
+func (s *Server) authorized(t *Tenant, r *http.Request, token string) bool {
+	mayAsk := func() bool {
+		return s.limiterOf("recheck "+httplimits.ClientAddr(r, s.cfg.TrustProxy), RecheckRate, RecheckBurst).Allow()
+	}
+	return t.authorized(token, mayAsk)
 }
 
 func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {

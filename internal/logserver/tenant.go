@@ -22,8 +22,10 @@ type Tenant struct {
 	TokenHashes [][32]byte
 	// Authorize, when set, decides instead of TokenHashes whether a bearer token is
 	// one of the tenant's (the database-backed server asks its folded view, so a
-	// revocation anywhere takes effect here); appends then always need a token.
-	Authorize func(token string) bool
+	// revocation anywhere takes effect here); appends then always need a token. A
+	// token it does not know may be checked further (with the broker) only when
+	// mayAsk, the request's address's budget, says so.
+	Authorize func(token string, mayAsk func() bool) bool
 	Tree      *merkle.Tree           // read path; owned by the tenant's sequencer
 	Signer    receipt.EnvelopeSigner // signs heads on request
 	// Keys returns the key document (file mode: the in-process key; database mode: the
@@ -66,12 +68,12 @@ func HashToken(token string) [32]byte { return sha256.Sum256([]byte(token)) }
 
 // authorized reports whether token is one of t's, in time independent of which one
 // or of how much of it matched.
-func (t *Tenant) authorized(token string) bool {
+func (t *Tenant) authorized(token string, mayAsk func() bool) bool {
 	if token == "" {
 		return false
 	}
 	if t.Authorize != nil {
-		return t.Authorize(token)
+		return t.Authorize(token, mayAsk)
 	}
 	h := HashToken(token)
 	ok := 0

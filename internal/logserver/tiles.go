@@ -46,7 +46,7 @@ func (s *Server) tileRoutes() {
 }
 
 func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	if t.tokenRequired() && !t.authorized(bearer(r)) {
+	if t.tokenRequired() && !s.authorized(t, r, bearer(r)) {
 		WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}

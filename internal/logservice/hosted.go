@@ -725,15 +725,19 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
-		Authorize: func(token string) bool {
+		Authorize: func(token string, mayAsk func() bool) bool {
 			if st.view.Authorized(id, token) {
 				return true
 			}
-			// A token another process created a moment ago: catch the view up with
-			// the tenant's newest event, then decide.
+			// Maybe a token another process created a moment ago: catch the view up
+			// with the tenant's newest event (one broker round trip), within the
+			// address's budget, then decide.
+			if token == "" || !mayAsk() {
+				return false
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			return token != "" && st.catchUp(ctx, id) && st.view.Authorized(id, token)
+			return st.catchUp(ctx, id) && st.view.Authorized(id, token)
 		},
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)

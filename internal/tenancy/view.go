@@ -69,6 +69,7 @@ type View struct {
 	snapSeq   uint64                // sequence of the newest snapshot read or written
 	snapping  bool                  // a snapshot is being written
 	stats     StartStats
+	catch     catchUps // the shared broker round trips of CatchUp
 }
 
 // NewView makes an empty view of the admin stream of js. onTenant, when not nil, is
@@ -323,24 +324,6 @@ func (v *View) WaitFor(ctx context.Context, seq uint64) error {
 			return fmt.Errorf("tenancy: waiting for admin event %d: %w", seq, ctx.Err())
 		}
 	}
-}
-
-// CatchUp returns once the view applied the newest event on tenant id's admin subject
-// (at once when there is none): what another process published about the tenant a
-// moment ago is then in the view.
-func (v *View) CatchUp(ctx context.Context, js jetstream.JetStream, id string) error {
-	stream, err := js.Stream(ctx, pipeline.AdminStream)
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	last, err := stream.GetLastMsgForSubject(ctx, pipeline.AdminSubject(id))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("tenancy: %w", err)
-	}
-	return v.WaitFor(ctx, last.Sequence)
 }
 
 // Tenant returns a copy of a tenant.
