@@ -93,7 +93,11 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
 	key, _ := signer.GenerateKey()
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour)})
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,11 @@ func TestBrokerListenerNeedsCredentials(t *testing.T) {
 		t.Fatal("keygen --nats-nkey overwrote a seed")
 	}
 	key, _ := signer.GenerateKey()
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour)})
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
 	if err != nil {
 		t.Fatal(err)
 	}

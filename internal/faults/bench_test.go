@@ -49,9 +49,9 @@ func TestClusterVsSingle(t *testing.T) {
 	t.Cleanup(sig.stop)
 	setup := func(name string, nodes int) (natsURL, base string) {
 		c := startCluster(t, nodes)
-		env := []string{"TEST_DATABASE_URL=" + pgtest.New(t), "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+		env := []string{"TEST_DATABASE_URL=" + pgtest.New(t), "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}
 		p := startProc(t, name, env, "--db-env", "TEST_DATABASE_URL", "--nats-url", c.URLs(), "--replicas", fmt.Sprint(nodes),
-			"--signer-url", "http://"+sig.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN")
+			"--signer-url", "http://"+sig.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--metrics-token-env", "TEST_METRICS_TOKEN")
 		r := &rig{t: t, c: c}
 		r.admin(env, "tenant", "plan", "default", "enterprise")
 		return c.URLs(), p.Base()

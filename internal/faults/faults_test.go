@@ -157,13 +157,13 @@ func newRig(t *testing.T, cfg rigConfig) *rig {
 	viaProxy := strings.Replace(r.dbURL, pgHost, r.db.Addr(), 1)
 	r.nats = testkit.StartProxy(t, strings.TrimPrefix(r.c.URL(0), "nats://"))
 
-	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123"}
+	env := []string{"TEST_DATABASE_URL=" + viaProxy, "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}
 	r.cpRoot, r.tmpfs = t.TempDir(), errors.New("the short suite has no disk-full case")
 	if full() {
 		r.tmpfs = mountTmpfs(t, r.cpRoot, "8m")
 	}
 	common := []string{"--db-env", "TEST_DATABASE_URL", "--replicas", "3", "--signer-url", "http://" + r.signer.addr,
-		"--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--checkpoint-every", "1"}
+		"--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--metrics-token-env", "TEST_METRICS_TOKEN", "--checkpoint-every", "1"}
 	r.procs = append(r.procs, startProc(t, "log-a", env, append([]string{"--nats-url", r.c.URLs(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-a")}, common...)...))
 	// The second process reaches the cluster only through the proxy in front of node 0.
 	r.procs = append(r.procs, startProc(t, "log-b", env, append([]string{"--nats-url", "nats://" + r.nats.Addr(), "--checkpoint-dir", filepath.Join(r.cpRoot, "log-b")}, common...)...))

@@ -105,11 +105,20 @@ func (r *rig) gaugesFollowHolders() error {
 	return nil
 }
 
+// metricsToken is the --metrics-token-env of every svc log process the suite starts
+// (a hosted log serves /metrics only to it).
+const metricsToken = "metrics-token-of-the-fault-suite"
+
 func scrape(base string) (map[string]*dto.MetricFamily, error) {
 	if base == "" {
 		return nil, fmt.Errorf("process down")
 	}
-	resp, err := http.Get(base + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, base+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}

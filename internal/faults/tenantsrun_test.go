@@ -51,8 +51,8 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row := tenantsRow{broker: "embedded", tenants: 0}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.perSize)
 	defer cancel()
-	env := []string{"TEST_DATABASE_URL=" + cfg.dbURL, "TEST_ADMIN_TOKEN=" + benchAdminToken, "TEST_SIGNER_TOKEN=signer-shared-token-123"}
-	args := []string{"--db-env", "TEST_DATABASE_URL", "--signer-url", "http://" + cfg.signer.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN"}
+	env := []string{"TEST_DATABASE_URL=" + cfg.dbURL, "TEST_ADMIN_TOKEN=" + benchAdminToken, "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}
+	args := []string{"--db-env", "TEST_DATABASE_URL", "--signer-url", "http://" + cfg.signer.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--metrics-token-env", "TEST_METRICS_TOKEN"}
 	r := &tenantsRun{t: t, ctx: ctx, n: n, tokens: make([]string, n),
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.nodes > 1 {

@@ -146,7 +146,10 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
-	return st.view.Start(runCtx, s.errs)
+	if err := st.view.Start(runCtx, s.errs); err != nil {
+		return err
+	}
+	return s.wakeOnAppend(runCtx)
 }
 
 // runProjections keeps the database's projections following the streams. A database

@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
@@ -104,10 +106,13 @@ func (s *Service) activate(ctx context.Context, id string) error {
 }
 
 // minIdleToEvict is how long a tenant must have been without a request or batch
-// before makeRoom may stop it early: longer than an append waits for its answer, so
-// no request in flight loses its sequencer. MaxActive is therefore a soft cap: a
-// burst of more tenants than that within this time all start.
-const minIdleToEvict = 30 * time.Second
+// before makeRoom may stop it early. A request still in flight does not lose its
+// append: what its stopped sequencer did not take up stays in SVC_APPEND, and quiesce
+// starts the tenant again when it finds it there. MaxActive is a soft cap all the
+// same: a burst of more tenants than that within this time all start (each with its
+// consumer: keep MaxActive times the processes, plus such bursts, under the broker's
+// consumer limit).
+const minIdleToEvict = 3 * time.Second
 
 // makeRoom stops the least recently used active tenants while MaxActive or more are
 // active here (not counting id), before id's lock is taken: one tenant's lock is never
@@ -346,4 +351,42 @@ func (st *hostedState) releaseHeldBy(ctx context.Context, id string) (int, error
 		}
 	}
 	return n, nil
+}
+
+// wakeOnAppend starts a tenant that is not active here when an append for it reaches
+// the broker by another way than this process's HTTP front (a gateway or SDK
+// publishing on svc.append.<tenant>, svc log-admin import): one plain subscription
+// per process over svc.append.>, whatever the number of tenants, which only looks at
+// the subject. The append itself waits in SVC_APPEND for the sequencer the start
+// brings up (or the one another process runs); a wake this subscription drops when it
+// falls behind is the producer's retry's to give again.
+func (s *Service) wakeOnAppend(ctx context.Context) error {
+	st := s.hosted
+	var mu sync.Mutex
+	waking := map[string]bool{}
+	sub, err := s.nc.Subscribe(pipeline.AppendPrefix+">", func(m *nats.Msg) {
+		id := strings.TrimPrefix(m.Subject, pipeline.AppendPrefix)
+		st.mu.Lock()
+		idle := st.started[id] && st.held[id] == nil && st.follows[id] == nil
+		st.mu.Unlock()
+		mu.Lock()
+		if !idle || waking[id] {
+			mu.Unlock()
+			return
+		}
+		waking[id] = true
+		mu.Unlock()
+		go func() {
+			defer func() { mu.Lock(); delete(waking, id); mu.Unlock() }()
+			if err := s.activate(ctx, id); err != nil {
+				s.cfg.Logger.Warn("starting a tenant for an append over the broker failed", "tenant", id, "err", err)
+			}
+		}()
+	})
+	if err != nil {
+		return fmt.Errorf("subscribe %s>: %w", pipeline.AppendPrefix, err)
+	}
+	_ = sub.SetPendingLimits(1<<16, 64<<20)
+	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	return nil
 }
