@@ -84,7 +84,7 @@ start portal "$DATA/portal.log" "portal listening" \
 cat <<MSG
 svc hosted stack is up (logs in $DATA/*.log).
 
-  log (database-backed)   http://127.0.0.1:$PORT/health   admin page: http://127.0.0.1:$PORT/admin
+  log (database-backed)   http://127.0.0.1:$PORT/health   admin page: http://127.0.0.1:$PORT/admin (any user name, the admin token as password)
   checkpoints (read-only) http://127.0.0.1:$CHECKPOINTS_PORT
   signer                  http://127.0.0.1:$SIGNER_PORT/keys
   portal (self-serve)     http://127.0.0.1:$PORTAL_PORT

@@ -169,7 +169,7 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	if d := in1.InMsgs - in0.InMsgs; d > 100 {
 		t.Fatalf("200 wrong tokens cost %d messages into the broker; want few (the view's token hashes answer)", d)
 	}
-	fresh := strings.TrimSpace(mustRun(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", ns.ClientURL(), "token", "add", "acme-secret-tenant", "--label", "fresh"))
+	fresh := strings.TrimSpace(mustRun(t, "log-admin", "--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "token", "add", "acme-secret-tenant", "--label", "fresh"))
 	if s, b := postFrom(t, "127.0.0.4", addr, "/t/acme-secret-tenant/append", fresh, `{"leaf":"fresh"}`); s != 200 {
 		t.Fatalf("a token created a moment ago by log-admin: %d %s", s, b)
 	}

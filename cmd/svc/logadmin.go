@@ -142,8 +142,8 @@ func (a *logAdmin) run(ctx context.Context, pos []string) error {
 		if a.o.publicURL != "" {
 			pub = " --public-url " + shellWord(a.o.publicURL)
 		}
-		fmt.Fprintf(a.out, "tenant %s added (plan %s)\nnext, its first token:\n  %s log-admin --db-env %s --nats-url %s%s token add %s --label first\n",
-			t.ID, t.Plan, selfCommand(), shellWord(a.o.dbEnv), shellWord(a.o.nats.url), pub, t.ID)
+		fmt.Fprintf(a.out, "tenant %s added (plan %s)\nnext, its first token:\n  %s log-admin --db-env %s %s%s token add %s --label first\n",
+			t.ID, t.Plan, selfCommand(), shellWord(a.o.dbEnv), a.o.nats.words(), pub, t.ID)
 		return nil
 	case cmd == "tenant list":
 		return a.tenantList(ctx)

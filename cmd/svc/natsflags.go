@@ -19,6 +19,18 @@ func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) {
 	fs.StringVar(&n.nkey, "nats-nkey", "", "`file` holding an nkey user seed (svc keygen --nats-nkey) to log in with; with --nats-listen, the only user the listener admits")
 }
 
+// words are the flags as given, for a command svc prints to be run as pasted.
+func (n *natsFlags) words() string {
+	w := "--nats-url " + shellWord(n.url)
+	if n.creds != "" {
+		w += " --nats-creds " + shellWord(n.creds)
+	}
+	if n.nkey != "" {
+		w += " --nats-nkey " + shellWord(n.nkey)
+	}
+	return w
+}
+
 // credentials are the flags as pipeline.Connect takes them.
 func (n *natsFlags) credentials() pipeline.Credentials {
 	return pipeline.Credentials{URL: n.url, CredsFile: n.creds, NKeyFile: n.nkey}

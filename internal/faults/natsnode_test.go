@@ -53,25 +53,6 @@ type cluster struct {
 	nc    *nats.Conn // the test's own connection, for leaderOf
 }
 
-// freePorts picks n free TCP ports: listen on :0, note the port, close.
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, n: n}
@@ -110,8 +91,8 @@ func startCluster(t testing.TB, n int) *cluster {
 // configure writes the n nodes' configuration files with fresh ports and links.
 func (c *cluster) configure(n int) {
 	c.t.Helper()
-	clients := freePorts(c.t, n)
-	routes := freePorts(c.t, n)
+	clients := testkit.FreePorts(c.t, n)
+	routes := testkit.FreePorts(c.t, n)
 	dead := testkit.StartProxy(c.t, "127.0.0.1:1")
 	dead.SetCut(true) // accepts and closes: the advertised route address leads nowhere
 	c.ports, c.dirs, c.confs, c.links = clients, nil, nil, map[[2]int]*testkit.Proxy{}

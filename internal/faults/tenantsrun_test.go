@@ -18,6 +18,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/testkit"
 )
 
 // tenantsConfig is what every size of bench:tenants shares.
@@ -61,7 +63,7 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		r.natsURL = c.URLs()
 		args = append(args, "--nats-url", r.natsURL, "--replicas", fmt.Sprint(cfg.nodes))
 	} else {
-		r.natsURL = fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+		r.natsURL = fmt.Sprintf("127.0.0.1:%d", testkit.FreePorts(t, 1)[0])
 		args = append(args, "--nats-listen", r.natsURL)
 		r.natsURL = "nats://" + r.natsURL
 	}

@@ -42,7 +42,7 @@ func StartCluster(t testing.TB, n int) *Cluster {
 }
 
 func (c *Cluster) start(t testing.TB, n int) error {
-	routes, clients := freePorts(t, n), freePorts(t, n)
+	routes, clients := FreePorts(t, n), FreePorts(t, n)
 	for i := range n {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
@@ -116,8 +116,10 @@ func (c *Cluster) stop() {
 	}
 }
 
-// freePorts returns n loopback ports free a moment ago.
-func freePorts(t testing.TB, n int) []int {
+// FreePorts returns n loopback ports free a moment ago (listen on :0, note the
+// port, close): for servers whose ports must be known before they listen, such as a
+// cluster whose routes name each other; another process may take one in between.
+func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var ls []net.Listener
