@@ -121,6 +121,36 @@ func New(cfg Config) (*Portal, error) {
 	if err := checkNoThrottle(cfg); err != nil {
 		return nil, err
 	}
+	cfg.defaults()
+	p := &Portal{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
+		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
+		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second},
+		hashing: newHashGate(cfg.MaxHashing, cfg.HashWait), keys: newThrottle(cfg.KeyBurst, cfg.KeyEvery)}
+	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
+	p.dummy = sync.OnceValue(func() string {
+		h, err := hashPassword(fmt.Sprintf("no such account %p", p), cfg.Scrypt)
+		if err != nil {
+			panic(err) // only crypto/rand failing
+		}
+		return h
+	})
+	p.secure = strings.HasPrefix(cfg.PublicURL, "https://") || strings.HasPrefix(p.portalURL, "https://")
+	if cfg.Billing != nil {
+		if cfg.PortalURL == "" {
+			return nil, errors.New("portal: billing needs the portal's own public URL (--portal-url), where the payment provider returns the browser")
+		}
+		b, err := newBilling(*cfg.Billing)
+		if err != nil {
+			return nil, err
+		}
+		p.billing = b
+	}
+	p.routes()
+	return p, nil
+}
+
+// defaults fills in the zero fields of cfg and trims the URLs' trailing slashes.
+func (cfg *Config) defaults() {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -169,31 +199,6 @@ func New(cfg Config) (*Portal, error) {
 	if cfg.LogURL == "" {
 		cfg.LogURL = cfg.PublicURL
 	}
-	p := &Portal{cfg: cfg, mux: http.NewServeMux(), log: cfg.Logger,
-		register: newThrottle(cfg.RegisterBurst, cfg.RegisterEvery),
-		login:    newThrottle(cfg.LoginBurst, cfg.LoginEvery), logClient: &http.Client{Timeout: 3 * time.Second},
-		hashing: newHashGate(cfg.MaxHashing, cfg.HashWait), keys: newThrottle(cfg.KeyBurst, cfg.KeyEvery)}
-	p.portalURL = strings.TrimRight(cfg.PortalURL, "/")
-	p.dummy = sync.OnceValue(func() string {
-		h, err := hashPassword(fmt.Sprintf("no such account %p", p), cfg.Scrypt)
-		if err != nil {
-			panic(err) // only crypto/rand failing
-		}
-		return h
-	})
-	p.secure = strings.HasPrefix(cfg.PublicURL, "https://") || strings.HasPrefix(p.portalURL, "https://")
-	if cfg.Billing != nil {
-		if cfg.PortalURL == "" {
-			return nil, errors.New("portal: billing needs the portal's own public URL (--portal-url), where the payment provider returns the browser")
-		}
-		b, err := newBilling(*cfg.Billing)
-		if err != nil {
-			return nil, err
-		}
-		p.billing = b
-	}
-	p.routes()
-	return p, nil
 }
 
 func (p *Portal) routes() {

@@ -223,14 +223,8 @@ func loadTenants(path string) ([]logservice.TenantSpec, error) {
 // serveLog runs the log service until ctx ends. ready, when set, is called with the
 // listening addresses once the service answers; an error it returns stops the service.
 func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready func(logAddr, cpAddr string, keyID string) error) error {
-	if o.maxConns < 1 || o.maxConns > 65536 {
-		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
-	}
-	if err := o.trustProxy.parse(); err != nil {
+	if err := o.checkLimits(); err != nil {
 		return err
-	}
-	if o.maxConnsPerAddr < 0 || o.maxConnsPerAddr > o.maxConns {
-		return usagef("--max-conns-per-addr %d: want 1 to --max-conns (%d)", o.maxConnsPerAddr, o.maxConns)
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	headSigner, keys, err := logSigner(ctx, o)
@@ -308,6 +302,20 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	logger.Info("log server stopped")
 	return runErr
+}
+
+// checkLimits checks the connection and proxy flags.
+func (o *logOptions) checkLimits() error {
+	if o.maxConns < 1 || o.maxConns > 65536 {
+		return usagef("--max-conns %d: want 1 to 65536", o.maxConns)
+	}
+	if err := o.trustProxy.parse(); err != nil {
+		return err
+	}
+	if o.maxConnsPerAddr < 0 || o.maxConnsPerAddr > o.maxConns {
+		return usagef("--max-conns-per-addr %d: want 1 to --max-conns (%d)", o.maxConnsPerAddr, o.maxConns)
+	}
+	return nil
 }
 
 // serveCheckpoints serves the checkpoint files read-only on --checkpoints-port (none
