@@ -19,6 +19,7 @@ import (
 	"svc.dev/svc/httplimits"
 
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/telemetry"
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
@@ -239,11 +240,7 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	if err != nil {
 		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx) // pushes what OTLP has pending
-	}()
+	defer shutdownTelemetry(tel)
 	var (
 		svc     *logservice.Service
 		handler http.Handler
@@ -302,6 +299,13 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	logger.Info("log server stopped")
 	return runErr
+}
+
+// shutdownTelemetry pushes what OTLP has pending, within 5 s.
+func shutdownTelemetry(tel *telemetry.Telemetry) {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = tel.Shutdown(sctx)
 }
 
 // checkLimits checks the connection and proxy flags.
