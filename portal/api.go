@@ -50,7 +50,10 @@ type emptyRequest struct{}
 // validEmail returns the canonical (lower-case) form of a plain address.
 func validEmail(s string) (string, error) {
 	s = strings.TrimSpace(s)
-	if s == "" || len(s) > MaxEmail {
+	if s == "" {
+		return "", errors.New("email: missing; give an address such as ada@example.com")
+	}
+	if len(s) > MaxEmail {
 		return "", errors.New("email: give an address of at most 254 characters")
 	}
 	a, err := mail.ParseAddress(s)

@@ -86,3 +86,22 @@ func FuzzCheckPassword(f *testing.F) {
 		_, _ = checkPassword("password", stored)
 	})
 }
+
+// TestValidEmailNamesWhatIsWrong: a missing address is said to be missing, not too
+// long (a newcomer posting {} read "at most 254 characters"); a long one and a
+// display-name form each get their own message.
+func TestValidEmailNamesWhatIsWrong(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                                 "email: missing",
+		"   ":                              "email: missing",
+		strings.Repeat("a", 250) + "@b.cd": "at most 254 characters",
+		"Ada <ada@example.com>":            "plain address",
+	} {
+		if _, err := validEmail(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("validEmail(%q) = %v, want an error with %q", in, err, want)
+		}
+	}
+	if got, err := validEmail(" Ada@Example.com "); err != nil || got != "ada@example.com" {
+		t.Errorf("validEmail: %q, %v", got, err)
+	}
+}
