@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -144,10 +145,17 @@ func (a *Admin) AddToken(ctx context.Context, actor, id, label string) (string, 
 	if len(label) > MaxLabel {
 		return "", Token{}, fmt.Errorf("%w: label of %d characters; at most %d", ErrInvalid, len(label), MaxLabel)
 	}
-	for range 8 {
+	// Concurrent additions to one tenant each win one round in turn: the losers try
+	// again after a short random pause (at most 64 times, about a second in all).
+	for i := range 64 {
 		token, tok, err := a.addToken(ctx, actor, id, label)
 		if !errors.Is(err, errRace) {
 			return token, tok, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", Token{}, ctx.Err()
+		case <-time.After(time.Duration(mrand.Int64N(int64(min(i+1, 20)) * int64(time.Millisecond)))):
 		}
 	}
 	return "", Token{}, fmt.Errorf("tenant %s changes too fast to add a token; try again", id)
