@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,8 +14,6 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
-	"svc.dev/svc/signer"
-	"svc.dev/svc/signer/remote"
 )
 
 // dialFrom connects to addr (host:port) from the loopback address from.
@@ -92,18 +89,7 @@ func TestHostedLogUnderAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	key, _ := signer.GenerateKey()
-	heads, err := remote.OpenHeadStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := httptest.NewServer(srv)
-	t.Cleanup(ss.Close)
-	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	_, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	args := []string{"--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN",

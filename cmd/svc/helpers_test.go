@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
 )
 
 // runSvc runs one command line through the dispatcher.
@@ -188,4 +190,24 @@ func (b *background) stop(t *testing.T, within time.Duration) {
 	case <-time.After(within):
 		t.Fatal("did not stop after cancel")
 	}
+}
+
+// startTestSigner runs svc signer's server (its last heads in a temporary
+// directory) on a kernel-picked port, closed with the test; its token is in
+// TEST_SIGNER_TOKEN.
+func startTestSigner(t *testing.T) (*signer.Key, *httptest.Server) {
+	t.Helper()
+	key, _ := signer.GenerateKey()
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := httptest.NewServer(srv)
+	t.Cleanup(ss.Close)
+	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	return key, ss
 }

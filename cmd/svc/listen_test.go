@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"net"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,8 +14,6 @@ import (
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
-	"svc.dev/svc/signer"
-	"svc.dev/svc/signer/remote"
 )
 
 // TestBrokerListenerNeedsCredentials: svc log --nats-listen refuses to start without
@@ -34,18 +31,7 @@ func TestBrokerListenerNeedsCredentials(t *testing.T) {
 	if code, _, _ := runSvc(t, "keygen", "--nats-nkey", seed); code == 0 {
 		t.Fatal("keygen --nats-nkey overwrote a seed")
 	}
-	key, _ := signer.GenerateKey()
-	heads, err := remote.OpenHeadStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := httptest.NewServer(srv)
-	t.Cleanup(ss.Close)
-	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	_, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	t.Setenv("TEST_ADMIN_TOKEN", strings.Repeat("a", 32))
 	t.Setenv("TEST_PORTAL_SECRET", strings.Repeat("s", 32))

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/conformance"
 	"svc.dev/svc/signer"
-	"svc.dev/svc/signer/remote"
 )
 
 // startLogCmd runs `svc log` in-process and returns its base URL once it listens.
@@ -63,17 +61,7 @@ func startLogCmdCP(t *testing.T, args ...string) (string, string, context.Cancel
 // the key; when the signer stops answering, heads are 503.
 func TestLogWithRemoteSigner(t *testing.T) {
 	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	heads, err := remote.OpenHeadStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := httptest.NewServer(srv)
-	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	key, ss := startTestSigner(t)
 	base, _ := startLogCmd(t, "--file", filepath.Join(dir, "log.jsonl"), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN")
 	resp, err := http.Post(base+"/append", "application/json", strings.NewReader(`{"leaf":"signed remotely"}`))

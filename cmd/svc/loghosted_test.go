@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +18,6 @@ import (
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/signer"
-	"svc.dev/svc/signer/remote"
 )
 
 func httpDo(t *testing.T, method, url, token, body string) (int, string) {
@@ -38,18 +35,7 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	key, _ := signer.GenerateKey()
-	heads, err := remote.OpenHeadStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Heads: heads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ss := httptest.NewServer(srv)
-	t.Cleanup(ss.Close)
-	t.Setenv("TEST_SIGNER_TOKEN", "signer-shared-token-123")
+	_, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456-0123456789abcdefghij")
 	t.Setenv("TEST_METRICS_TOKEN", "metrics-token-789")
