@@ -22,16 +22,18 @@
 //
 // # The router
 //
-// Each exporter is one Watermill handler with, outermost first: throttle
-// (mw_throttle.go), metrics (mw_metrics.go), dead letters (mw_deadletter.go), retry
-// with backoff (mw_retry.go) and a per-attempt timeout (mw_timeout.go). Up to
+// Each exporter is one Watermill handler built on the consumer kit (package
+// pipeline/consume, shared with the database projections) with, outermost first:
+// throttle, metrics (router.go), dead letters (mw_deadletter.go), retry with backoff
+// and a per-attempt timeout. Up to
 // RouterConfig.Lanes receipts are in hand at once, and the records of concurrent
 // deliveries share one request to the collector (a batcher, linger 500 µs). A
 // transient failure is retried in hand, then the message goes back to the stream with
 // a backoff delay and is redelivered, without end: nothing is dropped. A refusal for
 // good puts the receipt in SVC_DEAD (svc.dead.<exporter>.<tenant>, with the handler,
-// the error and the attempts in headers) and lets the rest flow. [Status], [ListDead],
-// [ReplayDead] and [Replay] are what `svc exports` shows and repairs with; the last
+// the error and the attempts in headers) and lets the rest flow. [Status], the kit's
+// ListDead and ReplayDead (with [DeadHandlers]) and [Replay] are what `svc exports`
+// shows and repairs with; the last
 // error of each exporter is in the key-value bucket SVC_EXPORTS.
 //
 // Delivery is at least once. Every export is idempotent by receipt id: the OTLP span of

@@ -8,11 +8,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/pipeline/consume"
 	"svc.dev/svc/receipt"
 )
 
@@ -106,11 +106,10 @@ func NewRouter(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporte
 	if err := EnsureReceiptStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	if err := EnsureDeadStream(ctx, js, cfg.Replicas); err != nil {
+	if err := consume.EnsureDeadStream(ctx, js, cfg.Replicas); err != nil {
 		return nil, err
 	}
-	logger := watermill.NopLogger{}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, logger)
+	r, err := consume.NewRouter()
 	if err != nil {
 		return nil, err
 	}
@@ -123,17 +122,15 @@ func NewRouter(ctx context.Context, nc *nats.Conn, tenant string, exps []Exporte
 			return nil, err
 		}
 		sub := &subscriber{consumer: cons, q: cfg.Queue, ackWait: 10 * time.Minute, lanes: cfg.Lanes, cache: cache}
-		// Outermost first: throttle, metrics, dead letters, retry, timeout, then the
-		// delivery itself.
-		var mws []message.HandlerMiddleware
-		if t := ThrottleMiddleware(cfg.PerSecond); t != nil {
-			mws = append(mws, t)
-		}
-		mws = append(mws, metricsMiddleware(rt.stats, e.Name(), count), deadLetterMiddleware(js, e.Name(), tenant, log, st),
-			retryMiddleware(cfg, e.Name(), st), TimeoutMiddleware(cfg.Timeout))
 		b := newBatcher(e, cfg.Queue.Batch, cfg.Linger, cfg.Timeout)
-		h := r.AddConsumerHandler(e.Name()+"-"+tenant, ReceiptsSubject(tenant), sub, exportHandler(b))
-		h.AddMiddleware(mws...)
+		consume.Handle(r, e.Name()+"-"+tenant, ReceiptsSubject(tenant), sub, exportHandler(b), consume.Chain{
+			PerSecond:   cfg.PerSecond,
+			Measure:     measure(rt.stats, e.Name(), count),
+			DeadLetters: deadLetterMiddleware(js, e.Name(), tenant, log, st),
+			Retry: consume.Retry{Retries: cfg.Retries, MinBackoff: cfg.Queue.MinBackoff, MaxBackoff: cfg.Queue.MaxBackoff,
+				Permanent: ErrPermanent, Failed: func(err error) { st.failed(e.Name(), err) }},
+			Timeout: cfg.Timeout,
+		})
 	}
 	rt.ctx, rt.cancel = context.WithCancel(context.Background())
 	go func() {
@@ -212,11 +209,8 @@ func durableConsumer(ctx context.Context, js jetstream.JetStream, tenant, export
 	return c, nil
 }
 
-// RouterStats counts deliveries across a router's exporters.
-type RouterStats struct {
-	mu sync.Mutex
-	by map[string]*HandlerStats
-}
+// RouterStats counts deliveries across a router's exporters, by exporter name.
+type RouterStats = consume.Stats[HandlerStats]
 
 // HandlerStats are one exporter's counts.
 type HandlerStats struct {
@@ -226,29 +220,32 @@ type HandlerStats struct {
 	Busy      time.Duration // time spent in the handler
 }
 
-// Snapshot copies the counts by exporter name.
-func (s *RouterStats) Snapshot() map[string]HandlerStats {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[string]HandlerStats{}
-	for k, v := range s.by {
-		out[k] = *v
-	}
-	return out
-}
-
-func (s *RouterStats) add(name string, f func(*HandlerStats)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.by == nil {
-		s.by = map[string]*HandlerStats{}
-	}
-	h := s.by[name]
-	if h == nil {
-		h = &HandlerStats{}
-		s.by[name] = h
-	}
-	f(h)
+// measure counts each delivery's outcome and the time spent in it, by exporter:
+// accepted, kept as a dead letter (the dead-letter middleware below it marks the
+// message and returns nil), or failed (the message goes back to the stream).
+func measure(stats *RouterStats, exporter string, count *counters) message.HandlerMiddleware {
+	return consume.Measure(func(msg *message.Message, took time.Duration, err error) {
+		dead := msg.Metadata.Get(mdDead) != ""
+		stats.Add(exporter, func(s *HandlerStats) {
+			s.Busy += took
+			switch {
+			case err != nil:
+				s.Failed++
+			case dead:
+				s.Dead++
+			default:
+				s.Delivered++
+			}
+		})
+		if count != nil {
+			switch {
+			case err == nil && dead:
+				count.dropped.Add(1)
+			case err == nil:
+				count.exported.Add(1)
+			}
+		}
+	})
 }
 
 // decodeCache lets the exporters of one router decode each stored receipt once: the

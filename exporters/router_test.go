@@ -11,6 +11,7 @@ import (
 
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // TestRouterDeadLettersStatusAndReplay: a collector that refuses one receipt for good
@@ -40,9 +41,9 @@ func TestRouterDeadLettersStatusAndReplay(t *testing.T) {
 	}
 	good := append(append([]string{}, ids[:3]...), ids[4:]...)
 	c.waitFor(t, good, []string{"otel", "splunk"}, 15*time.Second)
-	var letters []exporters.DeadLetter
+	var letters []consume.DeadLetter
 	testkit.Eventually(t, 10*time.Second, func() error {
-		letters, err = exporters.ListDead(ctx, js, "")
+		letters, err = consume.ListDead(ctx, js, "")
 		if err != nil || len(letters) != 2 {
 			return fmt.Errorf("dead letters %v (%v), want 2", letters, err)
 		}
@@ -65,7 +66,7 @@ func TestRouterDeadLettersStatusAndReplay(t *testing.T) {
 		}
 		return nil
 	})
-	if !strings.Contains(stderr.String(), "refused for good, kept in "+exporters.DeadStream) {
+	if !strings.Contains(stderr.String(), "refused for good, kept in "+consume.DeadStream) {
 		t.Errorf("no stderr line for the dead letter: %q", stderr.String())
 	}
 	if err := sink.Close(ctx); err != nil {
@@ -115,12 +116,12 @@ func TestRouterDeadLettersStatusAndReplay(t *testing.T) {
 
 	// The collector now takes it: replaying the dead letters delivers them and
 	// empties SVC_DEAD.
-	n, err := exporters.ReplayDead(ctx, js, c.both(t), nil, nil)
+	n, err := consume.ReplayDead(ctx, js, nil, nil, exporters.DeadHandlers(c.both(t))...)
 	if err != nil || n != 2 {
 		t.Fatalf("dead replay: %d, %v", n, err)
 	}
 	c.waitFor(t, []string{bad}, []string{"otel", "splunk"}, 5*time.Second)
-	if letters, _ := exporters.ListDead(ctx, js, ""); len(letters) != 0 {
+	if letters, _ := consume.ListDead(ctx, js, ""); len(letters) != 0 {
 		t.Errorf("%d dead letters left", len(letters))
 	}
 }

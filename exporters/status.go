@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/pipeline/consume"
 )
 
 // StatusBucket is the key-value bucket where each exporter's consumers record their
@@ -58,39 +60,22 @@ func (b *statusBoard) failed(exporter string, err error) {
 			b.kv = kv
 			b.mu.Unlock()
 		}
-		data, _ := json.Marshal(lastError{Error: truncate(err.Error(), 2000), At: time.Now().UTC()})
+		data, _ := json.Marshal(lastError{Error: consume.Truncate(err.Error(), 2000), At: time.Now().UTC()})
 		_, _ = kv.Put(ctx, exporter+"."+b.tenant, data)
 	}()
 }
 
-// ExporterStatus is what `svc exports status` shows of one exporter of one tenant.
-type ExporterStatus struct {
-	Exporter    string    `json:"exporter"`
-	Tenant      string    `json:"tenant"`
-	Position    uint64    `json:"position"`    // SVC_RECEIPTS sequence up to which everything is delivered (or dead)
-	Backlog     uint64    `json:"backlog"`     // receipts not yet delivered
-	LastError   string    `json:"lastError"`   // the last failure recorded, if any
-	LastErrorAt time.Time `json:"lastErrorAt"` // when
-	DeadLetters uint64    `json:"deadLetters"` // receipts kept in SVC_DEAD
-}
-
 // Status reads each named exporter's consumer for tenant, its last error and its dead
 // letters.
-func Status(ctx context.Context, js jetstream.JetStream, tenant string, exporters []string) ([]ExporterStatus, error) {
-	var dead map[string]uint64
-	if st, err := js.Stream(ctx, DeadStream); err == nil {
-		info, err := st.Info(ctx, jetstream.WithSubjectFilter(DeadPrefix+">"))
-		if err != nil {
-			return nil, err
-		}
-		dead = info.State.Subjects
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+func Status(ctx context.Context, js jetstream.JetStream, tenant string, exporters []string) ([]consume.Status, error) {
+	dead, err := consume.DeadCounts(ctx, js)
+	if err != nil {
 		return nil, err
 	}
 	kv, kvErr := js.KeyValue(ctx, StatusBucket)
-	var out []ExporterStatus
+	var out []consume.Status
 	for _, e := range exporters {
-		s := ExporterStatus{Exporter: e, Tenant: tenant, DeadLetters: dead[DeadSubject(e, tenant)]}
+		s := consume.Status{Exporter: e, Tenant: tenant, DeadLetters: dead[consume.DeadSubject(e, tenant)]}
 		cons, err := js.Consumer(ctx, ReceiptsStream, ConsumerName(e, tenant))
 		switch {
 		case errors.Is(err, jetstream.ErrConsumerNotFound):

@@ -14,6 +14,7 @@ import (
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 	"svc.dev/svc/receipt"
 )
 
@@ -23,8 +24,9 @@ const (
 	ReceiptsStream = "SVC_RECEIPTS"
 	ReceiptsPrefix = "svc.receipts."
 	// HeaderReceiptID names the receipt a message carries (also its Nats-Msg-Id, so a
-	// publisher's retry within the duplicate window is stored once).
-	HeaderReceiptID = "Svc-Receipt-Id"
+	// publisher's retry within the duplicate window is stored once); its dead letter
+	// keeps it (the header is the consumer kit's).
+	HeaderReceiptID = consume.HeaderReceiptID
 )
 
 // ReceiptsSubject is the subject tenant's receipts are published on.

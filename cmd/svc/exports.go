@@ -18,6 +18,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 	"svc.dev/svc/receipt"
 )
 
@@ -230,13 +231,13 @@ func (x *exportsEnv) status(ctx context.Context, stdout io.Writer, asJSON bool, 
 }
 
 func (x *exportsEnv) deadList(ctx context.Context, stdout io.Writer, exporter string, asJSON bool) error {
-	letters, err := exporters.ListDead(ctx, x.js, exporter)
+	letters, err := consume.ListDead(ctx, x.js, exporter)
 	if err != nil {
 		return err
 	}
 	if asJSON {
 		if letters == nil {
-			letters = []exporters.DeadLetter{}
+			letters = []consume.DeadLetter{}
 		}
 		return json.NewEncoder(stdout).Encode(letters)
 	}
@@ -261,22 +262,22 @@ func (x *exportsEnv) deadReplay(ctx context.Context, stdout, stderr io.Writer, i
 		}
 		seqs = append(seqs, n)
 	}
-	var others []exporters.DeadHandler
+	handlers := exporters.DeadHandlers(x.exps)
 	if dbEnv != "" {
 		st, err := openStore(ctx, dbEnv)
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		others = st.DeadHandlers()
+		handlers = append(handlers, st.DeadHandlers()...)
 	}
-	n, err := exporters.ReplayDead(ctx, x.js, x.exps, seqs, func(done, total int) {
+	n, err := consume.ReplayDead(ctx, x.js, seqs, func(done, total int) {
 		fmt.Fprintf(stderr, "\rdead letters: %d of %d", done, total)
-	}, others...)
+	}, handlers...)
 	fmt.Fprintln(stderr)
 	fmt.Fprintf(stdout, "delivered %d dead letters\n", n)
 	if err != nil {
-		return fmt.Errorf("some letters stay in %s: %w", exporters.DeadStream, err)
+		return fmt.Errorf("some letters stay in %s: %w", consume.DeadStream, err)
 	}
 	return nil
 }

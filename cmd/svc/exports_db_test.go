@@ -18,6 +18,7 @@ import (
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // TestExportsCommandDatabaseProjections: with --db-env, `svc exports status` shows the
@@ -71,7 +72,7 @@ func TestExportsCommandDatabaseProjections(t *testing.T) {
 		if code != 0 {
 			return fmt.Errorf("status: exit %d %s", code, errOut)
 		}
-		var rows []exporters.ExporterStatus
+		var rows []consume.Status
 		if err := json.Unmarshal([]byte(out), &rows); err != nil {
 			return fmt.Errorf("status %q: %w", out, err)
 		}
@@ -86,10 +87,10 @@ func TestExportsCommandDatabaseProjections(t *testing.T) {
 		return fmt.Errorf("no %s row in %s", store.HandlerAdmin, out)
 	})
 	code, out, errOut := runSvc(t, "exports", "dead", "replay", "--config", cfgPath, "--db-env", "TEST_EXPORTS_DB")
-	if code != 1 || !strings.Contains(out, "delivered 0 dead letters") || !strings.Contains(errOut, exporters.DeadStream) {
-		t.Fatalf("dead replay of an undecodable letter: exit %d, %q, %q; want exit 1 naming %s", code, out, errOut, exporters.DeadStream)
+	if code != 1 || !strings.Contains(out, "delivered 0 dead letters") || !strings.Contains(errOut, consume.DeadStream) {
+		t.Fatalf("dead replay of an undecodable letter: exit %d, %q, %q; want exit 1 naming %s", code, out, errOut, consume.DeadStream)
 	}
-	if letters, err := exporters.ListDead(ctx, js, ""); err != nil || len(letters) != 1 || letters[0].Handler != store.HandlerAdmin {
+	if letters, err := consume.ListDead(ctx, js, ""); err != nil || len(letters) != 1 || letters[0].Handler != store.HandlerAdmin {
 		t.Fatalf("SVC_DEAD after the replay: %+v, %v; want the one admin letter still there", letters, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/sdk"
 	"svc.dev/svc/signer"
@@ -129,7 +130,7 @@ func TestExportsCommand(t *testing.T) {
 	is.Close(ctx)
 
 	// status: position 6, nothing pending, one dead letter, the last error.
-	var st []exporters.ExporterStatus
+	var st []consume.Status
 	testkit.Eventually(t, 5*time.Second, func() error {
 		code, out, errOut := runSvc(t, "exports", "status", "--config", cfgPath, "--json")
 		if code != 0 {
@@ -150,7 +151,7 @@ func TestExportsCommand(t *testing.T) {
 
 	// dead list names the receipt, the handler and the error.
 	code, out, _ = runSvc(t, "exports", "dead", "list", "--config", cfgPath, "--json")
-	var letters []exporters.DeadLetter
+	var letters []consume.DeadLetter
 	if err := json.Unmarshal([]byte(out), &letters); code != 0 || err != nil || len(letters) != 1 || letters[0].ReceiptID != bad || letters[0].Handler != "splunk" || !strings.Contains(letters[0].Error, "400") {
 		t.Fatalf("dead list: exit %d %q", code, out)
 	}

@@ -15,6 +15,7 @@ import (
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -68,7 +69,7 @@ func TestStreamsKeepTheirReplicas(t *testing.T) {
 		_, err := js.Stream(ctx, "KV_"+exporters.StatusBucket)
 		return err
 	})
-	for _, name := range []string{pipeline.AppendStream, pipeline.LeavesStream, pipeline.AdminStream, exporters.ReceiptsStream, exporters.DeadStream, "KV_" + exporters.StatusBucket} {
+	for _, name := range []string{pipeline.AppendStream, pipeline.LeavesStream, pipeline.AdminStream, exporters.ReceiptsStream, consume.DeadStream, "KV_" + exporters.StatusBucket} {
 		st, err := js.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)

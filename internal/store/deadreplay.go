@@ -7,14 +7,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // DeadHandlers are the projections as handlers `svc exports dead replay` can hand
 // their dead letters to.
-func (s *Store) DeadHandlers() []exporters.DeadHandler {
-	return []exporters.DeadHandler{deadHandler{s, HandlerAdmin}, deadHandler{s, HandlerLeaves}}
+func (s *Store) DeadHandlers() []consume.DeadHandler {
+	return []consume.DeadHandler{deadHandler{s, HandlerAdmin}, deadHandler{s, HandlerLeaves}}
 }
 
 type deadHandler struct {
@@ -28,7 +28,7 @@ func (d deadHandler) Handler() string { return d.name }
 // position, so it is applied on its own path, not through the position check: once,
 // recorded in dead_applied in the same transaction. A letter that still cannot be
 // decoded is an error and stays in SVC_DEAD.
-func (d deadHandler) ReplayLetter(ctx context.Context, l exporters.DeadLetter, payload []byte) error {
+func (d deadHandler) ReplayLetter(ctx context.Context, l consume.DeadLetter, payload []byte) error {
 	seq, err := strconv.ParseUint(l.SourceSeq, 10, 64)
 	if err != nil {
 		return fmt.Errorf("dead letter %d: source seq %q: %w", l.Seq, l.SourceSeq, err)

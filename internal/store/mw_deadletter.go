@@ -2,7 +2,6 @@ package store
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -11,8 +10,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // mdSkip lists (comma-separated) the stream sequences of a group kept in SVC_DEAD.
@@ -21,7 +20,8 @@ const mdSkip = "svc_skip"
 // deadLetterMiddleware keeps a message that cannot be decoded (a poisonError) in
 // SVC_DEAD with the handler, the error and the attempts, marks it skipped and applies
 // the group again without it, so the projection moves past it. If SVC_DEAD cannot
-// take the letter (it is created, or updated, before each letter: poison is rare) the group fails (and is tried again): nothing is dropped unseen.
+// take the letter (it is created, or updated, before each letter: poison is rare) the
+// group fails (and is tried again): nothing is dropped unseen.
 func deadLetterMiddleware(js jetstream.JetStream, name string, replicas int) message.HandlerMiddleware {
 	return func(h message.HandlerFunc) message.HandlerFunc {
 		return func(msg *message.Message) ([]*message.Message, error) {
@@ -42,17 +42,13 @@ func deadLetterMiddleware(js jetstream.JetStream, name string, replicas int) mes
 				if name == HandlerLeaves {
 					tenant = strings.TrimPrefix(m.Subject(), pipeline.LeavesPrefix)
 				}
-				letter := exporters.DeadLetter{Handler: name, Tenant: tenant, Error: err.Error(), Attempts: max(attempts, 1),
+				letter := consume.DeadLetter{Handler: name, Tenant: tenant, Error: err.Error(), Attempts: max(attempts, 1),
 					SourceSeq: strconv.FormatUint(pe.seq, 10), At: time.Now().UTC()}
 				// SVC_DEAD is made when the first letter needs it, not at every start.
-				perr := exporters.EnsureDeadStream(ctx, js, replicas)
-				if perr == nil {
-					perr = exporters.PublishDead(ctx, js, letter, m.Data())
+				if kerr := consume.Keep(ctx, js, letter, m.Data(), max(replicas, 1), err); kerr != nil {
+					return nil, kerr
 				}
-				if perr != nil {
-					return nil, fmt.Errorf("%w (and %s could not keep it: %w)", err, exporters.DeadStream, perr)
-				}
-				slog.Warn("projection message cannot be decoded, kept in "+exporters.DeadStream, "handler", name, "seq", pe.seq, "error", pe.err)
+				slog.Warn("projection message cannot be decoded, kept in "+consume.DeadStream, "handler", name, "seq", pe.seq, "error", pe.err)
 				skip := msg.Metadata.Get(mdSkip)
 				if skip != "" {
 					skip += ","

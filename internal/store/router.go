@@ -7,14 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // ErrPoison marks a stream message a projection cannot decode: it goes to SVC_DEAD
@@ -86,24 +85,28 @@ func (s *Store) runRouter(ctx context.Context, js jetstream.JetStream, cfg Route
 	if err != nil {
 		return err
 	}
-	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, watermill.NopLogger{})
+	r, err := consume.NewRouter()
 	if err != nil {
 		return err
 	}
+	st := s.stats()
 	for _, p := range ps {
 		sub := &groupSubscriber{js: js, stream: p.stream, subject: p.subject, maxGroup: maxGroup, backoff: cfg.backoff,
 			start: func(ctx context.Context) (uint64, error) { return s.Position(ctx, p.position) }}
 		if reached != nil {
 			sub.reached = func(last uint64) { reached(p.name, last) }
 		}
-		var mws []message.HandlerMiddleware
-		if t := exporters.ThrottleMiddleware(cfg.PerSecond); t != nil {
-			mws = append(mws, t)
-		}
-		mws = append(mws, metricsMiddleware(s.stats(), p.name), deadLetterMiddleware(js, p.name, cfg.Replicas),
-			retryMiddleware(cfg, p.name, s.stats()), exporters.TimeoutMiddleware(cfg.Timeout))
-		h := r.AddConsumerHandler(p.name, p.subject, sub, s.projectionHandler(js, p))
-		h.AddMiddleware(mws...)
+		consume.Handle(r, p.name, p.subject, sub, s.projectionHandler(js, p), consume.Chain{
+			PerSecond:   cfg.PerSecond,
+			Measure:     measure(st, p.name),
+			DeadLetters: deadLetterMiddleware(js, p.name, cfg.Replicas),
+			// poison is not retried; a transient failure (the database does not answer, a
+			// timeout), when the retries are spent, is nacked and the subscriber hands the
+			// same group again after a backoff, forever: it never skips a message.
+			Retry: consume.Retry{Retries: cfg.Retries, MinBackoff: cfg.MinBackoff, MaxBackoff: cfg.MaxBackoff,
+				Permanent: ErrPoison, Failed: func(err error) { st.failed(p.name, err) }},
+			Timeout: cfg.Timeout,
+		})
 	}
 	err = r.Run(ctx)
 	if ctx.Err() != nil {

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"svc.dev/svc/exporters"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
+	"svc.dev/svc/pipeline/consume"
 )
 
 // running is one Run of the projections, stopped with the test or by stop.
@@ -163,7 +163,7 @@ func TestPoisonGoesToTheDeadLetterStream(t *testing.T) {
 	appendN(t, e, "acme", 10, 20)
 	caughtUp(t, s, e, 10*time.Second)
 
-	letters, err := exporters.ListDead(ctx, e.js, "")
+	letters, err := consume.ListDead(ctx, e.js, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestPoisonGoesToTheDeadLetterStream(t *testing.T) {
 	appendN(t, e, "acme", 30, 5)
 	runStore(t, s, e)
 	caughtUp(t, s, e, 10*time.Second)
-	if letters, _ := exporters.ListDead(ctx, e.js, ""); len(letters) != 2 {
+	if letters, _ := consume.ListDead(ctx, e.js, ""); len(letters) != 2 {
 		t.Fatalf("after a restart SVC_DEAD holds %d letters, want still 2", len(letters))
 	}
 	if a, _, _ := s.Usage(ctx, "acme", month); a != 35 {
@@ -253,7 +253,7 @@ func TestDeadReplayOfAProjectionLetter(t *testing.T) {
 	e := startBroker(t)
 	s := open(t)
 	ctx := context.Background()
-	if err := exporters.EnsureDeadStream(ctx, e.js, 1); err != nil {
+	if err := consume.EnsureDeadStream(ctx, e.js, 1); err != nil {
 		t.Fatal(err)
 	}
 	at := time.Now().UTC()
@@ -262,21 +262,21 @@ func TestDeadReplayOfAProjectionLetter(t *testing.T) {
 		seq     string
 		payload []byte
 	}{{"5", []byte("still not a batch")}, {"9", good}} {
-		l := exporters.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", Error: "x", Attempts: 1, SourceSeq: p.seq, At: at}
-		if err := exporters.PublishDead(ctx, e.js, l, p.payload); err != nil {
+		l := consume.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", Error: "x", Attempts: 1, SourceSeq: p.seq, At: at}
+		if err := consume.PublishDead(ctx, e.js, l, p.payload); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n, err := exporters.ReplayDead(ctx, e.js, nil, nil, nil, s.DeadHandlers()...)
+	n, err := consume.ReplayDead(ctx, e.js, nil, nil, s.DeadHandlers()...)
 	if n != 1 || err == nil || !strings.Contains(err.Error(), ErrPoison.Error()) {
 		t.Fatalf("replay delivered %d (%v), want 1 and the undecodable letter's error", n, err)
 	}
-	letters, _ := exporters.ListDead(ctx, e.js, "")
+	letters, _ := consume.ListDead(ctx, e.js, "")
 	if len(letters) != 1 || letters[0].SourceSeq != "5" {
 		t.Fatalf("SVC_DEAD after replay: %+v, want only the letter of source seq 5", letters)
 	}
 	// Handed twice (its removal from SVC_DEAD failed): applied once.
-	l := exporters.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", SourceSeq: "9", At: at}
+	l := consume.DeadLetter{Handler: HandlerLeaves, Tenant: "acme", SourceSeq: "9", At: at}
 	if err := s.DeadHandlers()[1].ReplayLetter(ctx, l, good); err != nil {
 		t.Fatal(err)
 	}

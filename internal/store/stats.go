@@ -1,15 +1,16 @@
 package store
 
 import (
-	"sync"
+	"strconv"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"svc.dev/svc/pipeline/consume"
 )
 
 // Stats counts what the projection handlers did, by handler name.
-type Stats struct {
-	mu sync.Mutex
-	by map[string]*ProjectionStats
-}
+type Stats = consume.Stats[ProjectionStats]
 
 // ProjectionStats are one projection's counts since the process started.
 type ProjectionStats struct {
@@ -22,37 +23,36 @@ type ProjectionStats struct {
 }
 
 // Stats reports what the projection handlers of s did.
-func (s *Store) Stats() map[string]ProjectionStats { return s.stats().snapshot() }
+func (s *Store) Stats() map[string]ProjectionStats { return s.stats().Snapshot() }
 
-func (s *Store) stats() *Stats {
+// projectionStats are the counts of s's projections.
+type projectionStats struct{ *Stats }
+
+func (s *Store) stats() projectionStats {
 	s.statsOnce.Do(func() { s.st = &Stats{} })
-	return s.st
+	return projectionStats{s.st}
 }
 
-func (st *Stats) snapshot() map[string]ProjectionStats {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	out := map[string]ProjectionStats{}
-	for k, v := range st.by {
-		out[k] = *v
-	}
-	return out
+func (st projectionStats) failed(name string, err error) {
+	st.Add(name, func(p *ProjectionStats) { p.LastError = err.Error() })
 }
 
-func (st *Stats) add(name string, f func(*ProjectionStats)) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.by == nil {
-		st.by = map[string]*ProjectionStats{}
-	}
-	p := st.by[name]
-	if p == nil {
-		p = &ProjectionStats{}
-		st.by[name] = p
-	}
-	f(p)
-}
-
-func (st *Stats) failed(name string, err error) {
-	st.add(name, func(p *ProjectionStats) { p.LastError = err.Error() })
+// measure counts, by projection, the groups committed, the stream messages they
+// covered, the failed attempts and the time spent, and keeps the position the last
+// committed group reached.
+func measure(st projectionStats, name string) message.HandlerMiddleware {
+	return consume.Measure(func(msg *message.Message, took time.Duration, err error) {
+		first, _ := strconv.ParseUint(msg.Metadata.Get(mdFirst), 10, 64)
+		last, _ := strconv.ParseUint(msg.Metadata.Get(mdLast), 10, 64)
+		st.Add(name, func(p *ProjectionStats) {
+			p.Busy += took
+			if err != nil {
+				p.Failed++
+				return
+			}
+			p.Groups++
+			p.Messages += last - first + 1
+			p.Position = max(p.Position, last)
+		})
+	})
 }
