@@ -8,12 +8,12 @@ import (
 	"net/url"
 	"strings"
 
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/httplimits"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"svc.dev/svc/internal/admin"
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -95,7 +95,7 @@ func (p *Portal) throttled(w http.ResponseWriter, r *http.Request, t *throttle, 
 	}
 	secs := int(wait.Seconds()) + 1
 	w.Header().Set("Retry-After", itoa(secs))
-	logserver.WriteError(w, http.StatusTooManyRequests, "too many "+what+" from this address; retry in "+itoa(secs)+" s")
+	httpjson.WriteError(w, http.StatusTooManyRequests, "too many "+what+" from this address; retry in "+itoa(secs)+" s")
 	return true
 }
 
@@ -106,7 +106,7 @@ func (p *Portal) hashSlot(w http.ResponseWriter, r *http.Request) func() {
 	if release == nil {
 		p.log.Warn("portal: password hashing busy; request refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "maxHashing", p.cfg.MaxHashing)
 		w.Header().Set("Retry-After", "1")
-		logserver.WriteError(w, http.StatusServiceUnavailable, "the portal is checking too many passwords at once; retry in 1 s")
+		httpjson.WriteError(w, http.StatusServiceUnavailable, "the portal is checking too many passwords at once; retry in 1 s")
 	}
 	return release
 }
@@ -126,7 +126,7 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := q.validate(); err != nil {
-		logserver.WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	// Every well-formed attempt counts, taken names included (no probing for
@@ -154,7 +154,7 @@ func (p *Portal) handleRegister(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.log.Info("portal registration", "tenant", t.ID, "token", tok.TokenHash)
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "token": token, "tokenHash": tok.TokenHash,
 		"welcome": admin.Welcome(p.cfg.PublicURL, t.ID, token), "exportCommand": p.exportCommand(t.ID),
 	})
@@ -246,14 +246,14 @@ func (p *Portal) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if !known || !ok || len(q.Password) > MaxPassword {
 		p.log.Info("portal login refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy))
-		logserver.WriteError(w, http.StatusUnauthorized, "wrong email or password")
+		httpjson.WriteError(w, http.StatusUnauthorized, "wrong email or password")
 		return
 	}
 	if err := p.newSession(r.Context(), w, email); err != nil {
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"email": email})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"email": email})
 }
 
 func (p *Portal) handleLogout(w http.ResponseWriter, r *http.Request, a account) {
@@ -265,7 +265,7 @@ func (p *Portal) handleLogout(w http.ResponseWriter, r *http.Request, a account)
 		return
 	}
 	p.clearCookie(w)
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"ok": true})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"ok": true})
 }
 
 // tenant returns the account's tenant as the view holds it after catching up.
@@ -299,7 +299,7 @@ func (p *Portal) handleMe(w http.ResponseWriter, r *http.Request, a account) {
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{
 		"email": a.Email, "tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used,
 		"quota": quota(t.Plan), "disabled": t.Disabled, "billing": p.billing != nil,
 	})
@@ -332,7 +332,7 @@ func (p *Portal) handleKeys(w http.ResponseWriter, r *http.Request, a account) {
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"keys": keysOf(t)})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"keys": keysOf(t)})
 }
 
 func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account) {
@@ -342,13 +342,13 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 	}
 	q.Label = strings.TrimSpace(q.Label)
 	if q.Label == "" || len(q.Label) > tenancy.MaxLabel {
-		logserver.WriteError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
+		httpjson.WriteError(w, http.StatusBadRequest, "label: give 1 to 200 characters naming where the key is used")
 		return
 	}
 	if ok, wait := p.keys.allow(a.Tenant, p.cfg.Now()); !ok {
 		secs := int(wait.Seconds()) + 1
 		w.Header().Set("Retry-After", itoa(secs))
-		logserver.WriteError(w, http.StatusTooManyRequests, "too many API keys created for this tenant; retry in "+itoa(secs)+" s")
+		httpjson.WriteError(w, http.StatusTooManyRequests, "too many API keys created for this tenant; retry in "+itoa(secs)+" s")
 		return
 	}
 	token, tok, err := p.cfg.Admin.AddToken(r.Context(), actorOf(a.Email), a.Tenant, q.Label)
@@ -356,7 +356,7 @@ func (p *Portal) handleAddKey(w http.ResponseWriter, r *http.Request, a account)
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"token": token, "tokenHash": tok.TokenHash, "label": tok.Label})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"token": token, "tokenHash": tok.TokenHash, "label": tok.Label})
 }
 
 func (p *Portal) handleRevoke(w http.ResponseWriter, r *http.Request, a account) {
@@ -369,5 +369,5 @@ func (p *Portal) handleRevoke(w http.ResponseWriter, r *http.Request, a account)
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
 }

@@ -10,13 +10,13 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/httplimits"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stripe/stripe-go/v85"
 	"github.com/stripe/stripe-go/v85/webhook"
 
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -62,7 +62,7 @@ func (p *Portal) noBilling(w http.ResponseWriter) bool {
 	if p.billing != nil {
 		return false
 	}
-	logserver.WriteError(w, http.StatusServiceUnavailable, "billing is not configured on this portal")
+	httpjson.WriteError(w, http.StatusServiceUnavailable, "billing is not configured on this portal")
 	return true
 }
 
@@ -77,7 +77,7 @@ func (p *Portal) handleCheckout(w http.ResponseWriter, r *http.Request, a accoun
 		return
 	}
 	if t.Plan != tenancy.PlanFree {
-		logserver.WriteError(w, http.StatusConflict, "checkout is for the free plan; this tenant is on "+t.Plan+" (manage billing instead)")
+		httpjson.WriteError(w, http.StatusConflict, "checkout is for the free plan; this tenant is on "+t.Plan+" (manage billing instead)")
 		return
 	}
 	params := &stripe.CheckoutSessionCreateParams{
@@ -98,7 +98,7 @@ func (p *Portal) handleCheckout(w http.ResponseWriter, r *http.Request, a accoun
 		p.providerFailed(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
 }
 
 func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a account) {
@@ -107,7 +107,7 @@ func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a a
 		return
 	}
 	if a.Customer == "" {
-		logserver.WriteError(w, http.StatusConflict, "no billing account yet: upgrade to the team plan first")
+		httpjson.WriteError(w, http.StatusConflict, "no billing account yet: upgrade to the team plan first")
 		return
 	}
 	s, err := p.billing.sc.V1BillingPortalSessions.Create(r.Context(), &stripe.BillingPortalSessionCreateParams{
@@ -117,12 +117,12 @@ func (p *Portal) handleBillingPortal(w http.ResponseWriter, r *http.Request, a a
 		p.providerFailed(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"url": s.URL})
 }
 
 func (p *Portal) providerFailed(w http.ResponseWriter, r *http.Request, err error) {
 	p.log.Warn("payment provider request failed", "path", r.URL.Path, "err", err)
-	logserver.WriteError(w, http.StatusServiceUnavailable, "the payment provider did not answer; try again shortly")
+	httpjson.WriteError(w, http.StatusServiceUnavailable, "the payment provider did not answer; try again shortly")
 }
 
 // handleWebhook takes the provider's events. The signature (Stripe-Signature,
@@ -135,7 +135,7 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	sig := r.Header.Get("Stripe-Signature")
 	if sig == "" {
-		logserver.WriteError(w, http.StatusBadRequest, "no Stripe-Signature header")
+		httpjson.WriteError(w, http.StatusBadRequest, "no Stripe-Signature header")
 		return
 	}
 	body, ok := readBody(w, r, MaxWebhookBody)
@@ -148,19 +148,19 @@ func (p *Portal) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		p.log.Warn("billing webhook refused", "addr", httplimits.ClientAddr(r, p.cfg.TrustProxy), "err", err)
-		logserver.WriteError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "webhook signature: "+err.Error())
 		return
 	}
 	if err := p.billingEvent(r.Context(), ev); err != nil {
 		var se *statusError
 		if errors.As(err, &se) {
-			logserver.WriteError(w, se.status, err.Error())
+			httpjson.WriteError(w, se.status, err.Error())
 			return
 		}
 		p.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"received": true})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"received": true})
 }
 
 // notFromTheFuture refuses a signature whose timestamp (t=) is more than the

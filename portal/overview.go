@@ -4,13 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"svc.dev/svc/merkle"
-
-	"svc.dev/svc/internal/logserver"
-
 	"svc.dev/svc/client"
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/internal/admin"
 	"svc.dev/svc/internal/tenancy"
+	"svc.dev/svc/merkle"
 )
 
 // MonthsShown is how many calendar months the overview's usage chart covers.
@@ -125,7 +123,7 @@ func (p *Portal) handleOverview(w http.ResponseWriter, r *http.Request, a accoun
 	if a.Billing != "" {
 		bill = map[string]string{"status": a.Billing}
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{
 		"tenant": t.ID, "logId": t.LogID, "plan": t.Plan, "used": used, "quota": quota(t.Plan),
 		"treeSize": size, "rootHash": root, "latestCheckpoint": latest, "months": months,
 		"keys": keysOf(t), "audit": auditJSON(audit), "billing": bill, "urls": p.urls(t.ID),

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/httplimits"
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/portal/web"
@@ -215,13 +215,13 @@ func (p *Portal) routes() {
 	p.mux.Handle("POST /api/billing-portal", p.write(p.session(p.handleBillingPortal)))
 	p.mux.HandleFunc("POST /stripe/webhook", p.handleWebhook)
 	p.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
-		logserver.WriteError(w, http.StatusNotFound, "no such portal route: "+r.Method+" "+r.URL.Path)
+		httpjson.WriteError(w, http.StatusNotFound, "no such portal route: "+r.Method+" "+r.URL.Path)
 	})
 	files := http.FileServerFS(p.cfg.Web)
 	p.mux.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			logserver.WriteError(w, http.StatusMethodNotAllowed, "the portal's pages take GET")
+			httpjson.WriteError(w, http.StatusMethodNotAllowed, "the portal's pages take GET")
 			return
 		}
 		setPageHeaders(w)
@@ -242,7 +242,7 @@ func setPageHeaders(w http.ResponseWriter) {
 }
 
 func (p *Portal) health(w http.ResponseWriter, _ *http.Request) {
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "stripe": p.billing != nil})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"ok": true, "stripe": p.billing != nil})
 }
 
 // fail answers err: administrative errors by kind, anything else 503 (logged).
@@ -261,10 +261,10 @@ func (p *Portal) fail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if status >= 500 {
 		p.log.Warn("portal request failed", "path", r.URL.Path, "err", err)
-		logserver.WriteError(w, status, "the portal could not complete this request; try again shortly")
+		httpjson.WriteError(w, status, "the portal could not complete this request; try again shortly")
 		return
 	}
-	logserver.WriteError(w, status, err.Error())
+	httpjson.WriteError(w, status, err.Error())
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }

@@ -3,7 +3,7 @@ package portal
 import (
 	"net/http"
 
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/httpjson"
 )
 
 // write refuses, before anything else, a write without Content-Type
@@ -11,7 +11,7 @@ import (
 // only with a form or text type, so such a request never reaches a handler.
 func (p *Portal) write(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if logserver.RefuseNonJSON(w, r) {
+		if httpjson.RefuseNonJSON(w, r) {
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -20,13 +20,13 @@ func (p *Portal) write(next http.Handler) http.Handler {
 
 // readBody reads a body of at most limit bytes.
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
-	return logserver.ReadBody(w, r, limit)
+	return httpjson.ReadBody(w, r, limit)
 }
 
 // decodeJSON parses one JSON object into v, refusing unknown fields and trailing data.
-func decodeJSON(body []byte, v any) error { return logserver.DecodeJSON(body, v) }
+func decodeJSON(body []byte, v any) error { return httpjson.DecodeJSON(body, v) }
 
 // decode reads and parses the request body into v, answering 400 or 413 itself.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	return logserver.Decode(w, r, MaxBody, v)
+	return httpjson.Decode(w, r, MaxBody, v)
 }

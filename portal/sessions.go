@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/httpjson"
 )
 
 // CookieName is the session cookie: "<id>.<mac>", both base64url, where mac is
@@ -115,19 +115,19 @@ func (p *Portal) session(f sessionHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c, err := r.Cookie(CookieName)
 		if err != nil {
-			logserver.WriteError(w, http.StatusUnauthorized, "not logged in")
+			httpjson.WriteError(w, http.StatusUnauthorized, "not logged in")
 			return
 		}
 		id, ok := p.cookieID(c.Value)
 		if !ok {
 			p.clearCookie(w)
-			logserver.WriteError(w, http.StatusUnauthorized, "not logged in")
+			httpjson.WriteError(w, http.StatusUnauthorized, "not logged in")
 			return
 		}
 		a, err := p.lookup(r.Context(), id)
 		if errors.Is(err, errNoSession) {
 			p.clearCookie(w)
-			logserver.WriteError(w, http.StatusUnauthorized, "session ended; log in again")
+			httpjson.WriteError(w, http.StatusUnauthorized, "session ended; log in again")
 			return
 		}
 		if err != nil {

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/httplimits"
-	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 )
@@ -108,7 +108,7 @@ func New(cfg Config) (*Handler, error) {
 		h.mux.Handle(pattern, h.gate(f))
 	}
 	h.mux.Handle("/admin/", h.gate(func(w http.ResponseWriter, r *http.Request, _ string) {
-		logserver.WriteError(w, http.StatusNotFound, "no such admin route: "+r.Method+" "+r.URL.Path)
+		httpjson.WriteError(w, http.StatusNotFound, "no such admin route: "+r.Method+" "+r.URL.Path)
 	}))
 	return h, nil
 }
@@ -124,7 +124,7 @@ func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.
 		now := h.cfg.Now()
 		if left, blocked := h.thr.blocked(addr, now); blocked {
 			w.Header().Set("Retry-After", strconv.Itoa(int((left+time.Second-1)/time.Second)))
-			logserver.WriteError(w, http.StatusTooManyRequests, "too many wrong admin credentials from this address; retry in a minute")
+			httpjson.WriteError(w, http.StatusTooManyRequests, "too many wrong admin credentials from this address; retry in a minute")
 			return
 		}
 		token, actor := credentials(r, addr)
@@ -134,7 +134,7 @@ func (h *Handler) gate(f func(http.ResponseWriter, *http.Request, string)) http.
 				h.log.Warn("wrong admin credentials", "addr", addr, "path", r.URL.Path, "counted", tracked)
 			}
 			w.Header().Set("WWW-Authenticate", basicRealmHdr)
-			logserver.WriteError(w, http.StatusUnauthorized, "unauthorized")
+			httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		f(w, r, actor)
@@ -159,13 +159,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		h.log.Warn("admin request failed", "path", r.URL.Path, "err", err)
 	}
-	logserver.WriteError(w, status, err.Error())
+	httpjson.WriteError(w, status, err.Error())
 }
 
 // decode reads a JSON body of at most MaxBody bytes into v, refusing unknown fields
 // and data after the value.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
-	return logserver.Decode(w, r, MaxBody, v)
+	return httpjson.Decode(w, r, MaxBody, v)
 }
 
 // tenantJSON is the Tenant of the admin API.
@@ -195,7 +195,7 @@ func (h *Handler) listTenants(w http.ResponseWriter, r *http.Request, _ string) 
 	for _, t := range h.cfg.View.Tenants() {
 		out = append(out, toJSON(t))
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenants": out})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tenants": out})
 }
 
 func (h *Handler) addTenant(w http.ResponseWriter, r *http.Request, actor string) {
@@ -211,7 +211,7 @@ func (h *Handler) addTenant(w http.ResponseWriter, r *http.Request, actor string
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"tenant": toJSON(t)})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) disable(w http.ResponseWriter, r *http.Request, actor string) {
@@ -220,7 +220,7 @@ func (h *Handler) disable(w http.ResponseWriter, r *http.Request, actor string) 
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
@@ -235,7 +235,7 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
 }
 
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
@@ -248,7 +248,7 @@ func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {
 	if toks == nil {
 		toks = []tenancy.Token{}
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"tokens": toks})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tokens": toks})
 }
 
 // Welcome is the text shown with a new token: how to use it, as commands that run
@@ -285,7 +285,7 @@ func (h *Handler) addToken(w http.ResponseWriter, r *http.Request, actor string)
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id, token)})
+	httpjson.WriteJSON(w, http.StatusCreated, map[string]any{"token": token, "tokenHash": tok.TokenHash, "welcome": Welcome(h.cfg.PublicURL, id, token)})
 }
 
 func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {
@@ -294,7 +294,7 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, actor string) {
 		h.fail(w, r, err)
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"revoked": n})
 }
 
 // usageLine is one tenant's usage of a month.
@@ -315,7 +315,7 @@ func (h *Handler) month(w http.ResponseWriter, r *http.Request) (string, bool) {
 		return h.cfg.Now().UTC().Format("2006-01"), true
 	}
 	if _, err := time.Parse("2006-01", m); err != nil {
-		logserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", m))
+		httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", m))
 		return "", false
 	}
 	return m, true
@@ -361,7 +361,7 @@ func (h *Handler) usage(w http.ResponseWriter, r *http.Request, _ string) {
 	if !ok {
 		return
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"month": month, "tenants": lines})
 }
 
 // CSVHeader is the header line of /admin/usage.csv.
@@ -393,7 +393,7 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 	if v := r.URL.Query().Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			logserver.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive integer", v))
+			httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("limit %q: want a positive integer", v))
 			return
 		}
 		limit = min(n, 1000)
@@ -407,12 +407,12 @@ func (h *Handler) audit(w http.ResponseWriter, r *http.Request, _ string) {
 	for i, e := range entries {
 		out[i] = e.AuditEntry
 	}
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{"entries": out})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"entries": out})
 }
 
 func (h *Handler) info(w http.ResponseWriter, r *http.Request, _ string) {
 	dbOK := h.cfg.Store.Pool.Ping(r.Context()) == nil
-	logserver.WriteJSON(w, http.StatusOK, map[string]any{
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{
 		"publicUrl": h.cfg.PublicURL, "checkpointsUrl": h.cfg.CheckpointsURL, "keyid": h.cfg.KeyID,
 		"tenants": len(h.cfg.View.Tenants()), "adminSeq": h.cfg.View.Seq(), "database": dbOK,
 	})

@@ -5,7 +5,7 @@ import (
 	"net/url"
 	"strings"
 
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/httpjson"
 )
 
 // crossSite reports why r, a write, may come from another site's page: a browser
@@ -44,11 +44,11 @@ func (h *Handler) write(f func(http.ResponseWriter, *http.Request, string), json
 	return func(w http.ResponseWriter, r *http.Request, actor string) {
 		if why := h.crossSite(r); why != "" {
 			h.log.Warn("cross-site admin write refused", "path", r.URL.Path, "why", why)
-			logserver.WriteError(w, http.StatusForbidden, "cross-site admin request refused ("+why+"); the admin API takes requests from this server's own pages and from API clients")
+			httpjson.WriteError(w, http.StatusForbidden, "cross-site admin request refused ("+why+"); the admin API takes requests from this server's own pages and from API clients")
 			return
 		}
 		hasType := r.Header.Get("Content-Type") != ""
-		if (jsonBody || hasType || r.ContentLength > 0) && logserver.RefuseNonJSON(w, r) {
+		if (jsonBody || hasType || r.ContentLength > 0) && httpjson.RefuseNonJSON(w, r) {
 			return
 		}
 		f(w, r, actor)

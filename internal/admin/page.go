@@ -12,7 +12,7 @@ import (
 	"net/url"
 
 	"svc.dev/svc/client"
-	"svc.dev/svc/internal/logserver"
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/internal/tenancy"
 )
 
@@ -105,16 +105,16 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, actor string, d
 // action: add, disable, plan, token, revoke) and renders the page with the outcome.
 func (h *Handler) pageAction(w http.ResponseWriter, r *http.Request, actor string) {
 	if why := h.crossSite(r); why != "" {
-		logserver.WriteError(w, http.StatusForbidden, "cross-site admin request refused ("+why+"); use the page at /admin itself")
+		httpjson.WriteError(w, http.StatusForbidden, "cross-site admin request refused ("+why+"); use the page at /admin itself")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	if err := r.ParseForm(); err != nil {
-		logserver.WriteError(w, http.StatusBadRequest, "form: "+err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "form: "+err.Error())
 		return
 	}
 	if !hmac.Equal([]byte(r.PostForm.Get("csrf")), []byte(h.csrf())) {
-		logserver.WriteError(w, http.StatusForbidden, "the form does not come from this page (missing or wrong csrf field); reload /admin")
+		httpjson.WriteError(w, http.StatusForbidden, "the form does not come from this page (missing or wrong csrf field); reload /admin")
 		return
 	}
 	d, err := h.act(r.Context(), actor, r.PostForm)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/httplimits"
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
@@ -144,7 +145,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.tileRoutes() // C2SP tlog-tiles (tiles.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
+		httpjson.WriteError(w, http.StatusNotFound, "no such route: "+r.Method+" "+r.URL.Path)
 	})
 	return s, nil
 }
@@ -173,7 +174,7 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 			s.cfg.Touch(id)
 		}
 		if !ok {
-			WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
+			httpjson.WriteError(w, http.StatusNotFound, fmt.Sprintf("%s: tenant %q", errNoTenant, id))
 			return
 		}
 		h(w, r, t)
@@ -184,7 +185,7 @@ func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant))
 func (s *Server) tenantOnly(h func(http.ResponseWriter, *http.Request, *Tenant)) func(http.ResponseWriter, *http.Request, *Tenant) {
 	return func(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		if !s.authorized(t, r, bearer(r)) {
-			WriteError(w, http.StatusUnauthorized, "unauthorized")
+			httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 			return
 		}
 		h(w, r, t)
@@ -199,25 +200,9 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(v)
 }
 
-// WriteJSON answers v as JSON with status, uncached: the log server's, the admin API's
-// and the portal's answers.
-func WriteJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false) // error texts say "<=" plainly
-	_ = enc.Encode(v)
-}
-
-// WriteError answers {"error": msg} with status.
-func WriteError(w http.ResponseWriter, status int, msg string) {
-	WriteJSON(w, status, client.ErrorBody{Error: msg})
-}
-
 func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, err error) {
 	s.log.Warn("log unavailable", "method", r.Method, "path", r.URL.Path, "err", err)
-	WriteError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
+	httpjson.WriteError(w, http.StatusServiceUnavailable, "log unavailable: "+err.Error())
 }
 
 // AddTenant serves t from now on, replacing a tenant of the same id (a front end
@@ -250,7 +235,7 @@ func (s *Server) tenant(id string) (*Tenant, bool) {
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Alarm != nil {
 		if err := s.cfg.Alarm(); err != nil {
-			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
+			httpjson.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": err.Error()})
 			return
 		}
 	}
@@ -267,19 +252,19 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		var err error
 		sig, logID, size = t.Signer, t.LogID, t.Tree.Size()
 		if root, err = t.Tree.RootAt(size); err != nil {
-			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
+			httpjson.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: " + err.Error()})
 			return
 		}
 	}
 	if sig == nil {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
+		httpjson.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "log unavailable: no tenant yet"})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	defer cancel()
 	if s.cfg.Broker != nil {
 		if err := s.cfg.Broker(); err != nil {
-			WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "broker unavailable: " + err.Error()})
+			httpjson.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "broker unavailable: " + err.Error()})
 			return
 		}
 	}
@@ -292,7 +277,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		_, err = receipt.SignTreeHeadWith(ctx, sig, size, root.String(), s.cfg.Now(), logID)
 	}
 	if err != nil {
-		WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
+		httpjson.WriteJSON(w, http.StatusServiceUnavailable, map[string]any{"ok": false, "error": "signer unavailable: " + err.Error()})
 		return
 	}
 	out := map[string]any{"ok": true, "keyid": sig.KeyID(), "checkpoints": s.cfg.Checkpoints}
@@ -301,7 +286,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 			out["tenantsUnavailable"] = p
 		}
 	}
-	WriteJSON(w, http.StatusOK, out)
+	httpjson.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -314,7 +299,7 @@ func (s *Server) keys(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.LogID != "" {
 		out.Log = t.LogID
 	}
-	WriteJSON(w, http.StatusOK, out)
+	httpjson.WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -323,7 +308,7 @@ func (s *Server) head(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"treeHead": env})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"treeHead": env})
 }
 
 // uintParam reads an optional non-negative integer query parameter.
@@ -343,11 +328,11 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	cur := t.Tree.Size()
 	size, err := uintParam(r, "size", cur)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if size > cur {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("size %d is outside 0..%d (the current size)", size, cur))
+		httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("size %d is outside 0..%d (the current size)", size, cur))
 		return
 	}
 	root, err := t.Tree.RootAt(size)
@@ -355,27 +340,27 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"treeSize": size, "rootHash": root.String()})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"treeSize": size, "rootHash": root.String()})
 }
 
 func (s *Server) consistency(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	cur := t.Tree.Size()
 	if r.URL.Query().Get("old") == "" {
-		WriteError(w, http.StatusBadRequest, "query old is required: /consistency?old=M&new=N")
+		httpjson.WriteError(w, http.StatusBadRequest, "query old is required: /consistency?old=M&new=N")
 		return
 	}
 	oldSize, err := uintParam(r, "old", 0)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	newSize, err := uintParam(r, "new", cur)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if oldSize > newSize || newSize > cur {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("want 0 <= old <= new <= %d (the current size); got old=%d new=%d", cur, oldSize, newSize))
+		httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("want 0 <= old <= new <= %d (the current size); got old=%d new=%d", cur, oldSize, newSize))
 		return
 	}
 	proof, err := t.Tree.ConsistencyProof(oldSize, newSize)
@@ -383,13 +368,13 @@ func (s *Server) consistency(w http.ResponseWriter, r *http.Request, t *Tenant) 
 		s.unavailable(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"oldSize": oldSize, "newSize": newSize, "hashes": receipt.HashStrings(proof)})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"oldSize": oldSize, "newSize": newSize, "hashes": receipt.HashStrings(proof)})
 }
 
 func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	since, err := uintParam(r, "since", 0)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	cps := []Checkpoint{}
@@ -399,19 +384,19 @@ func (s *Server) checkpoints(w http.ResponseWriter, r *http.Request, t *Tenant) 
 			return
 		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"checkpoints": cps})
 }
 
 // checkpointNote serves the latest checkpoint in C2SP signed-note form (tlog-tiles'
 // /checkpoint), cosignatures included.
 func (s *Server) checkpointNote(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.CheckpointNote == nil {
-		WriteError(w, http.StatusNotFound, "this log publishes no signed-note checkpoints")
+		httpjson.WriteError(w, http.StatusNotFound, "this log publishes no signed-note checkpoints")
 		return
 	}
 	data, err := t.CheckpointNote()
 	if err != nil {
-		WriteError(w, http.StatusNotFound, "no checkpoint published yet")
+		httpjson.WriteError(w, http.StatusNotFound, "no checkpoint published yet")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -535,7 +520,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	leaf, err := ParseAppendBody(body)
 	if err != nil {
 		telemetry.Current().Refused(telemetry.ReasonInvalid)
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !s.allow(w, token) {
@@ -558,7 +543,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 	token = bearer(r)
 	if t.tokenRequired() && !s.authorized(t, r, token) {
 		telemetry.Current().Refused(telemetry.ReasonUnauthorized)
-		WriteError(w, http.StatusUnauthorized, "unauthorized")
+		httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return "", nil, false
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -566,10 +551,10 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			telemetry.Current().Refused(telemetry.ReasonTooLarge)
-			WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
+			httpjson.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
 			return "", nil, false
 		}
-		WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return "", nil, false
 	}
 	return token, body, true
@@ -585,7 +570,7 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 	if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
 		telemetry.Current().Refused(telemetry.ReasonTokenRate)
 		w.Header().Set("Retry-After", "1")
-		WriteError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
+		httpjson.WriteError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
 		return false
 	}
 	return true
@@ -609,7 +594,7 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf 
 	if status >= 500 {
 		s.log.Warn(what+" failed", "tenant", t.ID, "status", status, "err", ref.Message)
 	}
-	WriteError(w, status, ref.Message)
+	httpjson.WriteError(w, status, ref.Message)
 	return nil, false
 }
 
@@ -643,17 +628,17 @@ func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	size := t.Tree.Size()
 	since, err := uintParam(r, "since", 0)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	limit, err := uintParam(r, "limit", MaxLeavesPage)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	limit = min(limit, MaxLeavesPage)
 	if since > size {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("since %d is beyond the current size %d", since, size))
+		httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("since %d is beyond the current size %d", since, size))
 		return
 	}
 	end := min(since+limit, size)
@@ -666,7 +651,7 @@ func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		}
 		out = append(out, h.String())
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"since": since, "size": size, "leaves": out})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"since": since, "size": size, "leaves": out})
 }
 
 func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
@@ -675,11 +660,11 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		month = s.cfg.Now().UTC().Format("2006-01")
 	}
 	if _, err := time.Parse("2006-01", month); err != nil {
-		WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
+		httpjson.WriteError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
 		return
 	}
 	if t.Usage == nil {
-		WriteError(w, http.StatusNotFound, "metering is not configured for this log")
+		httpjson.WriteError(w, http.StatusNotFound, "metering is not configured for this log")
 		return
 	}
 	u, err := t.Usage(month)
@@ -687,13 +672,13 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		s.unavailable(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, u)
+	httpjson.WriteJSON(w, http.StatusOK, u)
 }
 
 func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	limit, err := uintParam(r, "limit", 100)
 	if err != nil {
-		WriteError(w, http.StatusBadRequest, err.Error())
+		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	entries := []client.AuditEntry{}
@@ -703,5 +688,5 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request, t *Tenant) {
 			return
 		}
 	}
-	WriteJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }

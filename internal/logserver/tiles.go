@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 
+	"svc.dev/svc/httpjson"
 	"svc.dev/svc/merkle"
 )
 
@@ -47,29 +48,29 @@ func (s *Server) tileRoutes() {
 
 func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	if t.tokenRequired() && !s.authorized(t, r, bearer(r)) {
-		WriteError(w, http.StatusUnauthorized, "unauthorized")
+		httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
 	p, err := ParseTilePath(r.PathValue("path"))
 	if err != nil {
-		WriteError(w, http.StatusNotFound, err.Error())
+		httpjson.WriteError(w, http.StatusNotFound, err.Error())
 		return
 	}
 	var body []byte
 	if p.Entries {
 		if t.Entries == nil {
-			WriteError(w, http.StatusNotFound, "this log serves no entry bundles")
+			httpjson.WriteError(w, http.StatusNotFound, "this log serves no entry bundles")
 			return
 		}
 		body, err = t.Entries.Bundle(p.Index, p.Width)
 		if errors.Is(err, fs.ErrNotExist) {
-			WriteError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
+			httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
 			return
 		}
 	} else {
 		body, err = t.Tree.TileHashes(p.Level, p.Index, p.Width)
 		if errors.Is(err, merkle.ErrIndexOutOfRange) {
-			WriteError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
+			httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
 			return
 		}
 	}

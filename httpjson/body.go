@@ -1,4 +1,4 @@
-package logserver
+package httpjson
 
 import (
 	"bytes"
@@ -8,7 +8,25 @@ import (
 	"io"
 	"mime"
 	"net/http"
+
+	"svc.dev/svc/client"
 )
+
+// WriteJSON answers v as JSON with status, uncached: the log server's, the admin API's
+// and the portal's answers.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // error texts say "<=" plainly
+	_ = enc.Encode(v)
+}
+
+// WriteError answers {"error": msg} with status.
+func WriteError(w http.ResponseWriter, status int, msg string) {
+	WriteJSON(w, status, client.ErrorBody{Error: msg})
+}
 
 // IsJSON reports whether r says Content-Type application/json. A browser sends a
 // cross-site form post or "simple" fetch only with a form or text type, so a write
