@@ -119,15 +119,11 @@ func inLog(ctx context.Context, nc *nats.Conn, tenant string, file []merkle.Hash
 	if size > uint64(len(file)) {
 		return 0, fmt.Errorf("%w: tenant %s already holds %d leaves, more than the file's %d", ErrMismatch, tenant, size, len(file))
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	it, done, err := pipeline.ReadFrom(ctx, stream, subject, pipeline.From{})
 	if err != nil {
 		return 0, err
 	}
-	it, err := cons.Messages()
-	if err != nil {
-		return 0, err
-	}
-	defer it.Stop()
+	defer done()
 	for next := uint64(0); next < size; {
 		m, err := it.Next()
 		if err != nil {

@@ -130,22 +130,13 @@ func (f *follower) once(ctx context.Context) error {
 		f.caughtUp()
 		f.caughtUp = nil
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    startSeq,
-	})
+	it, done, err := pipeline.ReadFrom(ctx, stream, subject, pipeline.From{Seq: startSeq})
 	if err != nil {
 		return err
 	}
-	defer pipeline.CloseOrdered(stream, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
+	defer done()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
-	defer it.Stop()
 	for {
 		m, err := it.Next()
 		if err != nil {

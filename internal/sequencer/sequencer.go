@@ -775,20 +775,11 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 		}
 	}
 	s.log.Info("replaying committed leaves into the tree store", "from", from, "to", to, "startSeq", startSeq)
-	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.subject},
-		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
-		OptStartSeq:    startSeq,
-	})
+	it, done, err := pipeline.ReadFrom(ctx, s.stream, s.subject, pipeline.From{Seq: startSeq})
 	if err != nil {
 		return err
 	}
-	defer pipeline.CloseOrdered(s.stream, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		return err
-	}
-	defer it.Stop()
+	defer done()
 	for s.tree.Size() < to {
 		m, err := it.Next()
 		if err != nil {

@@ -117,18 +117,11 @@ func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, no
 	if last.Time.Before(start) {
 		return 0, nil
 	}
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &start, HeadersOnly: true,
-	})
+	it, done, err := pipeline.ReadFrom(ctx, stream, subject, pipeline.From{Time: &start, HeadersOnly: true})
 	if err != nil {
 		return 0, err
 	}
-	defer pipeline.CloseOrdered(stream, cons)
-	it, err := cons.Messages()
-	if err != nil {
-		return 0, err
-	}
-	defer it.Stop()
+	defer done()
 	var total uint64
 	for {
 		m, err := it.Next()
