@@ -48,16 +48,28 @@ type Config struct {
 	// Usage, when set, gives the exact count of a tenant's appends this month (the
 	// sequencer's quota); the store's projection answers otherwise.
 	Usage func(tenant string) (month string, appends uint64, ok bool)
-	// LatestCheckpoint, when set, tells the page a tenant's latest checkpoint.
-	PublicURL      string           // the log's public base URL, for the welcome text and info
-	CheckpointsURL string           // the checkpoints host, for info
-	KeyID          string           // the log key's id, for info
-	TrustProxy     httplimits.Proxy // which address per-address throttling counts behind a proxy
+	// PublicURL is the log's public base URL (https://log.example.com): the welcome
+	// text of a new token names it, /admin/info reports it, and the cross-site check
+	// accepts its host as an Origin. Empty: the welcome text has no URL, and only the
+	// request's Host is accepted.
+	PublicURL string
+	// CheckpointsURL is the host serving the checkpoints' file form, reported by
+	// /admin/info; empty: none reported.
+	CheckpointsURL string
+	// KeyID is the log key's id (signer.KeyID), reported by /admin/info and shown on
+	// the page; empty: none shown.
+	KeyID string
+	// TrustProxy says which address of a request the throttle of wrong attempts
+	// counts (SPEC.md's --trust-proxy); the zero value counts the peer's address.
+	TrustProxy httplimits.Proxy
 	// ThrottleTable caps the addresses the throttle of wrong attempts tracks; default
 	// DefaultThrottleTable. Active blocks are never dropped to make room.
 	ThrottleTable int
-	Logger        *slog.Logger
-	Now           func() time.Time // default time.Now
+	// Logger receives the admin API's structured logs; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the throttle and the usage month; default time.Now (tests
+	// inject one).
+	Now func() time.Time
 }
 
 // Handler serves /admin and /admin/*.

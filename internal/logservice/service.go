@@ -37,44 +37,75 @@ import (
 
 // TenantSpec is one log the service runs.
 type TenantSpec struct {
-	ID    string
+	// ID is the tenant: the path segment of its routes and the subject suffix of its
+	// streams (svc.append.<id>, svc.leaves.<id>); 1 to 63 of a-z, 0-9, - and _,
+	// unique in Tenants. Required.
+	ID string
+	// LogID is the logId its checkpoints name (SPEC.md).
 	LogID string
 	// File, when set, is a SPEC.md log file kept in step with the log (file mode). A
 	// file that already holds leaves the log lacks is adopted into the log at start.
-	File        string
-	TokenHashes [][32]byte // SHA-256 of each bearer token
+	// Empty: no file.
+	File string
+	// TokenHashes are the SHA-256 of each bearer token that may append and read the
+	// tenant's leaves; none: no token is accepted.
+	TokenHashes [][32]byte
 	// Plan is reported by /usage: free, team or enterprise. Empty: enterprise (no
 	// allowance), since a self-hosted file-mode log enforces none.
 	Plan string
 }
 
-// Config configures the whole log service of one process.
+// Config configures the whole log service of one process. Start needs DataDir,
+// Signer, Keys and either Tenants or Hosted; every other field has a default.
 type Config struct {
-	DataDir    string // JetStream store (embedded), tree stores and projection state
-	NATSURL    string // an existing NATS cluster; empty: the embedded server
-	NATSListen string // embedded only: also listen on this host:port (needs NATSNKeyFile)
+	// DataDir holds the embedded JetStream store, the tree stores and the projections'
+	// state. Required.
+	DataDir string
+	// NATSURL is an existing NATS cluster (nats://host:port); empty: the embedded
+	// server in DataDir.
+	NATSURL string
+	// NATSListen, embedded only, also opens the broker on this host:port for other
+	// processes (needs NATSNKeyFile); empty: in-process connections only.
+	NATSListen string
 	// NATSCredsFile and NATSNKeyFile log in to the broker at NATSURL (pipeline.Credentials).
 	// With NATSListen, NATSNKeyFile's public key is the only user the listener admits.
 	NATSCredsFile, NATSNKeyFile string
 	// NATSListenPassword, with NATSListen, also admits user "svc" with this password
-	// (gateways and SDKs: log.nats nats://svc:PASSWORD@host:port).
+	// (gateways and SDKs: log.nats nats://svc:PASSWORD@host:port). Empty: no such user.
 	NATSListenPassword string
-	Replicas           int // stream replicas with NATSURL; 1 otherwise
-	Signer             receipt.EnvelopeSigner
-	Keys               func(ctx context.Context) (*signer.KeyDocument, error)
-	Tenants            []TenantSpec
+	// Replicas of the streams and buckets with NATSURL: 1 (the default) on one node, 3
+	// in a cluster. The embedded server always has 1.
+	Replicas int
+	// Signer signs every tree head (checkpoint) and is never called for anything
+	// else: the in-process key or the signer service's client (signer/remote).
+	// Required.
+	Signer receipt.EnvelopeSigner
+	// Keys returns the key document served at /v1/keys (SPEC.md), called on each
+	// request to it; the signer service's document changes with a rotation. Required.
+	Keys func(ctx context.Context) (*signer.KeyDocument, error)
+	// Tenants are the logs of the file mode, each with its tokens; exactly one of
+	// Tenants and Hosted is set.
+	Tenants []TenantSpec
 	// CheckpointDir receives the file form of checkpoints; empty: <DataDir>/checkpoints.
-	CheckpointDir       string
-	CheckpointEvery     time.Duration // default 300 s
-	CheckpointHeartbeat time.Duration // default 21600 s
+	CheckpointDir string
+	// CheckpointEvery is how often a grown log's head is signed; default 300 s.
+	CheckpointEvery time.Duration
+	// CheckpointHeartbeat is how often the head of a log that has not grown is signed
+	// again; default 21600 s (6 h).
+	CheckpointHeartbeat time.Duration
 	// CheckpointFirst, when set, signs a log's first checkpoint within about this long
 	// of its first append instead of after CheckpointEvery (projections.Checkpointer.First).
 	CheckpointFirst time.Duration
-	TrustProxy      httplimits.Proxy
+	// TrustProxy says which address of a request the per-address throttles count
+	// (SPEC.md's --trust-proxy); the zero value counts the peer's address, right when
+	// clients connect directly.
+	TrustProxy httplimits.Proxy
 	// NoteKey, when set (the in-process log key), also publishes every checkpoint as a
 	// C2SP signed note (Dir/<tenant>/checkpoint) and has it cosigned by the C2SP
-	// tlog-witnesses in Witnesses.
-	NoteKey   *signer.Key
+	// tlog-witnesses in Witnesses. Nil: SPEC.md's checkpoints only.
+	NoteKey *signer.Key
+	// Witnesses are C2SP tlog-witness base URLs (POST <url>/add-checkpoint), used with
+	// NoteKey; none: no cosignatures.
 	Witnesses []string
 	// Actor names who starts the service in the audit trail ("<user>@<host>" for the
 	// command line); default "svc log".
@@ -82,11 +113,13 @@ type Config struct {
 	// AppendTimeout bounds how long the HTTP front waits for a sequencer's answer
 	// before answering 503; default 10 s.
 	AppendTimeout time.Duration
-	Logger        *slog.Logger
+	// Logger receives the service's structured logs; default slog.Default().
+	Logger *slog.Logger
 	// Hosted, when set, runs the database-backed server: Tenants must be empty, since
 	// tenants come from SVC_ADMIN.
 	Hosted *Hosted
-	// NoSync turns off fsync in the embedded server (tests that measure something else).
+	// NoSync turns off fsync in the embedded server (tests that measure something
+	// else); never in production: an acknowledged batch could be lost in a crash.
 	NoSync bool
 }
 
@@ -113,7 +146,7 @@ type Service struct {
 // every log file holds what the stream holds.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if cfg.DataDir == "" || cfg.Signer == nil || cfg.Keys == nil || (len(cfg.Tenants) == 0) == (cfg.Hosted == nil) {
-		return nil, errors.New("logserver: data directory, signer, key document and either tenants or the hosted mode are required")
+		return nil, errors.New("logservice: data directory, signer, key document and either tenants or the hosted mode are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
