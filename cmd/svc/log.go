@@ -247,10 +247,10 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		names   []string
 	)
 	if o.dbEnv != "" {
-		svc, handler, err = startHosted(ctx, o, headSigner, keys, logger)
+		svc, handler, err = startHosted(ctx, o, headSigner, keys, logger, tel)
 		names = []string{"(from the database: svc log-admin tenant list)"}
 	} else {
-		svc, names, err = startFileMode(ctx, o, headSigner, keys, logger)
+		svc, names, err = startFileMode(ctx, o, headSigner, keys, logger, tel)
 		if svc != nil {
 			handler = svc.Handler()
 		}
@@ -408,7 +408,7 @@ func commandLineActor() string {
 }
 
 // startFileMode starts the log service of --file (and --tenants).
-func startFileMode(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger) (*logservice.Service, []string, error) {
+func startFileMode(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger, tel *telemetry.Telemetry) (*logservice.Service, []string, error) {
 	var err error
 	var noteKey *signer.Key
 	if ks, ok := headSigner.(receipt.KeySigner); ok {
@@ -449,7 +449,7 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
 		TrustProxy:      o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
-		NoteKey: noteKey, Witnesses: o.witnesses,
+		NoteKey: noteKey, Witnesses: o.witnesses, Telemetry: tel,
 	})
 	if err != nil {
 		return nil, nil, err

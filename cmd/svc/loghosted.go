@@ -12,6 +12,7 @@ import (
 	"svc.dev/svc/internal/admin"
 	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -37,7 +38,7 @@ func openStore(ctx context.Context, dbEnv string) (*store.Store, error) {
 
 // startHosted starts the database-backed server of svc log --db-env: the log service
 // in hosted mode, and the admin routes beside the log's.
-func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger) (*logservice.Service, http.Handler, error) {
+func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger, tel *telemetry.Telemetry) (*logservice.Service, http.Handler, error) {
 	adminToken, err := envValue("--admin-token-env", o.adminTokenEnv, "the admin token")
 	if err != nil {
 		return nil, nil, err
@@ -53,12 +54,13 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 	if err != nil {
 		return nil, nil, err
 	}
+	st.Telemetry = tel
 	svc, err := logservice.Start(ctx, logservice.Config{
 		DataDir: o.data, NATSURL: o.nats.url, NATSCredsFile: o.nats.creds, NATSNKeyFile: o.nats.nkey, NATSListen: o.natsListen, NATSListenPassword: listenPW, Replicas: o.replicas,
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
-		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st},
+		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st}, Telemetry: tel,
 	})
 	if err != nil {
 		st.Close()

@@ -33,11 +33,11 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	switch {
 	case len(body) == 0:
-		telemetry.Current().Refused(telemetry.ReasonInvalid)
+		s.cfg.Telemetry.Refused(telemetry.ReasonInvalid)
 		httpjson.WriteError(w, http.StatusBadRequest, "empty entry: POST /add takes the entry itself as the body")
 		return
 	case !utf8.Valid(body):
-		telemetry.Current().Refused(telemetry.ReasonInvalid)
+		s.cfg.Telemetry.Refused(telemetry.ReasonInvalid)
 		httpjson.WriteError(w, http.StatusBadRequest, "entry is not valid UTF-8 (the log file holds each entry as a JSON string)")
 		return
 	}

@@ -59,6 +59,8 @@ type Config struct {
 	TrustProxy httplimits.Proxy
 	Logger     *slog.Logger
 	Now        func() time.Time
+	// Telemetry counts refusals and traces appends (telemetry.Setup); nil: none.
+	Telemetry *telemetry.Telemetry
 	// Broker, when set, reports whether the process is connected to its broker; /health
 	// answers 503 "broker unavailable: …" while it is not (the process retries, never
 	// exits; svc_broker_retries_total counts the loops that failed).
@@ -519,7 +521,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	leaf, err := ParseAppendBody(body)
 	if err != nil {
-		telemetry.Current().Refused(telemetry.ReasonInvalid)
+		s.cfg.Telemetry.Refused(telemetry.ReasonInvalid)
 		httpjson.WriteError(w, http.StatusBadRequest, err.Error())
 		return
 	}
@@ -542,7 +544,7 @@ func (s *Server) append(w http.ResponseWriter, r *http.Request, t *Tenant) {
 func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, limit int64, what string) (token string, body []byte, ok bool) {
 	token = bearer(r)
 	if t.tokenRequired() && !s.authorized(t, r, token) {
-		telemetry.Current().Refused(telemetry.ReasonUnauthorized)
+		s.cfg.Telemetry.Refused(telemetry.ReasonUnauthorized)
 		httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return "", nil, false
 	}
@@ -550,7 +552,7 @@ func (s *Server) writeBody(w http.ResponseWriter, r *http.Request, t *Tenant, li
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			telemetry.Current().Refused(telemetry.ReasonTooLarge)
+			s.cfg.Telemetry.Refused(telemetry.ReasonTooLarge)
 			httpjson.WriteError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s over %d bytes", what, limit))
 			return "", nil, false
 		}
@@ -568,7 +570,7 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 	}
 	h := HashToken(token)
 	if !s.limiter(hex.EncodeToString(h[:8])).Allow() {
-		telemetry.Current().Refused(telemetry.ReasonTokenRate)
+		s.cfg.Telemetry.Refused(telemetry.ReasonTokenRate)
 		w.Header().Set("Retry-After", "1")
 		httpjson.WriteError(w, http.StatusTooManyRequests, "too many appends; retry shortly")
 		return false
@@ -579,14 +581,14 @@ func (s *Server) allow(w http.ResponseWriter, token string) bool {
 // commit hands leaf to the tenant's sequencer and returns its answer
 // ({inclusion, treeHead}); a refusal is answered with its status (refusalStatus).
 func (s *Server) commit(w http.ResponseWriter, r *http.Request, t *Tenant, leaf pipeline.Leaf, what string) ([]byte, bool) {
-	ctx, end := telemetry.Current().Publish(r.Context(), t.ID)
+	ctx, end := s.cfg.Telemetry.Publish(r.Context(), t.ID)
 	proof, err := s.cfg.Append.DoRaw(ctx, t.ID, leaf)
 	end(err)
 	if err == nil {
 		return proof, true
 	}
 	ref := pipeline.AsRefusal(err)
-	telemetry.Current().Refused(telemetry.ReasonOf(ref))
+	s.cfg.Telemetry.Refused(telemetry.ReasonOf(ref))
 	status := refusalStatus(ref)
 	if ref.RetryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(ref.RetryAfter))

@@ -71,6 +71,7 @@ const DefaultLeaseTTL = 5 * time.Second
 // hostedState is what the hosted mode adds to a Service.
 type hostedState struct {
 	cfg   Hosted
+	tel   *telemetry.Telemetry // Config.Telemetry
 	view  *tenancy.View
 	quota *tenancy.Quota
 	admin *tenancy.Admin
@@ -112,7 +113,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	if h.QuietPeriod <= 0 {
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
 	}
-	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
+	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
@@ -128,6 +129,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
+	st.view.Telemetry = s.cfg.Telemetry
 	snaps, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
 	if err != nil {
 		return fmt.Errorf("admin snapshot bucket: %w", err)
@@ -135,10 +137,10 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	st.view.WriteSnapshots(snaps)
 	st.quota.View = st.view
 	st.admin = &tenancy.Admin{JS: js, View: st.view}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: s.cfg.Telemetry.InjectNATS}); err != nil {
 		return err
 	}
-	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
+	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true, Telemetry: s.cfg.Telemetry,
 		Lookup: s.lookup, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
 		Broker: s.brokerState, Alarm: st.alarm}); err != nil {
 		return err
@@ -208,8 +210,8 @@ func (s *Service) follow(ctx context.Context, t tenancy.Tenant) error {
 	replicaDone := make(chan struct{})
 	go func() {
 		defer close(replicaDone)
-		defer telemetry.Current().ForgetProjection(pipeline.LeavesSubject(t.ID))
-		err := projections.Follow(fctx, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
+		defer s.cfg.Telemetry.ForgetProjection(pipeline.LeavesSubject(t.ID))
+		err := projections.Follow(fctx, s.cfg.Telemetry, st.js, pipeline.LeavesSubject(t.ID), 1, func(ev projections.Event) error {
 			f.used.Store(time.Now().UnixNano())
 			return appendBatch(tree, t.ID, ev.Batch)
 		}, func() { once.Do(func() { close(caught) }) })
@@ -385,7 +387,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 	}
 	h := &holding{t: t, lease: make(chan struct{})}
 	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold})
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Telemetry: s.cfg.Telemetry})
 	if err != nil {
 		st.release(t.ID, 0)
 		return err
@@ -435,7 +437,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 		return err
 	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
-		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store}
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store, Telemetry: s.cfg.Telemetry}
 	if err := cp.Load(); err != nil {
 		return err
 	}
@@ -548,7 +550,7 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	delete(s.seqs, tenant)
 	delete(s.cps, tenant)
 	s.mu.Unlock()
-	telemetry.Current().ForgetTenant(tenant)
+	s.cfg.Telemetry.ForgetTenant(tenant)
 	// The tree store is closed before the lease goes: this process's own standby may
 	// take the tenant back and open it again.
 	var err error
@@ -565,7 +567,7 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 // the process restarts (after an operator checked the broker's stores).
 func (st *hostedState) halt(tenant string, err error, log *slog.Logger) {
 	log.Error("sequencer stopped appending: the log of record lost acknowledged leaves; check the NATS nodes' stores (a node restarted with a truncated or corrupted file) before restarting this process", "tenant", tenant, "err", err)
-	telemetry.Current().SequencerHalted(tenant)
+	st.tel.SequencerHalted(tenant)
 	st.mu.Lock()
 	if st.halted == nil {
 		st.halted = map[string]error{}
@@ -620,7 +622,7 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	h.stopWork()
 	h.work.Wait()
 	s.cfg.Logger.Warn("lost a tenant's sequencer; stopped it, serving the tenant read-only as a standby", "tenant", tenant, "err", cause)
-	telemetry.Current().LeaseLost(tenant)
+	s.cfg.Telemetry.LeaseLost(tenant)
 	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
 		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
-	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/pipeline"
 )
@@ -156,7 +155,7 @@ func (st *hostedState) refuse(tenant string, err error, log *slog.Logger) {
 		return
 	}
 	st.refused[tenant] = err.Error()
-	telemetry.Current().StartRefused()
+	st.tel.StartRefused()
 	log.Warn("tenant could not be started; its requests get 503 until a start succeeds", "tenant", tenant, "err", err)
 }
 
@@ -258,7 +257,7 @@ func (s *Service) quiesce(tenant string, cause error) {
 		s.cfg.Logger.Info("tenant quiet; its sequencer stops until its next request", "tenant", tenant, "quiet", st.cfg.QuietPeriod)
 	}
 	s.unhold(h, true)
-	telemetry.Current().ForgetTenant(tenant)
+	s.cfg.Telemetry.ForgetTenant(tenant)
 	if cause != nil {
 		st.refuse(tenant, cause, s.cfg.Logger)
 		return

@@ -115,6 +115,10 @@ type Config struct {
 	AppendTimeout time.Duration
 	// Logger receives the service's structured logs; default slog.Default().
 	Logger *slog.Logger
+	// Telemetry receives the service's metrics and traces (telemetry.Setup), handed
+	// to every component it starts (the hosted mode's store has its own field,
+	// store.Store.Telemetry, set by who opens it); nil: none.
+	Telemetry *telemetry.Telemetry
 	// Hosted, when set, runs the database-backed server: Tenants must be empty, since
 	// tenants come from SVC_ADMIN.
 	Hosted *Hosted
@@ -180,7 +184,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		ok = true
 		return s, nil
 	}
-	s.metering = &projections.Metering{StatePath: filepath.Join(cfg.DataDir, "projections", "metering.json"), JS: js}
+	s.metering = &projections.Metering{StatePath: filepath.Join(cfg.DataDir, "projections", "metering.json"), JS: js, Telemetry: cfg.Telemetry}
 	if err := os.MkdirAll(filepath.Dir(s.metering.StatePath), 0o755); err != nil {
 		return nil, err
 	}
@@ -203,10 +207,10 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		tenants = append(tenants, t)
 	}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: cfg.Telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
-	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState}); err != nil {
+	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState, Telemetry: cfg.Telemetry}); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -292,7 +296,7 @@ func (s *Service) startSequencer(ctx, runCtx context.Context, spec TenantSpec, d
 			}
 		}
 	}
-	seq, err := sequencer.New(sequencer.Config{Tenant: spec.ID, LogID: spec.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Adopt: adopt})
+	seq, err := sequencer.New(sequencer.Config{Tenant: spec.ID, LogID: spec.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Adopt: adopt, Telemetry: s.cfg.Telemetry})
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +325,7 @@ func (s *Service) startSequencer(ctx, runCtx context.Context, spec TenantSpec, d
 func (s *Service) startLogFile(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec, fileState string) error {
 	caught := make(chan struct{})
 	var once sync.Once
-	p := &projections.LogFile{Path: spec.File, StatePath: fileState, Tenant: spec.ID, JS: js, Logger: s.cfg.Logger,
+	p := &projections.LogFile{Path: spec.File, StatePath: fileState, Tenant: spec.ID, JS: js, Logger: s.cfg.Logger, Telemetry: s.cfg.Telemetry,
 		CaughtUp: func() { once.Do(func() { close(caught) }) }}
 	pfail := make(chan error, 1)
 	s.wg.Add(1)
@@ -346,7 +350,7 @@ func (s *Service) startLogFile(ctx, runCtx context.Context, js jetstream.JetStre
 // verifier key beside them) when the service has a note key.
 func (s *Service) newCheckpointer(spec TenantSpec, seq *sequencer.Sequencer) (*projections.Checkpointer, error) {
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
-		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger}
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, Telemetry: s.cfg.Telemetry}
 	if s.cfg.NoteKey != nil {
 		origin := projections.DefaultOrigin(spec.LogID, s.cfg.NoteKey.KeyID(), spec.ID)
 		ns, err := projections.NewNoteSigner(origin, s.cfg.NoteKey)

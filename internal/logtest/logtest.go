@@ -19,6 +19,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -57,6 +58,8 @@ type Options struct {
 	AppendTimeout time.Duration
 	// Verbose sends the service's log lines to t.Log (default: dropped).
 	Verbose bool
+	// Telemetry receives the service's metrics and traces; nil: none.
+	Telemetry *telemetry.Telemetry
 }
 
 // Log is a running log service.
@@ -122,7 +125,7 @@ func Start(t testing.TB, o Options) *Log {
 		DataDir: filepath.Join(o.Dir, "data"), NATSURL: o.NATSURL, Signer: sg, NoteKey: noteKey,
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		Tenants: specs, CheckpointDir: l.CheckpointDir, CheckpointEvery: time.Hour,
-		AppendTimeout: o.AppendTimeout, NoSync: true, Logger: logger,
+		AppendTimeout: o.AppendTimeout, NoSync: true, Logger: logger, Telemetry: o.Telemetry,
 	})
 	if err != nil {
 		t.Fatal(err)

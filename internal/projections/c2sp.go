@@ -14,7 +14,6 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 
-	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
 )
@@ -158,7 +157,7 @@ func (c *Checkpointer) cosign(ctx context.Context, size uint64, signed []byte) [
 			continue
 		}
 		c.witnessed[w] = size
-		telemetry.Current().Witnessed(c.Tenant, w, size, c.Now())
+		c.Telemetry.Witnessed(c.Tenant, w, size, c.Now())
 		out = append(out, sigs...)
 	}
 	return out

@@ -41,6 +41,9 @@ type Checkpointer struct {
 	First  time.Duration
 	Logger *slog.Logger
 	Now    func() time.Time
+	// Telemetry receives each checkpoint's age and lag and each witness's
+	// cosignature; nil: none.
+	Telemetry *telemetry.Telemetry
 	// Note, when set, also publishes each checkpoint as a C2SP signed note in
 	// Dir/<tenant>/checkpoint, cosigned by each C2SP tlog-witness in Witnesses
 	// (their cosignature lines are appended to the note).
@@ -316,5 +319,5 @@ func (c *Checkpointer) observe(cp client.CheckpointFile) {
 		size = c.Tree.Size
 	}
 	at, _ := receipt.ParseTime(cp.SignedAt)
-	telemetry.Current().Checkpoint(c.Tenant, cp.TreeSize, at, size)
+	c.Telemetry.Checkpoint(c.Tenant, cp.TreeSize, at, size)
 }

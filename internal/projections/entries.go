@@ -42,6 +42,8 @@ type Entries struct {
 	Tenant string // required
 	JS     jetstream.JetStream
 	Logger *slog.Logger
+	// Telemetry receives the projection's lag and broker retries; nil: none.
+	Telemetry *telemetry.Telemetry
 	// OnBatch, when set, is called with the stream sequence of each batch applied.
 	OnBatch func(seq uint64)
 
@@ -169,7 +171,7 @@ func (e *Entries) Run(ctx context.Context) error {
 		// (rare, and skipping is cheap).
 		start = 1
 	}
-	err := Follow(telemetry.WithConsumer(ctx, "entries/"+e.Tenant), e.JS, pipeline.LeavesSubject(e.Tenant), start, e.apply, nil)
+	err := Follow(telemetry.WithConsumer(ctx, "entries/"+e.Tenant), e.Telemetry, e.JS, pipeline.LeavesSubject(e.Tenant), start, e.apply, nil)
 	e.mu.Lock()
 	serr := e.syncLocked()
 	e.mu.Unlock()

@@ -46,6 +46,8 @@ func Target(ctx context.Context, js jetstream.JetStream, subject string) (uint64
 // svc.leaves.> for all) from stream sequence startSeq on, in order, until ctx ends.
 // When caughtUp is not nil it is called once, when Follow has delivered everything
 // the stream held when it started.
+// tel, when not nil, hears each batch applied (the projection's lag) and each broker
+// retry.
 //
 // The contract with apply:
 //   - Batches arrive in stream order, each once per Follow call; a projection restarted
@@ -61,8 +63,8 @@ func Target(ctx context.Context, js jetstream.JetStream, subject string) (uint64
 // with backoff from the batch after the last one delivered, for as long as it takes:
 // each failure is logged and counted (svc_broker_retries_total{loop=subject}), and
 // the projection's lag shows how far behind it is; the process never stops for it.
-func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSeq uint64, apply func(Event) error, caughtUp func()) error {
-	f := &follower{js: js, subject: subject, next: max(startSeq, 1), apply: apply, caughtUp: caughtUp}
+func Follow(ctx context.Context, tel *telemetry.Telemetry, js jetstream.JetStream, subject string, startSeq uint64, apply func(Event) error, caughtUp func()) error {
+	f := &follower{tel: tel, js: js, subject: subject, next: max(startSeq, 1), apply: apply, caughtUp: caughtUp}
 	wait := retryMin
 	for {
 		delivered := f.delivered
@@ -77,7 +79,7 @@ func Follow(ctx context.Context, js jetstream.JetStream, subject string, startSe
 		if f.delivered > delivered {
 			wait = retryMin
 		}
-		telemetry.Current().BrokerRetry(subject)
+		tel.BrokerRetry(subject)
 		slog.Warn("following the log of record failed; retrying", "subject", subject, "from", f.next, "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
@@ -103,6 +105,7 @@ func (p permanent) Error() string { return p.err.Error() }
 
 // follower is one Follow: where it is, and what it calls.
 type follower struct {
+	tel       *telemetry.Telemetry // nil: none
 	js        jetstream.JetStream
 	subject   string
 	next      uint64 // the stream sequence to deliver from
@@ -158,7 +161,7 @@ func (f *follower) once(ctx context.Context) error {
 			return permanent{err}
 		}
 		f.next, f.delivered = ev.Seq+1, f.delivered+1
-		telemetry.Current().Applied(ctx, js, subject, ev.Seq, ev.Time)
+		f.tel.Applied(ctx, js, subject, ev.Seq, ev.Time)
 		if f.caughtUp != nil && ev.Seq >= target {
 			f.caughtUp()
 			f.caughtUp = nil

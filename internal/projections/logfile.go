@@ -26,6 +26,8 @@ type LogFile struct {
 	Tenant    string
 	JS        jetstream.JetStream
 	Logger    *slog.Logger
+	// Telemetry receives the projection's lag and broker retries; nil: none.
+	Telemetry *telemetry.Telemetry
 	// CaughtUp, when set, is called once the file holds every leaf the stream held
 	// when Run started.
 	CaughtUp func()
@@ -82,7 +84,7 @@ func (p *LogFile) Run(ctx context.Context) error {
 	go func() { defer close(tickDone); r.tick(tickCtx) }()
 	subject := pipeline.LeavesSubject(p.Tenant)
 	ctx = telemetry.WithConsumer(ctx, "logfile/"+p.Tenant)
-	err = Follow(ctx, p.JS, subject, start, r.apply, r.caughtUp)
+	err = Follow(ctx, p.Telemetry, p.JS, subject, start, r.apply, r.caughtUp)
 	if err == nil && ctx.Err() != nil {
 		r.drain(ctx, subject, start)
 	}
@@ -197,7 +199,7 @@ func (r *logFileRun) drain(ctx context.Context, subject string, start uint64) {
 	r.mu.Unlock()
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopCatchUp)
 	defer cancel()
-	derr := Follow(dctx, r.p.JS, subject, from, r.apply, cancel)
+	derr := Follow(dctx, r.p.Telemetry, r.p.JS, subject, from, r.apply, cancel)
 	if dctx.Err() == nil || !errors.Is(dctx.Err(), context.Canceled) {
 		if derr != nil || dctx.Err() != nil {
 			r.p.Logger.Warn("log file projection: stopped before catching up", "file", r.p.Path, "err", errors.Join(derr, dctx.Err()))

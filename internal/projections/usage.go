@@ -18,6 +18,8 @@ import (
 type Metering struct {
 	StatePath string
 	JS        jetstream.JetStream
+	// Telemetry receives the projection's lag and broker retries; nil: none.
+	Telemetry *telemetry.Telemetry
 
 	mu sync.RWMutex
 	st meteringState
@@ -52,7 +54,7 @@ func (m *Metering) Run(ctx context.Context) error {
 	start := m.st.StreamSeq + 1
 	m.mu.RUnlock()
 	lastSave := time.Now()
-	err := Follow(telemetry.WithConsumer(ctx, "metering"), m.JS, pipeline.LeavesPrefix+">", start, func(ev Event) error {
+	err := Follow(telemetry.WithConsumer(ctx, "metering"), m.Telemetry, m.JS, pipeline.LeavesPrefix+">", start, func(ev Event) error {
 		m.Apply(ev)
 		if time.Since(lastSave) > time.Second {
 			lastSave = time.Now()

@@ -99,6 +99,8 @@ type Config struct {
 	// leaves a second).
 	CheckpointEvery time.Duration
 	Admit           Admitter // optional
+	// Telemetry observes each batch (size, latency, the commit span); nil: none.
+	Telemetry *telemetry.Telemetry
 	// Hold, when set, is called before every commit attempt and returns once the
 	// sequencer may commit (nil) or when ctx ends: the hosted log holds commits
 	// while it cannot renew the tenant's lease, and lets them go on the moment it
@@ -404,7 +406,7 @@ func intake(msgs []jetstream.Msg) ([]request, []bundle) {
 
 func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err error) {
 	reqs, bundles := intake(msgs)
-	obs := telemetry.Current().Batch(s.cfg.Tenant, msgs, len(reqs))
+	obs := s.cfg.Telemetry.Batch(s.cfg.Tenant, msgs, len(reqs))
 	var fresh []pipeline.Leaf
 	defer func() { obs.End(len(fresh), err) }()
 	size := s.tree.Size()

@@ -127,7 +127,7 @@ func (s *Store) pullLoop(ctx context.Context, js jetstream.JetStream, caughtUp f
 		group = group[:0]
 		return err
 	}
-	err = projections.Follow(ctx, js, pipeline.LeavesPrefix+">", pos+1, func(ev projections.Event) error {
+	err = projections.Follow(ctx, nil, js, pipeline.LeavesPrefix+">", pos+1, func(ev projections.Event) error {
 		ev.Batch = &pipeline.Batch{First: ev.Batch.First, Leaves: make([]pipeline.Leaf, len(ev.Batch.Leaves))}
 		group = append(group, ev)
 		if ev.Pending == 0 || len(group) >= maxGroup {

@@ -129,7 +129,7 @@ func (s *Store) projectionHandler(js jetstream.JetStream, p projection) message.
 		}
 		if p.name == HandlerLeaves {
 			if md, err := group[len(group)-1].Metadata(); err == nil {
-				telemetry.Current().Applied(telemetry.WithConsumer(msg.Context(), "store.leaves"), js, p.subject, through, md.Timestamp)
+				s.Telemetry.Applied(telemetry.WithConsumer(msg.Context(), "store.leaves"), js, p.subject, through, md.Timestamp)
 			}
 		}
 		return nil

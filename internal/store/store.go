@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"svc.dev/svc/internal/telemetry"
 )
 
 //go:embed migrations/*.sql
@@ -27,6 +29,9 @@ type Store struct {
 
 	// Router tunes the projection handlers Run, Rebuild and Follow* start.
 	Router RouterConfig
+	// Telemetry receives the leaves projection's lag (svc.projection.lag{consumer=
+	// "store.leaves"}); nil: none. Set before Run.
+	Telemetry *telemetry.Telemetry
 
 	statsOnce sync.Once
 	st        *Stats

@@ -109,9 +109,8 @@ func (t *Telemetry) Publish(ctx context.Context, tenant string) (context.Context
 }
 
 // InjectNATS puts ctx's trace context on an append request's headers
-// (pipeline.ClientConfig.Header); nothing without a sampled span.
-func InjectNATS(ctx context.Context, h nats.Header) {
-	t := Current()
+// (pipeline.ClientConfig.Header); nothing without a sampled span or on a nil t.
+func (t *Telemetry) InjectNATS(ctx context.Context, h nats.Header) {
 	if t == nil || t.tracers == nil || !trace.SpanContextFromContext(ctx).IsSampled() {
 		return
 	}

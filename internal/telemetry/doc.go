@@ -8,10 +8,12 @@
 //
 // # One per process
 //
-// [Setup] installs the process's Telemetry; the hooks the log's components call
-// ([Current], then methods such as [Telemetry.Batch]) are no-ops until then and on
-// a nil *Telemetry, so a component never needs to know whether telemetry is on, and
-// a process (or test) without Setup pays one atomic load per hook.
+// [Setup] builds the process's Telemetry, and the process passes it in: the log
+// service's Config.Telemetry, which hands it to the HTTP front, the sequencers, the
+// projections, the tenants' view and the database projections (each a Config field
+// or a parameter). Every hook (methods such as [Telemetry.Batch]) is a no-op on a nil
+// *Telemetry, so a component never needs to know whether telemetry is on, and a
+// process (or test) without it pays one nil check per hook.
 //
 // # Traces
 //

@@ -56,13 +56,8 @@ type Telemetry struct {
 	reasons sync.Map // refusal reason → metric.AddOption
 }
 
-var current atomic.Pointer[Telemetry]
-
-// Current is the telemetry Setup installed, or nil (every method is a no-op on nil).
-func Current() *Telemetry { return current.Load() }
-
-// Setup builds the telemetry of cfg and installs it as Current. Shutdown flushes
-// and uninstalls it.
+// Setup builds the telemetry of cfg. The process hands it to the log's components
+// (logservice.Config.Telemetry, which passes it on); Shutdown flushes it.
 func Setup(cfg Config) (*Telemetry, error) {
 	if cfg.ServiceName == "" {
 		cfg.ServiceName = "svc"
@@ -117,7 +112,6 @@ func Setup(cfg Config) (*Telemetry, error) {
 	if err := t.inst.init(t.meters.Meter(scope), t); err != nil {
 		return nil, fmt.Errorf("telemetry: instruments: %w", err)
 	}
-	current.Store(t)
 	return t, nil
 }
 
@@ -139,12 +133,11 @@ func (t *Telemetry) Handler() http.Handler {
 	return promhttp.HandlerFor(t.reg, promhttp.HandlerOpts{MaxRequestsInFlight: 4, Timeout: 10 * time.Second})
 }
 
-// Shutdown pushes what is pending (OTLP), stops the exporters and uninstalls t.
+// Shutdown pushes what is pending (OTLP) and stops the exporters.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
 	if t == nil {
 		return nil
 	}
-	current.CompareAndSwap(t, nil)
 	var errs []error
 	errs = append(errs, t.meters.Shutdown(ctx))
 	if t.tracers != nil {

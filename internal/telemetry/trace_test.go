@@ -29,7 +29,7 @@ func TestAppendTraced(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	l := logtest.Start(t, logtest.Options{})
+	l := logtest.Start(t, logtest.Options{Telemetry: tel})
 	srv := httptest.NewServer(tel.Middleware(l.Service.Handler()))
 	t.Cleanup(srv.Close)
 

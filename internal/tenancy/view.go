@@ -61,6 +61,9 @@ type View struct {
 	live    map[[32]byte]string // live token hash → tenant
 	seq     uint64              // stream sequence of the last applied event
 	changed chan struct{}       // closed and replaced on every apply
+	// Telemetry, set before Start, counts the broker retries of the following
+	// goroutine (svc_broker_retries_total{loop="svc.admin.>"}); nil: none.
+	Telemetry *telemetry.Telemetry
 	// OnTenant, set before Start, is called (outside the view's lock, from the
 	// following goroutine) with each tenant an event created or changed.
 	onTenant func(Tenant)
@@ -160,7 +163,7 @@ func (v *View) follow(ctx context.Context, it jetstream.MessagesContext, target 
 		if ctx.Err() != nil {
 			return
 		}
-		telemetry.Current().BrokerRetry(pipeline.AdminPrefix + ">")
+		v.Telemetry.BrokerRetry(pipeline.AdminPrefix + ">")
 		v.log.Warn("following the administrative events failed; retrying", "stream", pipeline.AdminStream, "err", err, "in", wait)
 		for it = nil; it == nil; {
 			select {
@@ -170,7 +173,7 @@ func (v *View) follow(ctx context.Context, it jetstream.MessagesContext, target 
 			}
 			wait = min(2*wait, time.Second)
 			if it, err = v.messages(ctx, v.Seq()+1); err != nil {
-				telemetry.Current().BrokerRetry(pipeline.AdminPrefix + ">")
+				v.Telemetry.BrokerRetry(pipeline.AdminPrefix + ">")
 				v.log.Warn("following the administrative events failed; retrying", "stream", pipeline.AdminStream, "err", err, "in", wait)
 			}
 		}
