@@ -116,11 +116,8 @@ func Truncate(s string, n int) string {
 // ListDead reads every dead letter (of one handler when handler is not empty), in
 // order.
 func ListDead(ctx context.Context, js jetstream.JetStream, handler string) ([]DeadLetter, error) {
-	stream, err := js.Stream(ctx, DeadStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	stream, err := deadStream(ctx, js)
+	if stream == nil {
 		return nil, err
 	}
 	info, err := stream.Info(ctx)
@@ -159,11 +156,8 @@ func letterOf(m *jetstream.RawStreamMsg) DeadLetter {
 // DeadCounts counts the letters in SVC_DEAD by subject (svc.dead.<handler>.<tenant>);
 // nil when there is no SVC_DEAD yet.
 func DeadCounts(ctx context.Context, js jetstream.JetStream) (map[string]uint64, error) {
-	st, err := js.Stream(ctx, DeadStream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, nil
-	}
-	if err != nil {
+	st, err := deadStream(ctx, js)
+	if st == nil {
 		return nil, err
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(DeadPrefix+">"))
@@ -171,4 +165,16 @@ func DeadCounts(ctx context.Context, js jetstream.JetStream) (map[string]uint64,
 		return nil, err
 	}
 	return info.State.Subjects, nil
+}
+
+// deadStream is SVC_DEAD; nil and no error when there is none yet.
+func deadStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+	st, err := js.Stream(ctx, DeadStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
 }
