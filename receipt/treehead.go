@@ -107,6 +107,48 @@ type HeadSigner interface {
 	SignHeadOf(ctx context.Context, tree HeadTree, tenant, logID string, at time.Time) (*Envelope, *TreeHead, error)
 }
 
+// DefaultLogID is the log id of a tenant's heads when the operator set none: "svc-log/",
+// the first 16 hex characters of the signing key's id, "/", the tenant; the same name
+// as the origin of the tenant's C2SP checkpoints. It names the log inside the signed
+// head, so a head cannot be passed off as another log's, and the signer service keeps
+// its append-only state under it.
+func DefaultLogID(keyID, tenant string) string {
+	if len(keyID) > 16 {
+		keyID = keyID[:16]
+	}
+	return "svc-log/" + keyID + "/" + tenant
+}
+
+// ParseDefaultLogID splits a log id of DefaultLogID's form into the key id's prefix
+// and the tenant; ok is false for any other log id.
+func ParseDefaultLogID(id string) (keyPrefix, tenant string, ok bool) {
+	rest, found := strings.CutPrefix(id, "svc-log/")
+	if !found {
+		return "", "", false
+	}
+	keyPrefix, tenant, found = strings.Cut(rest, "/")
+	if !found || keyPrefix == "" || tenant == "" || strings.Contains(tenant, "/") {
+		return "", "", false
+	}
+	return keyPrefix, tenant, true
+}
+
+// LogNamer is an EnvelopeSigner that names every head it signs (the signer service's
+// client): LogIDOf is logID when set, else the tenant's DefaultLogID for its key.
+type LogNamer interface {
+	LogIDOf(tenant, logID string) string
+}
+
+// LogIDFor is the log id the heads of tenant carry when signed through s: logID when
+// set; else, for a LogNamer, the default it gives; else none (an in-process key, which
+// keeps no append-only state to key).
+func LogIDFor(s EnvelopeSigner, tenant, logID string) string {
+	if n, ok := s.(LogNamer); ok && logID == "" {
+		return n.LogIDOf(tenant, logID)
+	}
+	return logID
+}
+
 // SignHead signs the head of tree as it now stands through s and returns the envelope
 // with the head it carries. A HeadSigner reads the tree itself (it may sign a larger
 // head than the tree had when SignHead was called, never a smaller one); any other

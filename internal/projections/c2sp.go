@@ -16,6 +16,7 @@ import (
 
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
@@ -40,10 +41,7 @@ func DefaultOrigin(logID, keyID, tenant string) string {
 	if logID != "" {
 		return logID
 	}
-	if len(keyID) > 16 {
-		keyID = keyID[:16]
-	}
-	return "svc-log/" + keyID + "/" + tenant
+	return receipt.DefaultLogID(keyID, tenant)
 }
 
 // NoteSigner signs checkpoint notes with the log key (in-process keys only).
