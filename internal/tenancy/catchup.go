@@ -29,7 +29,6 @@ type round struct {
 	err  error
 }
 
-
 // roundTimeout bounds one round's broker request and wait for the view.
 const roundTimeout = 5 * time.Second
 
