@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/receipt"
 )
 
 // dialFrom connects to addr (host:port) from the loopback address from.
@@ -89,7 +91,7 @@ func TestHostedLogUnderAttack(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	_, ss := startTestSigner(t)
+	signerKey, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	args := []string{"--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--data", filepath.Join(dir, "data"),
 		"--signer-url", ss.URL, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN",
@@ -115,8 +117,18 @@ func TestHostedLogUnderAttack(t *testing.T) {
 		t.Fatalf("add token: %d %s", code, b)
 	}
 	token := b[strings.Index(b, `"token":"`)+9:][:64]
-	if s, b := httpDo(t, "POST", base+"/t/acme-secret-tenant/append", token, `{"leaf":"hello"}`); s != 200 {
+	s, b := httpDo(t, "POST", base+"/t/acme-secret-tenant/append", token, `{"leaf":"hello"}`)
+	if s != 200 {
 		t.Fatalf("append: %d %s", s, b)
+	}
+	// A tenant made without a log id: its heads name its default log id, under
+	// which the signer keeps its last head (a head naming no log is refused).
+	var proof receipt.Proof
+	if err := json.Unmarshal([]byte(b), &proof); err != nil {
+		t.Fatal(err)
+	}
+	if th, err := receipt.DecodeTreeHead(proof.TreeHead); err != nil || th.Log != receipt.DefaultLogID(signerKey.KeyID(), "acme-secret-tenant") {
+		t.Fatalf("the head of a tenant without a log id: %+v %v, want it to name %s", th, err, receipt.DefaultLogID(signerKey.KeyID(), "acme-secret-tenant"))
 	}
 
 	// Credentials before bodies: answered and closed at once.
