@@ -107,46 +107,25 @@ type HeadSigner interface {
 	SignHeadOf(ctx context.Context, tree HeadTree, tenant, logID string, at time.Time) (*Envelope, *TreeHead, error)
 }
 
-// DefaultLogID is the log id of a tenant's heads when the operator set none: "svc-log/",
-// the first 16 hex characters of the signing key's id, "/", the tenant; the same name
-// as the origin of the tenant's C2SP checkpoints. It names the log inside the signed
-// head, so a head cannot be passed off as another log's, and the signer service keeps
-// its append-only state under it.
-func DefaultLogID(keyID, tenant string) string {
-	if len(keyID) > 16 {
-		keyID = keyID[:16]
-	}
-	return "svc-log/" + keyID + "/" + tenant
-}
+// DefaultLogIDPrefix starts every default log id (DefaultLogID); an operator-set log
+// id may not start with it.
+const DefaultLogIDPrefix = "svc-log/"
 
-// ParseDefaultLogID splits a log id of DefaultLogID's form into the key id's prefix
-// and the tenant; ok is false for any other log id.
-func ParseDefaultLogID(id string) (keyPrefix, tenant string, ok bool) {
-	rest, found := strings.CutPrefix(id, "svc-log/")
-	if !found {
-		return "", "", false
-	}
-	keyPrefix, tenant, found = strings.Cut(rest, "/")
-	if !found || keyPrefix == "" || tenant == "" || strings.Contains(tenant, "/") {
-		return "", "", false
-	}
-	return keyPrefix, tenant, true
-}
+// DefaultLogID is the log id of a tenant's heads when the operator set none:
+// "svc-log/<tenant>". It names the log inside the signed head, so a head cannot be
+// passed off as another tenant's log, and the signer service keeps its append-only
+// state under it. It does not name the key, so it outlives key rotations (the
+// signer's state, kept per log, carries across them); the signature names the key.
+func DefaultLogID(tenant string) string { return DefaultLogIDPrefix + tenant }
 
-// LogNamer is an EnvelopeSigner that names every head it signs (the signer service's
-// client): LogIDOf is logID when set, else the tenant's DefaultLogID for its key.
-type LogNamer interface {
-	LogIDOf(tenant, logID string) string
-}
-
-// LogIDFor is the log id the heads of tenant carry when signed through s: logID when
-// set; else, for a LogNamer, the default it gives; else none (an in-process key, which
-// keeps no append-only state to key).
-func LogIDFor(s EnvelopeSigner, tenant, logID string) string {
-	if n, ok := s.(LogNamer); ok && logID == "" {
-		return n.LogIDOf(tenant, logID)
+// ParseDefaultLogID is the tenant of a log id of DefaultLogID's form; ok is false for
+// any other log id.
+func ParseDefaultLogID(id string) (tenant string, ok bool) {
+	tenant, found := strings.CutPrefix(id, DefaultLogIDPrefix)
+	if !found || tenant == "" || strings.Contains(tenant, "/") {
+		return "", false
 	}
-	return logID
+	return tenant, true
 }
 
 // SignHead signs the head of tree as it now stands through s and returns the envelope

@@ -44,11 +44,10 @@ treeSize, rootHash}}. So a compromised or buggy log server holding the token can
 get a fork or a rollback signed with the log key. A log is the head's "log" id, the
 name the signature covers, and the state is kept under it (never under what the log
 server says beside the head). A head that names no log is refused with 400: it could
-pass for any log's. The log server names every head: a tenant's --log-id, or by
-default svc-log/<first 16 hex of the keyid>/<tenant> (the origin of its C2SP
-checkpoints). A log whose last head was kept under its tenant (heads signed by svc
-0.6.1, without a log id) or under its default name for a --retired-key carries on:
-the first head under its new default name must extend that one.
+pass for any log's. The log server names every head: a tenant's log id, or by
+default svc-log/<tenant>. A log whose last head was kept under its tenant (heads
+signed by svc 0.6.1 and earlier, without a log id) carries on: the first head under
+its default name must extend that one.
 
 A fresh signer's first head: the first head it is asked to sign for a log is trusted
 (trust on first use, logged as a warning). To start from a known head instead, so

@@ -22,7 +22,6 @@ import (
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
-	"svc.dev/svc/receipt"
 )
 
 // Hosted configures the database-backed server: tenants, tokens and plans come from
@@ -402,7 +401,6 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 		st.release(t.ID, 0)
 		return err
 	}
-	t.LogID = receipt.LogIDFor(s.cfg.Signer, t.ID, t.LogID) // a signer service's heads always name their log
 	h := &holding{t: t, lease: make(chan struct{})}
 	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold})
@@ -747,7 +745,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	db := st.cfg.Store
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
-		ID: id, LogID: receipt.LogIDFor(s.cfg.Signer, id, t.LogID), Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
+		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
 		Authorize: func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)

@@ -221,7 +221,6 @@ func (s *Service) goRun(what string, f func() error) {
 }
 
 func (s *Service) startTenant(ctx, runCtx context.Context, js jetstream.JetStream, spec TenantSpec) (*logserver.Tenant, error) {
-	spec.LogID = receipt.LogIDFor(s.cfg.Signer, spec.ID, spec.LogID) // a signer service's heads always name their log
 	dir := filepath.Join(s.cfg.DataDir, "tenants", spec.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err

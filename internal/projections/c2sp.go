@@ -16,7 +16,6 @@ import (
 
 	"svc.dev/svc/internal/telemetry"
 	"svc.dev/svc/merkle"
-	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
@@ -41,7 +40,10 @@ func DefaultOrigin(logID, keyID, tenant string) string {
 	if logID != "" {
 		return logID
 	}
-	return receipt.DefaultLogID(keyID, tenant)
+	if len(keyID) > 16 {
+		keyID = keyID[:16]
+	}
+	return "svc-log/" + keyID + "/" + tenant
 }
 
 // NoteSigner signs checkpoint notes with the log key (in-process keys only).

@@ -57,18 +57,15 @@ func (h *heads) set(s SignedHead) {
 	h.last[s.Log] = s
 }
 
-var (
-	_ receipt.HeadSigner = (*Client)(nil)
-	_ receipt.LogNamer   = (*Client)(nil)
-)
+var _ receipt.HeadSigner = (*Client)(nil)
 
 // LogIDOf is the log id the heads of tenant carry: logID when set, else the tenant's
-// receipt.DefaultLogID for the signer's current key.
+// receipt.DefaultLogID.
 func (c *Client) LogIDOf(tenant, logID string) string {
 	if logID != "" || tenant == "" {
 		return logID
 	}
-	return receipt.DefaultLogID(c.key.KeyID, tenant)
+	return receipt.DefaultLogID(tenant)
 }
 
 // SignHeadOf signs the head of tree as it stands, with a consistency proof from the
@@ -80,7 +77,7 @@ func (c *Client) LogIDOf(tenant, logID string) string {
 // for up to a few seconds. A head the signer still refuses wraps ErrConflict.
 //
 // A head always names its log: logID, or when empty the tenant's default
-// (receipt.DefaultLogID of the signer's key), which the signer requires.
+// (receipt.DefaultLogID), which the signer requires.
 func (c *Client) SignHeadOf(ctx context.Context, tree receipt.HeadTree, tenant, logID string, at time.Time) (*receipt.Envelope, *receipt.TreeHead, error) {
 	logID = c.LogIDOf(tenant, logID)
 	key := StateKey(logID, tenant)

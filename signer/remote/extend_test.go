@@ -220,15 +220,16 @@ func asTenant(t *testing.T, body, tenant string) string {
 // another tenant beside the head (or a tenant never seen) gets no rollback or fork of
 // acme signed; a head naming no log is refused outright (it could pass for any log's);
 // a head naming another log is signed only as that log's, which a verifier expecting
-// acme's log refuses. State kept before heads named their log (under the tenant) and
-// under a retired key's default name carries over: the first named head must extend it.
+// acme's log refuses. State kept before heads named their log (under the tenant)
+// carries over: the first named head must extend it; and a key rotation changes no
+// log's name or state.
 func TestCompromisedLogServerCannotMoveAHead(t *testing.T) {
 	ctx := context.Background()
 	s := newSigner(t, 1, testToken, nil)
 	c := newClient(t, s.http.URL, testToken)
 	acme := growTree(t, nil, "acme", 20)
 	fork := growTree(t, nil, "fork", 20)
-	logAcme := receipt.DefaultLogID(s.key.KeyID(), "acme")
+	logAcme := receipt.DefaultLogID("acme")
 	if _, th, err := c.SignHeadOf(ctx, growTree(t, newTree(t), "acme", 10), "acme", "", time.Now()); err != nil || th.Log != logAcme || th.TreeSize != 10 {
 		t.Fatalf("the honest log server's first head: %+v %v, want size 10 naming %q", th, err, logAcme)
 	}
@@ -242,7 +243,7 @@ func TestCompromisedLogServerCannotMoveAHead(t *testing.T) {
 		}
 	}
 	// Signed only as another log's: the signature says so.
-	logOther := receipt.DefaultLogID(s.key.KeyID(), "fresh-tenant")
+	logOther := receipt.DefaultLogID("fresh-tenant")
 	code, data := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(asTenant(t, headBody(t, fork, 5, 0, logOther), "acme")))
 	if code != 200 {
 		t.Fatalf("a fresh log's first head: %d %s", code, data)
@@ -260,36 +261,35 @@ func TestCompromisedLogServerCannotMoveAHead(t *testing.T) {
 	}
 
 	// Carried over: a signer whose state knows acme's last head under "tenant:acme"
-	// (signed before heads named their log) and globex's under its default name for a
-	// retired key (before a rotation).
+	// (signed before heads named their log), and globex's under its name, after a key
+	// rotation (the state is per log, not per key): the first head under each name
+	// must extend it.
 	old := seedKey(t, 1)
-	dir := t.TempDir()
-	heads := openHeads(t, dir)
+	heads := openHeads(t, t.TempDir())
 	root10, _ := acme.RootAt(10)
-	if err := heads.Record(remote.SignedHead{Log: "tenant:acme", TreeSize: 10, RootHash: root10.String()}); err != nil {
-		t.Fatal(err)
-	}
-	if err := heads.Record(remote.SignedHead{Log: receipt.DefaultLogID(old.KeyID(), "globex"), TreeSize: 10, RootHash: root10.String()}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"tenant:acme", receipt.DefaultLogID("globex")} {
+		if err := heads.Record(remote.SignedHead{Log: name, TreeSize: 10, RootHash: root10.String()}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rotated := newSigner(t, 2, testToken, func(cfg *remote.ServerConfig) {
 		cfg.Heads = heads
 		cfg.Retired = []remote.RetiredKey{{Key: old.Public(), ValidFrom: validFrom.Add(-time.Hour), ValidTo: validFrom}}
 	})
 	for _, tenant := range []string{"acme", "globex"} {
-		name := receipt.DefaultLogID(rotated.key.KeyID(), tenant)
-		wantConflict(t, rotated.http.URL, tenant+": a rollback under the new name", headBody(t, acme, 5, 0, name), 10, acme)
-		wantConflict(t, rotated.http.URL, tenant+": a fork under the new name", headBody(t, fork, 10, 0, name), 10, acme)
+		name := receipt.DefaultLogID(tenant)
+		wantConflict(t, rotated.http.URL, tenant+": a rollback", headBody(t, acme, 5, 0, name), 10, acme)
+		wantConflict(t, rotated.http.URL, tenant+": a fork", headBody(t, fork, 10, 0, name), 10, acme)
 		code, data := post(t, rotated.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(headBody(t, fork, 10, 0, name)))
 		var conflict remote.Conflict
 		if code != 409 || json.Unmarshal([]byte(data), &conflict) != nil || conflict.Last.Log != name {
 			t.Fatalf("%s: the 409 names %+v, want the log %q (the client retries only for its own log)", tenant, conflict.Last, name)
 		}
 		if _, th, err := newClient(t, rotated.http.URL, testToken).SignHeadOf(ctx, acme, tenant, "", time.Now()); err != nil || th.TreeSize != 20 || th.Log != name {
-			t.Fatalf("%s: the honest log server goes on under the new name: %+v %v", tenant, th, err)
+			t.Fatalf("%s: the honest log server goes on: %+v %v", tenant, th, err)
 		}
 	}
-	if h, ok := heads.Last(receipt.DefaultLogID(rotated.key.KeyID(), "acme")); !ok || h.TreeSize != 20 {
-		t.Fatalf("state under the new name: %+v %v", h, ok)
+	if h, ok := heads.Last(receipt.DefaultLogID("acme")); !ok || h.TreeSize != 20 {
+		t.Fatalf("acme's state under its name: %+v %v", h, ok)
 	}
 }

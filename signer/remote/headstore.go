@@ -30,7 +30,8 @@ type SignedHead struct {
 // log id (signed into the head, so a log server cannot move a head to another slot).
 // "tenant:<tenant>" keys a head without a log id: one signed before the signer
 // required a log id (svc 0.6.1), or a --start-head checkpoint file naming its tenant;
-// the tenant's default log id (receipt.DefaultLogID) carries on from it.
+// the tenant's default log id (receipt.DefaultLogID) carries on from it: its first
+// head must extend that one.
 func StateKey(logID, tenant string) string {
 	if logID != "" {
 		return logID

@@ -129,7 +129,6 @@ type ServerConfig struct {
 // Server is the signer service's http.Handler. It is safe for concurrent use.
 type Server struct {
 	key       *signer.Key
-	keyIDs    []string // the current key's id, then the retired keys'
 	heads     *HeadStore
 	tokenHash [sha256.Size]byte
 	keysJSON  []byte
@@ -197,14 +196,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if now == nil {
 		now = time.Now
 	}
-	keyIDs := []string{cfg.Key.KeyID()}
-	for _, r := range cfg.Retired {
-		keyIDs = append(keyIDs, r.Key.KeyID)
-	}
 	return &Server{
 		now:       now,
 		key:       cfg.Key,
-		keyIDs:    keyIDs,
 		heads:     cfg.Heads,
 		tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		keysJSON:  keysJSON,
@@ -352,40 +346,19 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 }
 
 // lastOf is the head a new head of log key must extend: the last one signed under key
-// (own), or else, for a log id of receipt.DefaultLogID's form under one of this
-// signer's keys, the largest head signed for the same tenant under an earlier name of
-// the log: its default id under another of the signer's keys (before a key rotation),
-// or "tenant:<tenant>" (a head without a log id, signed before every head named its
-// log). known is false when there is none.
+// (own), or else, for a tenant's default log id (receipt.DefaultLogID), the last head
+// signed for that tenant before every head named its log, kept under
+// "tenant:<tenant>". known is false when there is neither.
 func (s *Server) lastOf(key string) (last SignedHead, known, own bool) {
 	if h, ok := s.heads.Last(key); ok {
 		return h, true, true
 	}
-	_, tenant, ok := receipt.ParseDefaultLogID(key)
-	if !ok || !s.ownDefault(key, tenant) {
-		return SignedHead{}, false, false
-	}
-	names := []string{"tenant:" + tenant}
-	for _, id := range s.keyIDs {
-		names = append(names, receipt.DefaultLogID(id, tenant))
-	}
-	for _, n := range names {
-		if h, ok := s.heads.Last(n); ok && n != key && (!known || h.TreeSize > last.TreeSize) {
-			last, known = h, true
+	if tenant, ok := receipt.ParseDefaultLogID(key); ok {
+		if h, ok := s.heads.Last(StateKey("", tenant)); ok {
+			return h, true, false
 		}
 	}
-	return last, known, false
-}
-
-// ownDefault says whether key is tenant's default log id under the current or a
-// retired key.
-func (s *Server) ownDefault(key, tenant string) bool {
-	for _, id := range s.keyIDs {
-		if receipt.DefaultLogID(id, tenant) == key {
-			return true
-		}
-	}
-	return false
+	return SignedHead{}, false, false
 }
 
 // extends checks th against the last head signed for its log (known false: none): a
