@@ -105,6 +105,11 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	t.Setenv("TEST_ADMIN_TOKEN", adminToken)
 	base, cpAddr, _ := startLogCmdCP(t, args...)
 	addr := strings.TrimPrefix(base, "http://")
+	// Before any tenant starts, /health has the signer sign a head (of the empty
+	// tree, naming a log no tenant can have: the signer signs only named heads).
+	if s, body := getFrom(t, "127.0.0.1", addr, "/health"); s != 200 {
+		t.Fatalf("/health before any tenant: %d %s", s, body)
+	}
 	if s, b := httpDo(t, "POST", base+"/admin/tenants", adminToken, `{"id":"acme-secret-tenant"}`); s != http.StatusUnsupportedMediaType {
 		t.Fatalf("an admin write without a JSON content type: %d %s", s, b)
 	}

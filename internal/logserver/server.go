@@ -264,6 +264,12 @@ func (s *Server) tenant(id string) (*Tenant, bool) {
 	return t, ok
 }
 
+// healthLog names the head /health has signed when no tenant is served yet (of the
+// empty tree): the signer service signs only heads that name their log, and no tenant
+// can have this one (tenant ids have no parentheses; an operator's log id may not
+// start with receipt.DefaultLogIDPrefix).
+const healthLog = receipt.DefaultLogIDPrefix + "(health)"
+
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Alarm != nil {
 		if err := s.cfg.Alarm(); err != nil {
@@ -279,7 +285,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 		s.tmu.RUnlock()
 	}
-	sig, logID, size, root := s.cfg.Signer, "", uint64(0), merkle.EmptyRoot
+	sig, logID, size, root := s.cfg.Signer, healthLog, uint64(0), merkle.EmptyRoot
 	if t != nil {
 		var err error
 		sig, logID, size = t.Signer, t.LogID, t.Tree.Size()
