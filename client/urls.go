@@ -7,6 +7,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"svc.dev/svc/receipt"
 )
 
 // CheckBaseURL checks that base is an http(s) URL and returns it without a trailing
@@ -48,7 +50,8 @@ const MaxLogIDLen = 200
 
 // CheckLogID refuses a log id that cannot be signed into heads as it is: over
 // MaxLogIDLen bytes, not UTF-8, or holding a control or other non-printing character
-// (a newline would forge lines of a signed note). Empty is allowed (no log id).
+// (a newline would forge lines of a signed note), or starting with
+// receipt.DefaultLogIDPrefix. Empty is allowed (the default log id).
 func CheckLogID(id string) error {
 	if len(id) > MaxLogIDLen {
 		return fmt.Errorf("logId of %d characters; at most %d", len(id), MaxLogIDLen)
@@ -60,6 +63,9 @@ func CheckLogID(id string) error {
 		if !unicode.IsPrint(r) {
 			return fmt.Errorf("logId %q has a control or non-printing character (%U) at byte %d; use printable characters, e.g. log.example.com/acme", id, r, i)
 		}
+	}
+	if strings.HasPrefix(id, receipt.DefaultLogIDPrefix) {
+		return fmt.Errorf("logId %q: the prefix %s is kept for the default log ids (%s<tenant>, what a tenant without a logId gets); leave logId empty for that, or use another name, e.g. log.example.com/acme", id, receipt.DefaultLogIDPrefix, receipt.DefaultLogIDPrefix)
 	}
 	return nil
 }

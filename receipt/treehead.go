@@ -107,6 +107,27 @@ type HeadSigner interface {
 	SignHeadOf(ctx context.Context, tree HeadTree, tenant, logID string, at time.Time) (*Envelope, *TreeHead, error)
 }
 
+// DefaultLogIDPrefix starts every default log id (DefaultLogID); an operator-set log
+// id may not start with it.
+const DefaultLogIDPrefix = "svc-log/"
+
+// DefaultLogID is the log id of a tenant's heads when the operator set none:
+// "svc-log/<tenant>". It names the log inside the signed head, so a head cannot be
+// passed off as another tenant's log, and the signer service keeps its append-only
+// state under it. It does not name the key, so it outlives key rotations (the
+// signer's state, kept per log, carries across them); the signature names the key.
+func DefaultLogID(tenant string) string { return DefaultLogIDPrefix + tenant }
+
+// ParseDefaultLogID is the tenant of a log id of DefaultLogID's form; ok is false for
+// any other log id.
+func ParseDefaultLogID(id string) (tenant string, ok bool) {
+	tenant, found := strings.CutPrefix(id, DefaultLogIDPrefix)
+	if !found || tenant == "" || strings.Contains(tenant, "/") {
+		return "", false
+	}
+	return tenant, true
+}
+
 // SignHead signs the head of tree as it now stands through s and returns the envelope
 // with the head it carries. A HeadSigner reads the tree itself (it may sign a larger
 // head than the tree had when SignHead was called, never a smaller one); any other

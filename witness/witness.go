@@ -281,7 +281,12 @@ func (c *cycle) fetchKeys(ctx context.Context) error {
 	if c.doc.Log != "" && c.cp.Head.Log != c.doc.Log {
 		return fmt.Errorf("the checkpoint names log %q; the key document at %s is log %q's", c.cp.Head.Log, c.docURL, c.doc.Log)
 	}
-	if c.st != nil && c.st.LogID != c.cp.Head.Log {
+	// A log followed while its heads named none (svc 0.6.1 and earlier) is followed
+	// under the name its heads come to carry (svc-log/<tenant> by default): a head
+	// naming no log could be any log's, so the name only narrows what is accepted,
+	// and the head must still extend the last one countersigned. Once named, never
+	// renamed.
+	if c.st != nil && c.st.LogID != c.cp.Head.Log && c.st.LogID != "" {
 		return fmt.Errorf("the checkpoint names log %q; this witness has been following log %q for tenant %s", c.cp.Head.Log, c.st.LogID, c.tenant)
 	}
 	return nil

@@ -13,6 +13,7 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/logtest"
 	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
 )
@@ -174,6 +175,25 @@ func TestWitnessCycleDetails(t *testing.T) {
 		if st := readState(t, filepath.Join(dOut, "state.json")); st.TreeSize != 7 {
 			t.Fatalf("state moved: %d", st.TreeSize)
 		}
+	})
+	t.Run("a log whose heads come to name it is followed under that name", func(t *testing.T) {
+		// A log server upgraded to name every head's log (svc-log/<tenant> by
+		// default): the witness followed heads naming no log; the first named head
+		// that extends them is countersigned, and the name is kept from then on.
+		cp := readCheckpoint(t, filepath.Join(r.log.CheckpointDir, "default", "8.json"))
+		name := receipt.DefaultLogID("default")
+		r.cpFront.serve("/default/latest.json", checkpointJSON(t, "default", name, 8, cp.Head.RootHash, r.logKey))
+		check(t, w, witness.Countersigned)
+		if st := readState(t, filepath.Join(dOut, "state.json")); st.LogID != name || st.TreeSize != 8 {
+			t.Fatalf("state %+v, want size 8 of log %q", st, name)
+		}
+		for _, other := range []string{"", "svc-log/acme"} {
+			r.cpFront.serve("/default/latest.json", checkpointJSON(t, "default", other, 8, cp.Head.RootHash, r.logKey))
+			if res := check(t, w, witness.Failed); !strings.Contains(res.Err.Error(), "has been following log") {
+				t.Fatalf("a head naming log %q after %q: %v", other, name, res.Err)
+			}
+		}
+		r.cpFront.reset()
 	})
 	t.Run("the key document keeps a retired witness key", func(t *testing.T) {
 		w.Close()

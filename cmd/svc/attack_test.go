@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/receipt"
 )
 
 // dialFrom connects to addr (host:port) from the loopback address from.
@@ -103,6 +105,11 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	t.Setenv("TEST_ADMIN_TOKEN", adminToken)
 	base, cpAddr, _ := startLogCmdCP(t, args...)
 	addr := strings.TrimPrefix(base, "http://")
+	// Before any tenant starts, /health has the signer sign a head (of the empty
+	// tree, naming a log no tenant can have: the signer signs only named heads).
+	if s, body := getFrom(t, "127.0.0.1", addr, "/health"); s != 200 {
+		t.Fatalf("/health before any tenant: %d %s", s, body)
+	}
 	if s, b := httpDo(t, "POST", base+"/admin/tenants", adminToken, `{"id":"acme-secret-tenant"}`); s != http.StatusUnsupportedMediaType {
 		t.Fatalf("an admin write without a JSON content type: %d %s", s, b)
 	}
@@ -115,8 +122,18 @@ func TestHostedLogUnderAttack(t *testing.T) {
 		t.Fatalf("add token: %d %s", code, b)
 	}
 	token := b[strings.Index(b, `"token":"`)+9:][:64]
-	if s, b := httpDo(t, "POST", base+"/t/acme-secret-tenant/append", token, `{"leaf":"hello"}`); s != 200 {
+	s, b := httpDo(t, "POST", base+"/t/acme-secret-tenant/append", token, `{"leaf":"hello"}`)
+	if s != 200 {
 		t.Fatalf("append: %d %s", s, b)
+	}
+	// A tenant made without a log id: its heads name its default log id, under
+	// which the signer keeps its last head (a head naming no log is refused).
+	var proof receipt.Proof
+	if err := json.Unmarshal([]byte(b), &proof); err != nil {
+		t.Fatal(err)
+	}
+	if th, err := receipt.DecodeTreeHead(proof.TreeHead); err != nil || th.Log != receipt.DefaultLogID("acme-secret-tenant") {
+		t.Fatalf("the head of a tenant without a log id: %+v %v, want it to name %s", th, err, receipt.DefaultLogID("acme-secret-tenant"))
 	}
 
 	// Credentials before bodies: answered and closed at once.

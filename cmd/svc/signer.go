@@ -41,9 +41,13 @@ with a valid RFC 6962 consistency proof from that one ({consistency: {fromSize,
 proof: [hex]}}, which the log server sends), the same size only with the same root,
 and never a smaller size; anything else is answered 409 {error, last: {log,
 treeSize, rootHash}}. So a compromised or buggy log server holding the token cannot
-get a fork or a rollback signed with the log key. A log is the head's "log" id; a
-head without one is kept per the "tenant" the log server names (give every tenant a
-log id: only a log id is signed into the head).
+get a fork or a rollback signed with the log key. A log is the head's "log" id, the
+name the signature covers, and the state is kept under it (never under what the log
+server says beside the head). A head that names no log is refused with 400: it could
+pass for any log's. The log server names every head: a tenant's log id, or by
+default svc-log/<tenant>. A log whose last head was kept under its tenant (heads
+signed by svc 0.6.1 and earlier, without a log id) carries on: the first head under
+its default name must extend that one.
 
 A fresh signer's first head: the first head it is asked to sign for a log is trusted
 (trust on first use, logged as a warning). To start from a known head instead, so
@@ -168,6 +172,9 @@ func startHead(heads *remote.HeadStore, path string, key *signer.Key, retired []
 		return fmt.Errorf("--start-head %s: %w", path, err)
 	}
 	k := remote.StateKey(th.Log, tenant)
+	if k == "" {
+		return fmt.Errorf("--start-head %s: the head names no log and the file no tenant; give the checkpoint file (it names its tenant) or a head that names its log", path)
+	}
 	if last, ok := heads.Last(k); ok {
 		logger.Info("--start-head ignored: the state already has a head for this log", slog.String("log", k),
 			slog.Uint64("stateSize", last.TreeSize), slog.Uint64("startSize", th.TreeSize))

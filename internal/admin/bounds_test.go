@@ -9,11 +9,14 @@ import (
 	"svc.dev/svc/httplimits"
 )
 
-// TestLogIDRefusesControlCharacters: a logId is signed into every head, so one with
-// a newline or another control character is refused with 400 and creates nothing.
+// TestLogIDRefusesControlCharacters: a logId is signed into every head: one with a
+// control or non-printing character (a newline would forge a signed note's lines) is
+// refused, as is one in the default log ids' namespace (svc-log/<tenant>: naming
+// another tenant's default would share its history at the signer), with 400 and
+// nothing created.
 func TestLogIDRefusesControlCharacters(t *testing.T) {
 	f := start(t, false)
-	for _, id := range []string{"log.example/a\nsvc.dev/forged", "a\rb", "tab\there", "nul\u0000", "ls\u2028sep", "del\u007f"} {
+	for _, id := range []string{"log.example/a\nsvc.dev/forged", "a\rb", "tab\there", "nul\u0000", "ls\u2028sep", "del\u007f", "svc-log/globex", "svc-log/acme"} {
 		body := fmt.Sprintf(`{"id":"acme","logId":%q}`, id)
 		body = strings.ReplaceAll(body, `\x`, `\u00`) // Go's %q escapes as JSON does not
 		if s, _, b := f.do(t, call{method: "POST", path: "/admin/tenants", body: body, auth: bearerAuth(adminToken)}); s != http.StatusBadRequest || !strings.Contains(string(b), "logId") {

@@ -75,6 +75,13 @@ type Config struct {
 	// its view to apply a creation another process just made, and starts an idle
 	// tenant there.
 	Lookup func(ctx context.Context, id string) (bool, error)
+	// Authorize, when set (a server whose tenants start on demand: the
+	// database-backed server), decides whether a bearer token is one of tenant id's
+	// before the tenant is looked up, started or touched, on every route that needs a
+	// token (append, /add, leaves, usage, audit, tiles): a missing, wrong or other
+	// tenant's token is 401 and never starts a tenant nor keeps one active. mayAsk is
+	// the request's address's budget of broker rechecks, as for Tenant.Authorize.
+	Authorize func(id, token string, mayAsk func() bool) bool
 	// Touch, when set, is told of every request to a tenant the server serves: the
 	// database-backed server keeps a tenant active while it is used.
 	Touch func(id string)
@@ -129,21 +136,22 @@ func New(cfg Config) (*Server, error) {
 	for _, r := range []struct {
 		method, path string
 		h            func(http.ResponseWriter, *http.Request, *Tenant)
+		token        bool // needs the tenant's token: checked before the tenant is looked up
 	}{
-		{"GET", "/.well-known/svc-log.json", s.keys},
-		{"GET", "/head", s.head},
-		{"GET", "/root", s.root},
-		{"GET", "/consistency", s.consistency},
-		{"GET", "/checkpoints", s.checkpoints},
-		{"GET", "/checkpoint", s.checkpointNote},
-		{"POST", "/append", s.append},
-		{"POST", "/add", s.add}, // Tessera's write route (add.go)
-		{"GET", "/leaves", s.tenantOnly(s.leaves)},
-		{"GET", "/usage", s.tenantOnly(s.usage)},
-		{"GET", "/audit", s.tenantOnly(s.audit)},
+		{"GET", "/.well-known/svc-log.json", s.keys, false},
+		{"GET", "/head", s.head, false},
+		{"GET", "/root", s.root, false},
+		{"GET", "/consistency", s.consistency, false},
+		{"GET", "/checkpoints", s.checkpoints, false},
+		{"GET", "/checkpoint", s.checkpointNote, false},
+		{"POST", "/append", s.append, true},
+		{"POST", "/add", s.add, true}, // Tessera's write route (add.go)
+		{"GET", "/leaves", s.tenantOnly(s.leaves), true},
+		{"GET", "/usage", s.tenantOnly(s.usage), true},
+		{"GET", "/audit", s.tenantOnly(s.audit), true},
 	} {
-		s.mux.HandleFunc(r.method+" "+r.path, s.withTenant(r.h))
-		s.mux.HandleFunc(r.method+" /t/{tenant}"+r.path, s.withTenant(r.h))
+		s.mux.HandleFunc(r.method+" "+r.path, s.tenantRoute(r.h, r.token))
+		s.mux.HandleFunc(r.method+" /t/{tenant}"+r.path, s.tenantRoute(r.h, r.token))
 	}
 	s.tileRoutes() // C2SP tlog-tiles (tiles.go)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -155,11 +163,20 @@ func New(cfg Config) (*Server, error) {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-func (s *Server) withTenant(h func(http.ResponseWriter, *http.Request, *Tenant)) http.HandlerFunc {
+// tenantRoute serves h with the request's tenant, looked up (and started) if need
+// be. For a route that needs the tenant's token (needsToken), with Config.Authorize,
+// the token is checked before the tenant is looked up, started or touched (h checks it
+// again against the tenant, from the view: no second round trip).
+func (s *Server) tenantRoute(h func(http.ResponseWriter, *http.Request, *Tenant), needsToken bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("tenant")
 		if id == "" {
 			id = DefaultTenant
+		}
+		if needsToken && s.cfg.Authorize != nil && !s.cfg.Authorize(id, bearer(r), s.mayAsk(r)) {
+			s.cfg.Telemetry.Refused(telemetry.ReasonUnauthorized)
+			httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
+			return
 		}
 		t, ok := s.tenant(id)
 		if !ok && s.cfg.Lookup != nil {
@@ -234,6 +251,12 @@ func (s *Server) tenant(id string) (*Tenant, bool) {
 	return t, ok
 }
 
+// healthLog names the head /health has signed when no tenant is served yet (of the
+// empty tree): the signer service signs only heads that name their log, and no tenant
+// can have this one (tenant ids have no parentheses; an operator's log id may not
+// start with receipt.DefaultLogIDPrefix).
+const healthLog = receipt.DefaultLogIDPrefix + "(health)"
+
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Alarm != nil {
 		if err := s.cfg.Alarm(); err != nil {
@@ -249,7 +272,7 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 		}
 		s.tmu.RUnlock()
 	}
-	sig, logID, size, root := s.cfg.Signer, "", uint64(0), merkle.EmptyRoot
+	sig, logID, size, root := s.cfg.Signer, healthLog, uint64(0), merkle.EmptyRoot
 	if t != nil {
 		var err error
 		sig, logID, size = t.Signer, t.LogID, t.Tree.Size()
@@ -620,10 +643,14 @@ func (s *Server) limiterOf(key string, r rate.Limit, burst int) *rate.Limiter {
 // authorized reports whether r's bearer token is one of t's; a token t does not
 // know may be rechecked (Tenant.Authorize) within r's address's budget.
 func (s *Server) authorized(t *Tenant, r *http.Request, token string) bool {
-	mayAsk := func() bool {
+	return t.authorized(token, s.mayAsk(r))
+}
+
+// mayAsk is r's address's budget of broker rechecks of tokens the view does not know.
+func (s *Server) mayAsk(r *http.Request) func() bool {
+	return func() bool {
 		return s.limiterOf("recheck "+httplimits.ClientAddr(r, s.cfg.TrustProxy), RecheckRate, RecheckBurst).Allow()
 	}
-	return t.authorized(token, mayAsk)
 }
 
 func (s *Server) leaves(w http.ResponseWriter, r *http.Request, t *Tenant) {

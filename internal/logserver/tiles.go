@@ -41,7 +41,7 @@ const (
 
 // tileRoutes registers the tile routes; called from New.
 func (s *Server) tileRoutes() {
-	h := s.withTenant(s.tile)
+	h := s.tenantRoute(s.tile, true)
 	s.mux.HandleFunc("GET /tile/{path...}", h)
 	s.mux.HandleFunc("GET /t/{tenant}/tile/{path...}", h)
 }

@@ -141,7 +141,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true, Telemetry: s.cfg.Telemetry,
-		Lookup: s.lookup, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
+		Lookup: s.lookup, Authorize: st.authorize, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
 		Broker: s.brokerState, Alarm: st.alarm}); err != nil {
 		return err
 	}
@@ -172,6 +172,24 @@ func (s *Service) runProjections(ctx context.Context, js jetstream.JetStream) er
 		}
 		wait = min(2*wait, 30*time.Second)
 	}
+}
+
+// authorize reports whether token is a live token of tenant id: from the view, or,
+// for a token it does not know (maybe one another process created a moment ago),
+// after catching the view up with the tenant's newest event (one broker round trip,
+// shared by the rechecks of id waiting at the time), within the address's budget
+// mayAsk. It is the HTTP front's Config.Authorize (before a tenant is looked up or
+// started) and each hosted tenant's Authorize.
+func (st *hostedState) authorize(id, token string, mayAsk func() bool) bool {
+	if st.view.Authorized(id, token) {
+		return true
+	}
+	if token == "" || !client.ValidTenant(id) || !mayAsk() {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	return st.catchUp(ctx, id) && st.view.Authorized(id, token)
 }
 
 // catchUp waits until the view applied the newest administrative event of tenant
@@ -730,20 +748,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
-		Authorize: func(token string, mayAsk func() bool) bool {
-			if st.view.Authorized(id, token) {
-				return true
-			}
-			// Maybe a token another process created a moment ago: catch the view up
-			// with the tenant's newest event (one broker round trip), within the
-			// address's budget, then decide.
-			if token == "" || !mayAsk() {
-				return false
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			return st.catchUp(ctx, id) && st.view.Authorized(id, token)
-		},
+		Authorize: func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
 			if err != nil {

@@ -214,7 +214,9 @@ func (c *Checkpointer) Tick(ctx context.Context) error {
 			return err
 		}
 	}
-	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: c.LogID, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
+	// The file names the log the signed head names (the signer service's client
+	// names every head's log: the tenant's default when LogID is empty).
+	cp := client.CheckpointFile{Tenant: c.Tenant, LogID: th.Log, TreeSize: size, RootHash: root.String(), SignedAt: receipt.FormatTime(now), Envelope: env}
 	if err := c.publish(ctx, cp, root); err != nil {
 		return err
 	}

@@ -29,11 +29,6 @@ type round struct {
 	err  error
 }
 
-// coalesce turns the shared rounds on. Off: with them, logservice.TestTwoFrontEnds
-// saw a sequencer fenced out (not understood yet), so each call asks the broker
-// itself; the per-address budget of logserver bounds the rechecks of wrong tokens.
-const coalesce = false
-
 // roundTimeout bounds one round's broker request and wait for the view.
 const roundTimeout = 5 * time.Second
 
@@ -42,9 +37,6 @@ const roundTimeout = 5 * time.Second
 // moment ago is then in the view. Concurrent calls for one tenant share one broker
 // round trip (see catchUps).
 func (v *View) CatchUp(ctx context.Context, js jetstream.JetStream, id string) error {
-	if !coalesce {
-		return v.catchUpOnce(ctx, js, id)
-	}
 	c := &v.catch
 	c.mu.Lock()
 	if c.rounds == nil {

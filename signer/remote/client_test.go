@@ -51,7 +51,7 @@ func writeEnvelope(w http.ResponseWriter, env *receipt.Envelope) {
 // ErrBadResponse, while the honest answer passes.
 func TestClientVerifiesTheAnswer(t *testing.T) {
 	key, other := seedKey(t, 1), seedKey(t, 2)
-	payload := treeHead(t, 5, "")
+	payload := treeHead(t, 5, "main")
 	cases := map[string]func(w http.ResponseWriter, r *http.Request, req remote.SignRequest){
 		"signed by another key": func(w http.ResponseWriter, _ *http.Request, req remote.SignRequest) {
 			writeEnvelope(w, receipt.Sign(req.PayloadType, req.Payload, other))
@@ -62,11 +62,11 @@ func TestClientVerifiesTheAnswer(t *testing.T) {
 			writeEnvelope(w, env)
 		},
 		"payload altered and signed": func(w http.ResponseWriter, _ *http.Request, req remote.SignRequest) {
-			writeEnvelope(w, receipt.Sign(req.PayloadType, treeHead(t, 999, ""), key))
+			writeEnvelope(w, receipt.Sign(req.PayloadType, treeHead(t, 999, "main"), key))
 		},
 		"payload altered after signing": func(w http.ResponseWriter, _ *http.Request, req remote.SignRequest) {
 			env := receipt.Sign(req.PayloadType, req.Payload, key)
-			env.Payload = treeHead(t, 999, "")
+			env.Payload = treeHead(t, 999, "main")
 			writeEnvelope(w, env)
 		},
 		"payload type altered": func(w http.ResponseWriter, _ *http.Request, req remote.SignRequest) {
@@ -132,7 +132,7 @@ func TestClientTokenGoesOnlyToSign(t *testing.T) {
 	}))
 	defer hs.Close()
 	c := newClient(t, hs.URL, testToken)
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, remote.ErrBadResponse) {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, remote.ErrBadResponse) {
 		t.Errorf("redirect: %v", err)
 	}
 	if got := leaked.Load().(string); got != "" {
@@ -166,7 +166,7 @@ func TestClientTimeoutIsLogUnavailable(t *testing.T) {
 
 	c := newClient(t, hs.URL, testToken, remote.WithTimeout(100*time.Millisecond))
 	start := time.Now()
-	_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, ""))
+	_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 	if !errors.Is(err, receipt.ErrLogUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("slow /sign: %v, want ErrLogUnavailable wrapping a deadline", err)
 	}
@@ -181,7 +181,7 @@ func TestClientTimeoutIsLogUnavailable(t *testing.T) {
 	// The caller's own deadline is honoured too.
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := c.SignEnvelope(ctx, receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, receipt.ErrLogUnavailable) {
+	if _, err := c.SignEnvelope(ctx, receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, receipt.ErrLogUnavailable) {
 		t.Errorf("caller deadline: %v", err)
 	}
 }
@@ -197,18 +197,18 @@ func TestClientOutagesAreLogUnavailable(t *testing.T) {
 	c := newClient(t, hs.URL, testToken)
 	for _, code := range []int32{500, 502, 503} {
 		status.Store(code)
-		_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, ""))
+		_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 		if !errors.Is(err, receipt.ErrLogUnavailable) || !strings.Contains(err.Error(), "disk on fire") {
 			t.Errorf("%d: %v", code, err)
 		}
 	}
 	status.Store(400)
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, remote.ErrRefused) || errors.Is(err, receipt.ErrLogUnavailable) {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, remote.ErrRefused) || errors.Is(err, receipt.ErrLogUnavailable) {
 		t.Errorf("400: %v", err)
 	}
 	// A signer that went away.
 	hs.Close()
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, receipt.ErrLogUnavailable) {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, receipt.ErrLogUnavailable) {
 		t.Errorf("closed server: %v", err)
 	}
 	if _, err := remote.NewClient(context.Background(), hs.URL, testToken); !errors.Is(err, receipt.ErrLogUnavailable) {
@@ -260,7 +260,7 @@ func TestNewClientChecks(t *testing.T) {
 	if err := c.Health(context.Background()); !errors.Is(err, remote.ErrBadResponse) {
 		t.Errorf("Health after rotation: %v", err)
 	}
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, remote.ErrBadResponse) {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, remote.ErrBadResponse) {
 		t.Errorf("sign after rotation: %v", err)
 	}
 }
@@ -278,7 +278,7 @@ func TestClientRefusesASkewedSigner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	payload, _ := receipt.Canonical(receipt.TreeHead{TreeSize: 1, RootHash: strings.Repeat("ab", 32), Timestamp: "2026-03-02T00:00:00Z"})
+	payload, _ := receipt.Canonical(receipt.TreeHead{TreeSize: 1, RootHash: strings.Repeat("ab", 32), Timestamp: "2026-03-02T00:00:00Z", Log: "main"})
 	sign := func() error {
 		_, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, payload)
 		return err

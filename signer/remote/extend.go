@@ -59,6 +59,15 @@ func (h *heads) set(s SignedHead) {
 
 var _ receipt.HeadSigner = (*Client)(nil)
 
+// LogIDOf is the log id the heads of tenant carry: logID when set, else the tenant's
+// receipt.DefaultLogID.
+func (c *Client) LogIDOf(tenant, logID string) string {
+	if logID != "" || tenant == "" {
+		return logID
+	}
+	return receipt.DefaultLogID(tenant)
+}
+
 // SignHeadOf signs the head of tree as it stands, with a consistency proof from the
 // last head signed for the log, and returns the envelope and the head it carries. The
 // heads of one log are signed one at a time, the tree read under that lock, so the
@@ -66,7 +75,11 @@ var _ receipt.HeadSigner = (*Client)(nil)
 // head (another process signed, or the signer restarted after this one), it retries
 // with a proof from that head; a tree behind that head (a read-only replica) is waited
 // for up to a few seconds. A head the signer still refuses wraps ErrConflict.
+//
+// A head always names its log: logID, or when empty the tenant's default
+// (receipt.DefaultLogID), which the signer requires.
 func (c *Client) SignHeadOf(ctx context.Context, tree receipt.HeadTree, tenant, logID string, at time.Time) (*receipt.Envelope, *receipt.TreeHead, error) {
+	logID = c.LogIDOf(tenant, logID)
 	key := StateKey(logID, tenant)
 	unlock := c.heads.lock(key)
 	defer unlock()

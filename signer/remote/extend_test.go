@@ -155,7 +155,7 @@ func TestClientSignsHeadsWithProofs(t *testing.T) {
 	if _, _, err := c.SignHeadOf(ctx, fork, "acme", "", time.Now()); !errors.Is(err, remote.ErrConflict) {
 		t.Fatalf("a fork: %v, want ErrConflict", err)
 	}
-	// Tenants without a log id are tracked apart.
+	// Tenants are tracked apart, each under its default log id.
 	if _, _, err := c.SignHeadOf(ctx, fork, "other", "", time.Now()); err != nil {
 		t.Fatalf("another tenant: %v", err)
 	}
@@ -198,5 +198,98 @@ func TestHeadStateSurvivesAndCorruptionIsRefused(t *testing.T) {
 	os.Rename(files[0], filepath.Join(dir, strings.Repeat("0", 64)+".json"))
 	if _, err := remote.OpenHeadStore(dir); err == nil {
 		t.Error("a state file under another log's name was accepted")
+	}
+}
+
+// asTenant is body with the request's "tenant" set: what a log server says beside the
+// head, which the signature does not cover.
+func asTenant(t *testing.T, body, tenant string) string {
+	t.Helper()
+	var req remote.SignRequest
+	if err := json.Unmarshal([]byte(body), &req); err != nil {
+		t.Fatal(err)
+	}
+	req.Tenant = tenant
+	b, _ := json.Marshal(req)
+	return string(b)
+}
+
+// A compromised log server holding the token, over real HTTP to a real signer: every
+// head the log server asks for names its log (the tenant's default log id when the
+// operator set none), and the signer keeps its state under that signed name. Naming
+// another tenant beside the head (or a tenant never seen) gets no rollback or fork of
+// acme signed; a head naming no log is refused outright (it could pass for any log's);
+// a head naming another log is signed only as that log's, which a verifier expecting
+// acme's log refuses. State kept before heads named their log (under the tenant)
+// carries over: the first named head must extend it; and a key rotation changes no
+// log's name or state.
+func TestCompromisedLogServerCannotMoveAHead(t *testing.T) {
+	ctx := context.Background()
+	s := newSigner(t, 1, testToken, nil)
+	c := newClient(t, s.http.URL, testToken)
+	acme := growTree(t, nil, "acme", 20)
+	fork := growTree(t, nil, "fork", 20)
+	logAcme := receipt.DefaultLogID("acme")
+	if _, th, err := c.SignHeadOf(ctx, growTree(t, newTree(t), "acme", 10), "acme", "", time.Now()); err != nil || th.Log != logAcme || th.TreeSize != 10 {
+		t.Fatalf("the honest log server's first head: %+v %v, want size 10 naming %q", th, err, logAcme)
+	}
+	wantConflict(t, s.http.URL, "acme's rollback said to be tenant globex's", asTenant(t, headBody(t, acme, 5, 0, logAcme), "globex"), 10, acme)
+	wantConflict(t, s.http.URL, "acme's fork said to be a fresh tenant's", asTenant(t, headBody(t, fork, 10, 0, logAcme), "fresh-tenant"), 10, acme)
+	wantConflict(t, s.http.URL, "acme's fork said to be acme's", asTenant(t, headBody(t, fork, 12, 0, logAcme), "acme"), 10, acme)
+	for _, tenant := range []string{"acme", "globex", "fresh-tenant", ""} {
+		code, data := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(asTenant(t, headBody(t, fork, 5, 0, ""), tenant)))
+		if code != 400 || !strings.Contains(data, `without a \"log\"`) {
+			t.Fatalf("a head naming no log, tenant %q beside it: %d %s, want 400", tenant, code, data)
+		}
+	}
+	// Signed only as another log's: the signature says so.
+	logOther := receipt.DefaultLogID("fresh-tenant")
+	code, data := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(asTenant(t, headBody(t, fork, 5, 0, logOther), "acme")))
+	if code != 200 {
+		t.Fatalf("a fresh log's first head: %d %s", code, data)
+	}
+	env, err := receipt.ParseEnvelope([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th, err := receipt.DecodeTreeHead(env); err != nil || th.Log != logOther {
+		t.Fatalf("the fresh log's head names %+v (%v), want %q: never acme's", th, err, logOther)
+	}
+	// The honest log server goes on, through the client.
+	if _, th, err := c.SignHeadOf(ctx, acme, "acme", "", time.Now()); err != nil || th.TreeSize != 20 {
+		t.Fatalf("acme grows: %+v %v", th, err)
+	}
+
+	// Carried over: a signer whose state knows acme's last head under "tenant:acme"
+	// (signed before heads named their log), and globex's under its name, after a key
+	// rotation (the state is per log, not per key): the first head under each name
+	// must extend it.
+	old := seedKey(t, 1)
+	heads := openHeads(t, t.TempDir())
+	root10, _ := acme.RootAt(10)
+	for _, name := range []string{"tenant:acme", receipt.DefaultLogID("globex")} {
+		if err := heads.Record(remote.SignedHead{Log: name, TreeSize: 10, RootHash: root10.String()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rotated := newSigner(t, 2, testToken, func(cfg *remote.ServerConfig) {
+		cfg.Heads = heads
+		cfg.Retired = []remote.RetiredKey{{Key: old.Public(), ValidFrom: validFrom.Add(-time.Hour), ValidTo: validFrom}}
+	})
+	for _, tenant := range []string{"acme", "globex"} {
+		name := receipt.DefaultLogID(tenant)
+		wantConflict(t, rotated.http.URL, tenant+": a rollback", headBody(t, acme, 5, 0, name), 10, acme)
+		wantConflict(t, rotated.http.URL, tenant+": a fork", headBody(t, fork, 10, 0, name), 10, acme)
+		code, data := post(t, rotated.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(headBody(t, fork, 10, 0, name)))
+		var conflict remote.Conflict
+		if code != 409 || json.Unmarshal([]byte(data), &conflict) != nil || conflict.Last.Log != name {
+			t.Fatalf("%s: the 409 names %+v, want the log %q (the client retries only for its own log)", tenant, conflict.Last, name)
+		}
+		if _, th, err := newClient(t, rotated.http.URL, testToken).SignHeadOf(ctx, acme, tenant, "", time.Now()); err != nil || th.TreeSize != 20 || th.Log != name {
+			t.Fatalf("%s: the honest log server goes on: %+v %v", tenant, th, err)
+		}
+	}
+	if h, ok := heads.Last(receipt.DefaultLogID("acme")); !ok || h.TreeSize != 20 {
+		t.Fatalf("acme's state under its name: %+v %v", h, ok)
 	}
 }

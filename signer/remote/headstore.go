@@ -20,16 +20,18 @@ import (
 // SignedHead is the last tree head the signer signed for one log: what the next head
 // for that log must extend.
 type SignedHead struct {
-	// Log is the state's key: the head's "log" when it names one, else "tenant:" and
-	// the tenant the log server named in the request (see StateKey).
+	// Log is the state's key: the head's "log" (see StateKey).
 	Log      string `json:"log"`
 	TreeSize uint64 `json:"treeSize"`
 	RootHash string `json:"rootHash"` // lowercase hex
 }
 
 // StateKey is the key under which the signer remembers a log's last head: the head's
-// log id when it has one (signed into the head, so a log server cannot move a head to
-// another slot), else "tenant:<tenant>" as the request names it.
+// log id (signed into the head, so a log server cannot move a head to another slot).
+// "tenant:<tenant>" keys a head without a log id: one signed before the signer
+// required a log id (svc 0.6.1), or a --start-head checkpoint file naming its tenant;
+// the tenant's default log id (receipt.DefaultLogID) carries on from it: its first
+// head must extend that one.
 func StateKey(logID, tenant string) string {
 	if logID != "" {
 		return logID

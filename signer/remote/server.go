@@ -44,8 +44,9 @@ const (
 type SignRequest struct {
 	PayloadType string         `json:"payloadType"`
 	Payload     receipt.Base64 `json:"payload"`
-	// Tenant names the log to the signer when the head names none (its "log" is
-	// empty); ignored otherwise. Optional: a client of svc before 0.6.2 sends none.
+	// Tenant is the tenant the log server signs the head for, logged only: the signer
+	// keeps its state under the head's "log" (the name the signature covers), never
+	// under what a log server says beside the head. Optional.
 	Tenant string `json:"tenant,omitempty"`
 	// Consistency proves that the head extends the last one the signer signed for its
 	// log. Needed whenever the head is larger than that one; a signer answers 409 with
@@ -309,13 +310,16 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return []slog.Attr{slog.String("error", err.Error())}
 	}
-	attrs := []slog.Attr{slog.Uint64("treeSize", th.TreeSize)}
-	key := StateKey(th.Log, req.Tenant)
-	attrs = append(attrs, slog.String("log", key))
+	// The state is keyed by the log id signed into the head, never by what the log
+	// server says besides it (req.Tenant), so no request can move a head to another
+	// log's slot.
+	key := th.Log
+	attrs := []slog.Attr{slog.Uint64("treeSize", th.TreeSize), slog.String("log", key)}
 	unlock := s.heads.Lock(key)
 	defer unlock()
-	if status, msg := s.extends(key, req, th); status != 0 {
-		last, _ := s.heads.Last(key)
+	last, known, own := s.lastOf(key)
+	if status, msg := extends(key, last, known, req, th); status != 0 {
+		last.Log = key
 		body, _ := json.Marshal(Conflict{Error: msg, Last: last})
 		writeJSONBytes(w, status, body)
 		return append(attrs, slog.String("error", msg))
@@ -326,9 +330,11 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeError(w, http.StatusInternalServerError, "encoding the envelope failed")
 		return append(attrs, slog.String("error", err.Error()))
 	}
-	if last, ok := s.heads.Last(key); !ok || last.TreeSize != th.TreeSize {
-		if !ok {
+	if !own || last.TreeSize != th.TreeSize {
+		if !known {
 			s.log.Warn("first head signed for this log: trusted on first use", slog.String("log", key), slog.Uint64("treeSize", th.TreeSize))
+		} else if !own {
+			s.log.Info("log carried over from its earlier name", slog.String("log", key), slog.String("from", last.Log), slog.Uint64("fromSize", last.TreeSize))
 		}
 		if err := s.heads.Record(SignedHead{Log: key, TreeSize: th.TreeSize, RootHash: th.RootHash}); err != nil {
 			writeError(w, http.StatusInternalServerError, "the signer could not record the head it would sign; nothing was signed: "+err.Error())
@@ -339,12 +345,28 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 	return attrs
 }
 
-// extends checks th against the last head signed for its log: a larger head needs a
-// valid consistency proof from that one, the same size the same root, and a smaller
-// head is never signed. It returns 0 when th may be signed, else 409 and why not.
-func (s *Server) extends(key string, req *SignRequest, th *receipt.TreeHead) (int, string) {
-	last, ok := s.heads.Last(key)
-	if !ok {
+// lastOf is the head a new head of log key must extend: the last one signed under key
+// (own), or else, for a tenant's default log id (receipt.DefaultLogID), the last head
+// signed for that tenant before every head named its log, kept under
+// "tenant:<tenant>". known is false when there is neither.
+func (s *Server) lastOf(key string) (last SignedHead, known, own bool) {
+	if h, ok := s.heads.Last(key); ok {
+		return h, true, true
+	}
+	if tenant, ok := receipt.ParseDefaultLogID(key); ok {
+		if h, ok := s.heads.Last(StateKey("", tenant)); ok {
+			return h, true, false
+		}
+	}
+	return SignedHead{}, false, false
+}
+
+// extends checks th against the last head signed for its log (known false: none): a
+// larger head needs a valid consistency proof from that one, the same size the same
+// root, and a smaller head is never signed. It returns 0 when th may be signed, else
+// 409 and why not.
+func extends(key string, last SignedHead, known bool, req *SignRequest, th *receipt.TreeHead) (int, string) {
+	if !known {
 		return 0, ""
 	}
 	name := "log " + strconv.Quote(key)
@@ -426,6 +448,9 @@ func ParseSignRequest(body []byte) (*SignRequest, *receipt.TreeHead, error) {
 	canon, err := receipt.Canonical(th)
 	if err != nil || !bytes.Equal(canon, req.Payload) {
 		return nil, nil, errors.New("payload is not a tree head in canonical JSON (keys sorted, no whitespace, no empty log)")
+	}
+	if th.Log == "" {
+		return nil, nil, errors.New(`payload is a tree head without a "log": this signer signs only heads that name their log (the append-only state is kept per log id, the name the signature covers); upgrade the log server, which names every head's log`)
 	}
 	if err := checkRequestExtras(&req); err != nil {
 		return nil, nil, err

@@ -102,7 +102,7 @@ func TestSignRoundTrip(t *testing.T) {
 func TestSignNeedsTheToken(t *testing.T) {
 	s := newSigner(t, 1, testToken, nil)
 	other := newSigner(t, 2, "another-party-token-99999", nil)
-	body := signBody(receipt.PayloadTreeHead, treeHead(t, 1, ""))
+	body := signBody(receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 	cases := map[string]string{
 		"missing":                "",
 		"wrong":                  "Bearer wrong-token-0123456789abcdef",
@@ -136,7 +136,7 @@ func TestSignNeedsTheToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // /keys needs no token
 	}
-	_, err = c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, ""))
+	_, err = c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 	if !errors.Is(err, remote.ErrTokenRefused) || errors.Is(err, receipt.ErrLogUnavailable) ||
 		!strings.Contains(err.Error(), "signer refused the token") {
 		t.Errorf("wrong token: %v", err)
@@ -159,7 +159,7 @@ func TestSignNeedsTheToken(t *testing.T) {
 // what was wrong, and no envelope comes back.
 func TestSignRefusesAnythingButATreeHead(t *testing.T) {
 	s := newSigner(t, 1, testToken, nil)
-	good := treeHead(t, 3, "")
+	good := treeHead(t, 3, "main")
 	statement := []byte(`{"_type":"https://in-toto.io/Statement/v1","predicateType":"https://svc.dev/spec/receipt/v0.2"}`)
 	th := func(mod func(m map[string]any)) []byte {
 		m := map[string]any{"treeSize": 3, "rootHash": strings.Repeat("ab", 32), "timestamp": "2026-04-01T00:00:00.000Z"}
@@ -185,6 +185,7 @@ func TestSignRefusesAnythingButATreeHead(t *testing.T) {
 		{"rootHash upper case", signBody(receipt.PayloadTreeHead, th(func(m map[string]any) { m["rootHash"] = strings.Repeat("AB", 32) })), "rootHash"},
 		{"bad timestamp", signBody(receipt.PayloadTreeHead, th(func(m map[string]any) { m["timestamp"] = "yesterday" })), "timestamp"},
 		{"negative size", signBody(receipt.PayloadTreeHead, th(func(m map[string]any) { m["treeSize"] = -1 })), "not a tree head"},
+		{"head naming no log", signBody(receipt.PayloadTreeHead, th(func(map[string]any) {})), `without a "log"`},
 		{"empty log", signBody(receipt.PayloadTreeHead, th(func(m map[string]any) { m["log"] = "" })), "canonical"},
 		{"not canonical", signBody(receipt.PayloadTreeHead, append([]byte(" "), good...)), "canonical"},
 		{"keys out of order", signBody(receipt.PayloadTreeHead, []byte(`{"treeSize":3,"rootHash":"`+strings.Repeat("ab", 32)+`","timestamp":"2026-04-01T00:00:00.000Z"}`)), "canonical"},
@@ -219,7 +220,7 @@ func TestSignRefusesAnythingButATreeHead(t *testing.T) {
 
 func TestSignNeedsJSONContent(t *testing.T) {
 	s := newSigner(t, 1, testToken, nil)
-	body := signBody(receipt.PayloadTreeHead, treeHead(t, 1, ""))
+	body := signBody(receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx"} {
 		if code, resp := post(t, s.http.URL, "Bearer "+testToken, ct, strings.NewReader(body)); code != http.StatusUnsupportedMediaType {
 			t.Errorf("Content-Type %q: %d %s, want 415", ct, code, resp)
@@ -238,7 +239,7 @@ func (u unsizedReader) Read(p []byte) (int, error) { return u.r.Read(p) }
 
 func TestSignBodyCap(t *testing.T) {
 	s := newSigner(t, 1, testToken, nil)
-	good := signBody(receipt.PayloadTreeHead, treeHead(t, 1, ""))
+	good := signBody(receipt.PayloadTreeHead, treeHead(t, 1, "main"))
 	// Exactly MaxSignBody: a valid request padded with trailing whitespace is taken.
 	atCap := good + strings.Repeat(" ", remote.MaxSignBody-len(good))
 	if code, resp := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(atCap)); code != 200 {
@@ -445,7 +446,7 @@ func TestHealthAndRouting(t *testing.T) {
 func TestRequestLog(t *testing.T) {
 	s := newSigner(t, 1, testToken, nil)
 	c := newClient(t, s.http.URL, testToken)
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 42, "")); err != nil {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 42, "main")); err != nil {
 		t.Fatal(err)
 	}
 	post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(signBody(receipt.PayloadInToto, []byte("{}"))))
@@ -497,7 +498,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	c := newClient(t, "http://"+ln.Addr().String(), testToken)
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); err != nil {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); err != nil {
 		t.Fatal(err)
 	}
 	cancel()
@@ -510,7 +511,7 @@ func TestServeShutsDownOnCancel(t *testing.T) {
 		t.Fatal("Serve did not return after cancel")
 	}
 	// Afterwards the signer is unreachable: an outage, for the client.
-	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "")); !errors.Is(err, receipt.ErrLogUnavailable) {
+	if _, err := c.SignEnvelope(context.Background(), receipt.PayloadTreeHead, treeHead(t, 1, "main")); !errors.Is(err, receipt.ErrLogUnavailable) {
 		t.Errorf("after shutdown: %v", err)
 	}
 }
