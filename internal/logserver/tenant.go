@@ -42,6 +42,10 @@ type Tenant struct {
 	Audit func(limit int) ([]client.AuditEntry, error)
 	// Entries serves the C2SP entry bundles (/tile/entries/...); nil: 404.
 	Entries EntryBundles
+	// Public, when set and true, serves the entry bundles without a token (the
+	// tenant opted its log public); nil or false: bundles need the tenant's token.
+	// Checkpoints and hash tiles never need one (tiles.go).
+	Public func() bool
 }
 
 // Checkpoint is the API form of a published checkpoint.

@@ -436,6 +436,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store}
+	if err := s.withNotes(cp, t.LogID, t.ID, seq.Tree()); err != nil { // C2SP checkpoints (c2sp.go)
+		return err
+	}
 	if err := cp.Load(); err != nil {
 		return err
 	}
@@ -728,6 +731,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
+		CheckpointNote: s.hostedNote(id), // c2sp.go
 		Authorize: func(token string, mayAsk func() bool) bool {
 			if st.view.Authorized(id, token) {
 				return true

@@ -71,6 +71,11 @@ func (s *NoteSigner) Name() string                    { return s.name }
 func (s *NoteSigner) KeyHash() uint32                 { return s.hash }
 func (s *NoteSigner) Sign(msg []byte) ([]byte, error) { return s.key.Sign(msg), nil }
 
+// SignCheckpoint signs the checkpoint at size with root (NoteSigning).
+func (s *NoteSigner) SignCheckpoint(_ context.Context, size uint64, root merkle.Hash) ([]byte, error) {
+	return SignCheckpointNote(s, size, root)
+}
+
 // VerifierKey is the note verifier key a witness is configured with.
 func (s *NoteSigner) VerifierKey() string { return s.vkey }
 

@@ -1,0 +1,201 @@
+package logservice
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"svc.dev/svc/internal/natsembed"
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/store"
+	"svc.dev/svc/signer"
+	"svc.dev/svc/signer/remote"
+)
+
+// hostedWithRemoteSigner starts a database-backed process whose log key lives in a
+// signer service (as svc log --db-env runs), and returns it with its URL.
+func hostedWithRemoteSigner(t *testing.T) (*Service, string, *signer.Key) {
+	t.Helper()
+	srv, dbURL, key := hostedParts(t)
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "signer-token-of-the-c2sp-test"
+	ss, err := remote.NewServer(remote.ServerConfig{Key: key, Token: token, ValidFrom: time.Now().Add(-time.Hour), Heads: heads, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := httptest.NewServer(ss)
+	t.Cleanup(sh.Close)
+	sc, err := remote.NewClient(context.Background(), sh.URL, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.Open(context.Background(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	svc, err := Start(context.Background(), Config{
+		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: sc, Keys: sc.Keys,
+		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
+		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(svc.Handler())
+	t.Cleanup(func() { hs.Close(); svc.Close(); st.Close() })
+	return svc, hs.URL, key
+}
+
+// publicTiles reads a tenant's C2SP hash tiles over HTTP with no credential, for
+// golang.org/x/mod/sumdb/tlog (whose tile paths carry the height, C2SP's do not).
+type publicTiles struct {
+	t    *testing.T
+	base string
+}
+
+func (p publicTiles) Height() int { return 8 }
+
+func (p publicTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
+	out := make([][]byte, len(tiles))
+	for i, tile := range tiles {
+		path := strings.Replace(tile.Path(), "tile/8/", "tile/", 1)
+		resp, err := http.Get(p.base + "/" + path)
+		if err != nil {
+			return nil, err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return nil, fmt.Errorf("GET %s without a token: %d %s", path, resp.StatusCode, body)
+		}
+		out[i] = body
+	}
+	return out, nil
+}
+
+func (publicTiles) SaveTiles([]tlog.Tile, [][]byte) {}
+
+// publicCheckpoint reads and verifies a tenant's C2SP checkpoint with no credential.
+func publicCheckpoint(t *testing.T, base string, v note.Verifier) tlog.Tree {
+	t.Helper()
+	resp, err := http.Get(base + "/checkpoint")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /checkpoint without a token: %d %s", resp.StatusCode, body)
+	}
+	n, err := note.Open(body, note.VerifierList(v))
+	if err != nil {
+		t.Fatalf("the checkpoint does not verify: %v\n%s", err, body)
+	}
+	// tlog.ParseTree wants the go.sum database's origin; a C2SP checkpoint's body
+	// has the same two lines after its own.
+	lines := strings.Split(n.Text, "\n")
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || len(lines) != 4 {
+		t.Fatalf("the checkpoint is not origin, size, root: %q", n.Text)
+	}
+	root, err := base64.StdEncoding.DecodeString(lines[2])
+	if err != nil || len(root) != tlog.HashSize {
+		t.Fatalf("the checkpoint's root is not a base64 hash: %q", lines[2])
+	}
+	return tlog.Tree{N: size, Hash: tlog.Hash(root)}
+}
+
+// TestHostedTenantIsAPublicC2SPLog: a hosted tenant (database mode, log key in the
+// signer service) publishes C2SP signed-note checkpoints signed through the signer,
+// and an independent client (golang.org/x/mod/sumdb/tlog and note), with no
+// credential, reads its checkpoint and hash tiles and proves a leaf's inclusion and
+// the consistency of two checkpoints. Entry bundles still need the tenant's token.
+func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
+	svc, url, key := hostedWithRemoteSigner(t)
+	tok := addTenant(t, svc, "acme")
+	base := url + "/t/acme"
+	if code, body := get(t, base+"/checkpoint"); code != 404 || !strings.Contains(body, "no checkpoint published yet") {
+		t.Fatalf("before any checkpoint: %d %s", code, body)
+	}
+	var leaves []string
+	appendN := func(n int) {
+		for range n {
+			leaf := fmt.Sprintf("leaf %d of acme", len(leaves))
+			code, body := appendTo(t, url, "acme", tok, leaf)
+			for code == http.StatusTooManyRequests { // the per-token rate limit
+				time.Sleep(50 * time.Millisecond)
+				code, body = appendTo(t, url, "acme", tok, leaf)
+			}
+			if code != 200 {
+				t.Fatalf("append: %d %s", code, body)
+			}
+			leaves = append(leaves, leaf)
+		}
+		if err := svc.Checkpointer("acme").Tick(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	origin := projections.DefaultOrigin("", key.KeyID(), "acme")
+	vkey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := note.NewVerifier(vkey)
+	appendN(300) // more than a full tile: level 1 is read too
+	older := publicCheckpoint(t, base, v)
+	if older.N != 300 {
+		t.Fatalf("checkpoint of size %d, want 300", older.N)
+	}
+	thr := tlog.TileHashReader(older, publicTiles{t: t, base: base})
+	for _, i := range []int64{0, 255, 256, 299} {
+		proof, err := tlog.ProveRecord(older.N, i, thr)
+		if err != nil {
+			t.Fatalf("inclusion proof of leaf %d from the public tiles: %v", i, err)
+		}
+		if err := tlog.CheckRecord(proof, older.N, older.Hash, i, tlog.RecordHash([]byte(leaves[i]))); err != nil {
+			t.Fatalf("leaf %d is not included: %v", i, err)
+		}
+	}
+	appendN(45)
+	newer := publicCheckpoint(t, base, v)
+	if newer.N != 345 {
+		t.Fatalf("second checkpoint of size %d, want 345", newer.N)
+	}
+	proof, err := tlog.ProveTree(newer.N, older.N, tlog.TileHashReader(newer, publicTiles{t: t, base: base}))
+	if err != nil {
+		t.Fatalf("consistency proof from the public tiles: %v", err)
+	}
+	if err := tlog.CheckTree(proof, newer.N, newer.Hash, older.N, older.Hash); err != nil {
+		t.Fatalf("the checkpoints are not consistent: %v", err)
+	}
+	if code, body := get(t, base+"/tile/entries/000"); code != 401 {
+		t.Fatalf("an entry bundle without the tenant's token: %d %s", code, body)
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
