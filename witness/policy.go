@@ -8,6 +8,9 @@ import (
 	"strings"
 
 	"golang.org/x/mod/sumdb/note"
+
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/signer"
 )
 
 // Policy is a C2SP tlog-policy (https://c2sp.org/tlog-policy): the logs whose
@@ -229,4 +232,44 @@ func (p *Policy) satisfied(name string, have map[string]bool) bool {
 		}
 	}
 	return n >= g.k
+}
+
+// Cosigned is a checkpoint verified under a policy.
+type Cosigned struct {
+	Origin    string
+	Size      uint64
+	Root      merkle.Hash
+	Witnesses []string // the policy's names of those whose cosignatures verified
+}
+
+// VerifyCheckpoint is Verify for a C2SP checkpoint whose log key may also be one of
+// logKeys (a log's published keys, named by the checkpoint's origin), returning its
+// size and root.
+func (p *Policy) VerifyCheckpoint(signed []byte, logKeys []signer.PublicKey) (*Cosigned, error) {
+	origin, _, _ := strings.Cut(string(signed), "\n")
+	var extra []note.Verifier
+	for _, k := range logKeys {
+		if vkey, err := note.NewEd25519VerifierKey(origin, k.Key); err == nil {
+			if v, err := note.NewVerifier(vkey); err == nil {
+				extra = append(extra, v)
+			}
+		}
+	}
+	n, names, err := p.Verify(signed, extra...)
+	if err != nil {
+		return nil, err
+	}
+	size, root, err := ParseCheckpointBody(n.Text)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	return &Cosigned{Origin: origin, Size: size, Root: root, Witnesses: names}, nil
+}
+
+// Describe says who cosigned, for reports.
+func (c *Cosigned) Describe() string {
+	if len(c.Witnesses) == 0 {
+		return "no witness (quorum none)"
+	}
+	return "witnesses " + strings.Join(c.Witnesses, ", ")
 }

@@ -197,7 +197,7 @@ func (w *TlogWitness) addCheckpoint(body []byte) (int, string, string) {
 	if err != nil {
 		return http.StatusForbidden, "no signature by the log's key verifies: " + err.Error() + "\n", text
 	}
-	size, root, err := parseCheckpointBody(n.Text)
+	size, root, err := ParseCheckpointBody(n.Text)
 	if err != nil {
 		return http.StatusBadRequest, "the checkpoint: " + err.Error() + "\n", text
 	}
@@ -261,9 +261,9 @@ func (w *TlogWitness) evidence(origin, kind string, body []byte) {
 	w.log.Error("C2SP log misbehaved: evidence kept", "origin", origin, "kind", kind, "file", path, "err", err)
 }
 
-// parseCheckpointBody reads a checkpoint body's size and root (extension lines may
-// follow).
-func parseCheckpointBody(text string) (uint64, merkle.Hash, error) {
+// ParseCheckpointBody reads a C2SP checkpoint body's size and root (extension lines
+// may follow).
+func ParseCheckpointBody(text string) (uint64, merkle.Hash, error) {
 	lines := strings.SplitN(text, "\n", 4)
 	if len(lines) < 4 {
 		return 0, merkle.Hash{}, errors.New("not origin, size and root lines")
