@@ -20,6 +20,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
 )
@@ -187,6 +188,21 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	if code, body := get(t, base+"/tile/entries/000"); code != 401 {
 		t.Fatalf("an entry bundle without the tenant's token: %d %s", code, body)
 	}
+	// The tenant opts its log public (an audited admin event): bundles need no token
+	// (this hosted log serves none yet: 404 instead of 401).
+	if _, err := svc.Admin().SetPublic(context.Background(), "test", "acme", true); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, base+"/tile/entries/000"); code != 404 || !strings.Contains(body, "no entry bundles") {
+		t.Fatalf("an entry bundle of a public log without a token: %d %s", code, body)
+	}
+	testkit.Eventually(t, 10*time.Second, func() error {
+		code, _, body := testkit.Do(t, http.MethodGet, base+"/audit", tok, "")
+		if code != 200 || !strings.Contains(body, `"action":"log.public"`) || !strings.Contains(body, "log made public") {
+			return fmt.Errorf("the audit trail lacks log.public: %d %s", code, body)
+		}
+		return nil
+	})
 }
 
 func get(t *testing.T, url string) (int, string) {

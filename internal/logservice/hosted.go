@@ -732,6 +732,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
 		CheckpointNote: s.hostedNote(id), // c2sp.go
+		Public:         func() bool { cur, _ := st.view.Tenant(id); return cur.Public },
 		Authorize: func(token string, mayAsk func() bool) bool {
 			if st.view.Authorized(id, token) {
 				return true
