@@ -98,14 +98,15 @@ func (b *builder) tessera() (posix, hammer string) {
 	return bin + "posix", bin + "hammer"
 }
 
-// omniwitness builds transparency-dev/witness's omniwitness (reported only).
-func (b *builder) omniwitness() {
+// omniwitness installs transparency-dev/witness's omniwitness; "" when it did not build.
+func (b *builder) omniwitness() string {
 	out, err := b.goCmd(b.peers, "install", "github.com/transparency-dev/witness/cmd/omniwitness@latest")
 	if err != nil {
 		b.r.say("- transparency-dev/witness omniwitness did not build: %s", tail(out))
-		return
+		return ""
 	}
-	b.r.say("- transparency-dev/witness omniwitness built (`go install github.com/transparency-dev/witness/cmd/omniwitness@latest`); not driven in this run")
+	b.r.say("- transparency-dev/witness omniwitness: `go install github.com/transparency-dev/witness/cmd/omniwitness@latest`")
+	return filepath.Join(b.peers, "bin", "omniwitness")
 }
 
 // start runs a peer process until the run ends; its output goes to dir/<name>.log.

@@ -9,7 +9,8 @@
 //     conformance server) while Tessera's hammer writes to it; the consistency proofs
 //     come from Tessera's own tiles (golang.org/x/mod/sumdb/tlog) and each cosignature
 //     is verified with x/mod's note;
-//   - transparency-dev/witness's omniwitness is built, and how far it got is reported.
+//   - transparency-dev/witness's omniwitness cosigns svc log's checkpoints as
+//     litewitness does (the log added with --additional_logs).
 //
 // Peers are built with go install / go build under -peers (default
 // /tmp/svc-interop-peers), never inside the repository; a peer the module proxy cannot
@@ -48,9 +49,12 @@ func main() {
 	svcBin := b.svc(dir)
 	lw, ctl := b.torchwood()
 	posix, hammer := b.tessera()
-	b.omniwitness()
+	omni := b.omniwitness()
 	if svcBin != "" && lw != "" && ctl != "" {
 		r.section("litewitness cosigns svc log's checkpoints", func() error { return runLitewitness(r, dir, svcBin, lw, ctl) })
+	}
+	if svcBin != "" && omni != "" {
+		r.section("omniwitness (transparency-dev/witness) cosigns svc log's checkpoints", func() error { return runOmniwitness(r, dir, svcBin, omni) })
 	}
 	if svcBin != "" && posix != "" && hammer != "" {
 		r.section("svc witness cosigns a Tessera POSIX log under its hammer", func() error { return runTessera(r, dir, svcBin, posix, hammer, *leaves) })

@@ -144,19 +144,24 @@ func addLog(ctl, db, origin, logVKey string) error {
 	return nil
 }
 
+// logKey makes svc log's key for origin: its file and its note verifier key.
+func logKey(dir, name, origin string) (keyPath, vkey string, err error) {
+	key, err := signer.GenerateKey()
+	if err != nil {
+		return "", "", err
+	}
+	if keyPath, _, err = key.WriteKeyFiles(dir, name); err != nil {
+		return "", "", err
+	}
+	vkey, err = note.NewEd25519VerifierKey(origin, key.Public().Key)
+	return keyPath, vkey, err
+}
+
 // runLitewitness: svc log (file mode, in-process key) sends its C2SP checkpoints to
 // litewitness and publishes the cosignatures at /checkpoint.
 func runLitewitness(r *report, dir, svcBin, lw, ctl string) error {
 	const origin = "example.com/svc-interop"
-	key, err := signer.GenerateKey()
-	if err != nil {
-		return err
-	}
-	keyPath, _, err := key.WriteKeyFiles(dir, "log")
-	if err != nil {
-		return err
-	}
-	logVKey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
+	keyPath, logVKey, err := logKey(dir, "log", origin)
 	if err != nil {
 		return err
 	}
@@ -165,16 +170,22 @@ func runLitewitness(r *report, dir, svcBin, lw, ctl string) error {
 		return err
 	}
 	r.say("- litewitness at %s, cosigner key `%s`", lwURL, cosVKey)
+	return witnessedLog(r, dir, "svc-log", svcBin, keyPath, origin, logVKey, lwURL, cosVKey, "litewitness")
+}
+
+// witnessedLog runs svc log sending its checkpoints to the witness at wURL, appends
+// twice and waits each time for a checkpoint that witness cosigned.
+func witnessedLog(r *report, dir, name, svcBin, keyPath, origin, logVKey, wURL, cosVKey, peer string) error {
 	addr := freeAddr()
 	_, port, _ := net.SplitHostPort(addr)
-	args := []string{"log", "--file", filepath.Join(dir, "svc.log"), "--key", keyPath, "--log-id", origin, "--port", port,
-		"--data", filepath.Join(dir, "svc-data"), "--checkpoint-every", "1", "--witness-add-checkpoint", lwURL}
-	if _, err := r.startProc(dir, "svc-log", nil, svcBin, args...); err != nil {
+	args := []string{"log", "--file", filepath.Join(dir, name+".jsonl"), "--key", keyPath, "--log-id", origin, "--port", port,
+		"--data", filepath.Join(dir, name+"-data"), "--checkpoint-every", "1", "--witness-add-checkpoint", wURL}
+	if _, err := r.startProc(dir, name, nil, svcBin, args...); err != nil {
 		return err
 	}
 	base := "http://" + addr
 	if err := waitHTTP(base+"/health", 30*time.Second); err != nil {
-		return fmt.Errorf("%w\n%s", err, logTail(dir, "svc-log"))
+		return fmt.Errorf("%w\n%s", err, logTail(dir, name))
 	}
 	r.say("- `svc %s`", strings.Join(args, " "))
 	logV, _ := note.NewVerifier(logVKey)
@@ -185,9 +196,9 @@ func runLitewitness(r *report, dir, svcBin, lw, ctl string) error {
 		t0 := time.Now()
 		size, err := waitCosigned(base+"/checkpoint", uint64(n), logV, cosVKey, 30*time.Second)
 		if err != nil {
-			return fmt.Errorf("%w\nlitewitness: %s\nsvc log: %s", err, logTail(dir, "litewitness"), logTail(dir, "svc-log"))
+			return fmt.Errorf("%w\n%s: %s\nsvc log: %s", err, peer, logTail(dir, peer), logTail(dir, name))
 		}
-		r.say("- svc's checkpoint at size %d cosigned by litewitness %s after the log reached it; the note verifies with x/mod's note (log key and litewitness's cosignature/v1 key)", size, time.Since(t0).Round(time.Millisecond))
+		r.say("- svc's checkpoint at size %d cosigned by %s %s after the log reached it; the note verifies with x/mod's note (log key and %s's cosignature/v1 key)", size, peer, time.Since(t0).Round(time.Millisecond), peer)
 	}
 	return nil
 }
