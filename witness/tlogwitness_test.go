@@ -3,7 +3,6 @@ package witness_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -187,14 +186,7 @@ func TestTlogWitnessCosigns(t *testing.T) {
 }
 
 func addBody(old uint64, proof []merkle.Hash, signed []byte) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "old %d\n", old)
-	for _, h := range proof {
-		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
-	}
-	b.WriteString("\n")
-	b.Write(signed)
-	return b.String()
+	return string(projections.AddCheckpointBody(old, proof, signed))
 }
 
 func post(t *testing.T, url, body string) (int, string) {

@@ -101,16 +101,10 @@ func (e *ErrWitnessConflict) Error() string {
 // (POST <witness>/add-checkpoint) with a consistency proof from oldSize, and returns
 // the cosignature lines it answers with.
 func AddCheckpoint(ctx context.Context, client *http.Client, witness string, oldSize uint64, proof []merkle.Hash, signedNote []byte) ([]byte, error) {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "old %d\n", oldSize)
-	for _, h := range proof {
-		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
-	}
-	b.WriteString("\n")
-	b.Write(signedNote)
+	b := bytes.NewBuffer(AddCheckpointBody(oldSize, proof, signedNote))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(witness, "/")+"/add-checkpoint", &b)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(witness, "/")+"/add-checkpoint", b)
 	if err != nil {
 		return nil, err
 	}
@@ -134,6 +128,19 @@ func AddCheckpoint(ctx context.Context, client *http.Client, witness string, old
 		return nil, &ErrWitnessConflict{Size: n}
 	}
 	return nil, fmt.Errorf("witness %s answered %s: %s", witness, resp.Status, strings.TrimSpace(string(body)))
+}
+
+// AddCheckpointBody is a C2SP add-checkpoint request body: the old size line, the
+// proof lines, a blank line and the signed note.
+func AddCheckpointBody(oldSize uint64, proof []merkle.Hash, signedNote []byte) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "old %d\n", oldSize)
+	for _, h := range proof {
+		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(signedNote)
+	return b.Bytes()
 }
 
 // cosign asks each witness to cosign the note and appends what they answer.
