@@ -2,7 +2,8 @@ package logservice
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,8 +50,8 @@ func (s *Service) withNotes(cp *projections.Checkpointer, logID, tenant string, 
 	return receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint.vkey"), []byte(ns.VerifierKey()+"\n"), 0o644)
 }
 
-// errNoNote: a tenant has no C2SP checkpoint yet.
-var errNoNote = errors.New("no checkpoint published yet")
+// errNoNote: a tenant has no C2SP checkpoint yet (404, not 503).
+var errNoNote = fmt.Errorf("no checkpoint published yet: %w", fs.ErrNotExist)
 
 // hostedNote is GET /t/<tenant>/checkpoint of a hosted tenant: its latest C2SP
 // checkpoint from the database.
