@@ -23,11 +23,13 @@ import (
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/signer/remote"
+	"svc.dev/svc/witness"
 )
 
 // hostedWithRemoteSigner starts a database-backed process whose log key lives in a
-// signer service (as svc log --db-env runs), and returns it with its URL.
-func hostedWithRemoteSigner(t *testing.T) (*Service, string, *signer.Key) {
+// signer service (as svc log --db-env runs), with the C2SP witnesses witnesses(key)
+// names, and returns it with its URL.
+func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string) (*Service, string, *signer.Key) {
 	t.Helper()
 	srv, dbURL, key := hostedParts(t)
 	heads, err := remote.OpenHeadStore(t.TempDir())
@@ -54,6 +56,7 @@ func hostedWithRemoteSigner(t *testing.T) (*Service, string, *signer.Key) {
 		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: sc, Keys: sc.Keys,
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
+		Witnesses: witnesses(key),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -92,8 +95,9 @@ func (p publicTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
 
 func (publicTiles) SaveTiles([]tlog.Tile, [][]byte) {}
 
-// publicCheckpoint reads and verifies a tenant's C2SP checkpoint with no credential.
-func publicCheckpoint(t *testing.T, base string, v note.Verifier) tlog.Tree {
+// publicCheckpoint reads a tenant's C2SP checkpoint with no credential and checks that
+// it carries a valid signature by each of v's keys.
+func publicCheckpoint(t *testing.T, base string, v note.Verifiers) tlog.Tree {
 	t.Helper()
 	resp, err := http.Get(base + "/checkpoint")
 	if err != nil {
@@ -104,9 +108,9 @@ func publicCheckpoint(t *testing.T, base string, v note.Verifier) tlog.Tree {
 	if resp.StatusCode != 200 {
 		t.Fatalf("GET /checkpoint without a token: %d %s", resp.StatusCode, body)
 	}
-	n, err := note.Open(body, note.VerifierList(v))
-	if err != nil {
-		t.Fatalf("the checkpoint does not verify: %v\n%s", err, body)
+	n, err := note.Open(body, v)
+	if err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("the checkpoint does not verify with the log's and the witness's keys: %v\n%s", err, body)
 	}
 	// tlog.ParseTree wants the go.sum database's origin; a C2SP checkpoint's body
 	// has the same two lines after its own.
@@ -126,9 +130,25 @@ func publicCheckpoint(t *testing.T, base string, v note.Verifier) tlog.Tree {
 // signer service) publishes C2SP signed-note checkpoints signed through the signer,
 // and an independent client (golang.org/x/mod/sumdb/tlog and note), with no
 // credential, reads its checkpoint and hash tiles and proves a leaf's inclusion and
-// the consistency of two checkpoints. Entry bundles still need the tenant's token.
+// the consistency of two checkpoints; each checkpoint carries the cosignature of the
+// C2SP witness the log sends it to (svc's own). Entry bundles still need the tenant's
+// token, until the tenant opts its log public (an audited admin event).
 func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
-	svc, url, key := hostedWithRemoteSigner(t)
+	var cosV *witness.CosignatureVerifier
+	svc, url, key := hostedWithRemoteSigner(t, func(key *signer.Key) []string {
+		lvkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), "acme"), key.Public().Key)
+		wkey, _ := signer.GenerateKey()
+		tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wkey, Name: "w.example.com/hosted", Logs: []string{lvkey}, Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cosV, err = witness.NewCosignatureVerifier(tw.VerifierKey()); err != nil {
+			t.Fatal(err)
+		}
+		ws := httptest.NewServer(tw)
+		t.Cleanup(ws.Close)
+		return []string{ws.URL}
+	})
 	tok := addTenant(t, svc, "acme")
 	base := url + "/t/acme"
 	if code, body := get(t, base+"/checkpoint"); code != 404 || !strings.Contains(body, "no checkpoint published yet") {
@@ -157,8 +177,9 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := note.NewVerifier(vkey)
-	appendN(300) // more than a full tile: level 1 is read too
+	lv, _ := note.NewVerifier(vkey)
+	v := note.VerifierList(lv, cosV) // the log's signature and the witness's cosignature
+	appendN(300)                     // more than a full tile: level 1 is read too
 	older := publicCheckpoint(t, base, v)
 	if older.N != 300 {
 		t.Fatalf("checkpoint of size %d, want 300", older.N)
