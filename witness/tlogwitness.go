@@ -120,8 +120,12 @@ func (w *TlogWitness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(rw, r.Body, MaxAddCheckpointBody))
+	if _, over := errors.AsType[*http.MaxBytesError](err); over {
+		http.Error(rw, "request body over "+strconv.Itoa(MaxAddCheckpointBody)+" bytes", http.StatusRequestEntityTooLarge)
+		return
+	}
 	if err != nil {
-		http.Error(rw, "request body over "+strconv.Itoa(MaxAddCheckpointBody)+" bytes or unreadable: "+err.Error(), http.StatusRequestEntityTooLarge)
+		http.Error(rw, "reading the request body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
 	code, answer, ctype := w.addCheckpoint(body)

@@ -160,6 +160,7 @@ func TestTlogWitnessCosigns(t *testing.T) {
 		{"old 01\n\n" + string(cp12), 400, "leading zeros"},
 		{"old 9\nnot base64\n\n" + string(cp12), 400, "proof line 1"},
 		{"old 9\n" + string(cp12), 400, ""},
+		{"old 9\n\n" + strings.Repeat("x", witness.MaxAddCheckpointBody), 413, "over"},
 	} {
 		if code, body := post(t, srv.URL, c.body); code != c.code || !strings.Contains(body, c.want) {
 			t.Fatalf("%q: %d %s, want %d %q", firstLine(c.body), code, body, c.code, c.want)
