@@ -72,6 +72,11 @@ type Options struct {
 	WitnessKeys []signer.PublicKey
 	WitnessHead *receipt.Envelope
 	WitnessLog  ConsistencySource
+	// Cosigned, when set, requires the receipt's head to be consistent with a C2SP
+	// checkpoint its caller already verified under a witness policy (svc verify
+	// --checkpoint <note> --policy <file>): its size and root, with what vouches for
+	// it in Cosigned.By. Proofs come from WitnessLog.
+	Cosigned *CosignedCheckpoint
 	// ProviderSecrets maps a provider kind (receipt.ProviderPaymentWebhook,
 	// receipt.ProviderRepoDelivery) to its shared secret.
 	ProviderSecrets map[string][]byte
@@ -414,16 +419,39 @@ func (v *verification) treeHead() {
 	if v.opts.Log != nil {
 		r.add(CheckLogFileRoot, v.logCopyRoot(th) == "", "%s", orDefault(v.logCopyRoot(th), fmt.Sprintf("%s has root %s at size %d", v.opts.Log.Describe(), short(th.RootHash), th.TreeSize)))
 	}
-	if len(v.opts.WitnessKeys) > 0 {
+	if len(v.opts.WitnessKeys) > 0 || v.opts.Cosigned != nil {
 		what, err := v.witnessCovers(th)
 		r.add(CheckWitnessCovers, err == nil, "%s", errOr(err, what))
 	}
+}
+
+// CosignedCheckpoint is a C2SP checkpoint verified under a witness policy.
+type CosignedCheckpoint struct {
+	TreeSize uint64
+	RootHash string // lowercase hex
+	By       string // who cosigned it, for the report ("witnesses W1, W2 under policy p")
+}
+
+// cosignedCovers reports how a policy-verified C2SP checkpoint covers th.
+func (v *verification) cosignedCovers(th *receipt.TreeHead) (string, error) {
+	c := v.opts.Cosigned
+	if c.TreeSize < th.TreeSize {
+		return "", fmt.Errorf("the cosigned checkpoint is at size %d; the head is at %d (try again after the next checkpoint)", c.TreeSize, th.TreeSize)
+	}
+	w := &receipt.TreeHead{TreeSize: c.TreeSize, RootHash: c.RootHash}
+	if err := v.opts.cache.extends(th, w, v.opts.WitnessLog); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("consistent with the C2SP checkpoint at size %d cosigned by %s", c.TreeSize, c.By), nil
 }
 
 // witnessCovers reports how a witness vouches for the receipt's head.
 func (v *verification) witnessCovers(th *receipt.TreeHead) (string, error) {
 	if ks := v.b.TreeHead.VerifiedBy(v.opts.WitnessKeys); len(ks) > 0 {
 		return "the head itself is countersigned by witness key " + short(ks[0].KeyID), nil
+	}
+	if v.opts.Cosigned != nil {
+		return v.cosignedCovers(th)
 	}
 	if v.opts.WitnessHead == nil {
 		return "", errors.New("the head carries no witness signature and no witness checkpoint was given")

@@ -74,9 +74,12 @@ type Options struct {
 	CheckpointsURL string // optional: the host serving <tenant>/latest.json
 	WitnessURL     string // optional: a witness's published output directory
 	Tenants        []string
-	MaxLag         time.Duration // default DefaultMaxLag
-	Client         *http.Client
-	Now            func() time.Time
+	// Policy, when set, adds CheckCosigned: each tenant's C2SP checkpoint must be
+	// cosigned by the policy's quorum (cosigned.go).
+	Policy *witness.Policy
+	MaxLag time.Duration // default DefaultMaxLag
+	Client *http.Client
+	Now    func() time.Time
 }
 
 // Check is one line of the result.
@@ -231,6 +234,9 @@ func (p *probe) tenant(ctx context.Context, tenant string) {
 	cpOK := p.checkCheckpointSignature(tenant, cp, cpErr, keys, doc.Log)
 	p.checkFreshness(tenant, cp, cpErr, cpOK, head, headErr)
 	p.checkConsistent(tenant, src, cp, cpErr, head, headErr)
+	if p.opts.Policy != nil {
+		p.checkCosigned(ctx, tenant, src, keys, head, headErr)
+	}
 	if p.opts.WitnessURL == "" {
 		return
 	}

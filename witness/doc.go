@@ -50,4 +50,11 @@
 // Other failures (a log or checkpoint host that does not answer within ten seconds, a
 // malformed file, a signature by a published key that does not verify) are errors: the
 // tenant is neither countersigned nor alarmed, and the next cycle tries again.
+//
+// # C2SP tlog-witness
+//
+// TlogWitness (tlogwitness.go) serves the C2SP tlog-witness protocol beside the cycle
+// (svc witness --listen): POST /add-checkpoint, answered with a tlog-cosignature/v1
+// line (cosignature.go, which also verifies such lines for policies), so the witness
+// cosigns any C2SP log and any C2SP log client can ask it.
 package witness

@@ -410,11 +410,9 @@ func commandLineActor() string {
 // startFileMode starts the log service of --file (and --tenants).
 func startFileMode(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger, tel *telemetry.Telemetry) (*logservice.Service, []string, error) {
 	var err error
-	var noteKey *signer.Key
+	var noteKey *signer.Key // C2SP notes: the in-process key, or through the signer service
 	if ks, ok := headSigner.(receipt.KeySigner); ok {
-		noteKey = ks.Key // C2SP notes are signed in-process only
-	} else if len(o.witnesses) > 0 {
-		return nil, nil, usagef("--witness-add-checkpoint needs the in-process key (--key): the signer service signs tree heads only")
+		noteKey = ks.Key
 	}
 	if err := client.CheckLogID(o.logID); err != nil {
 		return nil, nil, usagef("--log-id: %s", err.Error())

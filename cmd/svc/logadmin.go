@@ -36,6 +36,9 @@ Commands:
   tenant list                            tenants with plan, usage this month against quota, live tokens
   tenant disable <id>                    refuse the tenant's appends from now on
   tenant plan <id> <free|team|enterprise>
+  tenant public <id> <on|off>            opt the tenant's log public (its C2SP entry bundles
+                                         served without a token) or back private; checkpoints
+                                         and hash tiles are public either way
   token add <tenant> --label <label>     print a new token once (only its hash is kept)
   token list [<tenant>]                  tokens by label and 12-hex hash prefix
   token revoke <tenant> <hash prefix>
@@ -166,6 +169,8 @@ func (a *logAdmin) run(ctx context.Context, pos []string) error {
 		}
 		fmt.Fprintf(a.out, "tenant %s is on plan %s\n", t.ID, t.Plan)
 		return nil
+	case cmd == "tenant public":
+		return a.tenantPublic(ctx, pos)
 	case cmd == "token add":
 		if err := want(3, "token add <tenant> --label <label>"); err != nil {
 			return err
@@ -194,6 +199,24 @@ func (a *logAdmin) run(ctx context.Context, pos []string) error {
 		return a.importFile(ctx)
 	}
 	return usagef("unknown command %q (svc log-admin --help)", strings.Join(pos, " "))
+}
+
+// tenantPublic is "tenant public <id> <on|off>": the tenant opts its log public (its
+// C2SP entry bundles served without a token) or back private.
+func (a *logAdmin) tenantPublic(ctx context.Context, pos []string) error {
+	if len(pos) != 4 || (pos[3] != "on" && pos[3] != "off") {
+		return usagef("want: tenant public <id> <on|off>")
+	}
+	t, err := a.adm.SetPublic(ctx, a.actor, pos[2], pos[3] == "on")
+	if err != nil {
+		return hint(err)
+	}
+	if t.Public {
+		fmt.Fprintf(a.out, "tenant %s's log is public: its entry bundles need no token (checkpoints and hash tiles never do)\n", t.ID)
+	} else {
+		fmt.Fprintf(a.out, "tenant %s's log is private: its entry bundles need one of its tokens (checkpoints and hash tiles stay public)\n", t.ID)
+	}
+	return nil
 }
 
 // hint adds what to do next to an administrative error.

@@ -26,6 +26,10 @@ one line per check and tenant (PASS|FAIL <tenant> <check>: <detail>), then a RES
                                    signature by a key of its svc-witness.json, and its head
                                    is consistent with the live log
   no alarm                         (--witness-url) the witness has no ALARM.json
+  checkpoint cosigned under policy (--policy) the tenant's C2SP checkpoint (/checkpoint)
+                                   is signed by the log and cosigned by the quorum of a
+                                   C2SP tlog-policy file's witnesses, and the live log
+                                   extends it
 
 The latest checkpoint is <checkpoints-url>/<tenant>/latest.json, or without
 --checkpoints-url the largest one the log's /checkpoints route lists. Every fetch times
@@ -45,6 +49,7 @@ func runLogCheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(&tenants, "tenant", "tenant `name` to check; repeatable (default: default)")
 	maxLag := fs.Int("max-lag", 600, "`seconds` a checkpoint may lag behind a log that grew")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
+	policyPath := fs.String("policy", "", "C2SP tlog-policy `file`: each tenant's C2SP checkpoint (/checkpoint) must be cosigned by its quorum")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -58,8 +63,14 @@ func runLogCheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *maxLag <= 0 {
 		return usagef("--max-lag must be a positive number of seconds")
 	}
-	res, err := monitor.Run(ctx, monitor.Options{LogURL: *logURL, CheckpointsURL: *cpURL, WitnessURL: *witnessURL,
-		Tenants: tenants, MaxLag: time.Duration(*maxLag) * time.Second})
+	opts := monitor.Options{LogURL: *logURL, CheckpointsURL: *cpURL, WitnessURL: *witnessURL,
+		Tenants: tenants, MaxLag: time.Duration(*maxLag) * time.Second}
+	if *policyPath != "" {
+		if opts.Policy, err = loadPolicy(*policyPath); err != nil {
+			return err
+		}
+	}
+	res, err := monitor.Run(ctx, opts)
 	if err != nil {
 		return usagef("%v", err)
 	}

@@ -61,6 +61,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
 		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st}, Telemetry: tel,
+		Witnesses: o.witnesses, // C2SP witnesses cosign each tenant's checkpoints
 	})
 	if err != nil {
 		st.Close()

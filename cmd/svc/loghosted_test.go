@@ -157,8 +157,11 @@ func TestHostedLogEndToEnd(t *testing.T) {
 		return nil
 	})
 	admin("tenant", "plan", "acme", "team")
+	if out = admin("tenant", "public", "acme", "on"); !strings.Contains(out, "acme's log is public") {
+		t.Fatalf("tenant public: %s", out)
+	}
 	out = admin("audit", "--tenant", "acme")
-	for _, want := range []string{"tenant.add", "token.add", "token.revoke", "tenant.disable", "plan.set", commandLineActor()} {
+	for _, want := range []string{"tenant.add", "token.add", "token.revoke", "tenant.disable", "plan.set", "log.public", commandLineActor()} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("audit lacks %q:\n%s", want, out)
 		}

@@ -39,7 +39,10 @@ when it is a terminal. Exit 0 when every bundle verifies, 1 otherwise.
 --checkpoint ties every receipt to one witnessed state of the log: its tree head must
 be consistent with the checkpoint (a file or URL in any checkpoint form), which must be
 countersigned by a --witness-key (or a key of --witness-url); consistency proofs, one per
-distinct head size, come from --log-url or are computed from --log.
+distinct head size, come from --log-url or are computed from --log. With --policy (a C2SP
+tlog-policy file: logs, witnesses, groups and a quorum) the checkpoint is a C2SP signed
+note (a tenant's /checkpoint with its witnesses' cosignature lines), signed by a log of
+the policy or a --log-key, and cosigned by the policy's quorum.
 
 Examples:
   svc verify receipts/1b4e....json --issuer-key keys/gateway.pub --principal-key keys/alice.pub --log data/receipts.log
@@ -66,7 +69,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	witnessURL := fs.String("witness-url", "", "witness output base `URL`: its key document and latest countersigned checkpoint (needs --log-url to prove consistency)")
 	tenant := fs.String("tenant", "default", "the `tenant` under the witness URL")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object; over many bundles, one JSON line per bundle and then the summary")
-	checkpoint := fs.String("checkpoint", "", "checkpoint `file or URL` every receipt's head must be consistent with (needs --witness-key or --witness-url)")
+	checkpoint := fs.String("checkpoint", "", "checkpoint `file or URL` every receipt's head must be consistent with (needs --witness-key, --witness-url or --policy)")
+	policy := fs.String("policy", "", "C2SP tlog-policy `file`: --checkpoint is a C2SP signed note that its witnesses must have cosigned to its quorum")
 	htmlOut := fs.String("html", "", "write an HTML report of the batch to `file`")
 	workers := fs.Int("workers", 0, "bundles verified at once over many bundles (`n`, 0: one per core)")
 	pos, err := parseFlags(fs, args)
@@ -98,10 +102,16 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			opts.WitnessLog = s
 		}
 	}
-	if *checkpoint != "" {
-		if err := loadCheckpoint(ctx, *checkpoint, &opts); err != nil {
-			return err
-		}
+	switch {
+	case *policy != "" && *checkpoint == "":
+		return usagef("--policy needs --checkpoint (a C2SP checkpoint cosigned by the policy's witnesses)")
+	case *policy != "":
+		err = loadCosignedCheckpoint(ctx, *checkpoint, *policy, &opts)
+	case *checkpoint != "":
+		err = loadCheckpoint(ctx, *checkpoint, &opts)
+	}
+	if err != nil {
+		return err
 	}
 	if b := (batchRun{paths: pos, json: *asJSON, html: *htmlOut, workers: *workers, checkpoint: *checkpoint}); b.isBatch() {
 		return b.run(ctx, opts, notes, stdout, stderr)

@@ -1,19 +1,29 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
 
 	"svc.dev/svc/client"
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/signer"
+	"svc.dev/svc/witness"
 )
 
 func TestWitnessHelp(t *testing.T) {
-	helpCovers(t, "witness", "key", "log-url", "checkpoints-url", "out", "tenant", "every", "once")
+	helpCovers(t, "witness", "key", "log-url", "checkpoints-url", "out", "tenant", "every", "once", "listen", "name", "c2sp-log")
 }
 
 func TestWitnessUsageErrors(t *testing.T) {
@@ -65,5 +75,52 @@ func TestWitnessOnce(t *testing.T) {
 	code, _, errOut = runSvc(t, "witness", "--key", keyPath, "--log-url", dead.URL, "--checkpoints-url", dead.URL, "--out", out, "--once")
 	if code != 1 || !strings.Contains(errOut, "outcome=error") {
 		t.Fatalf("unreachable log: exit %d\n%s", code, errOut)
+	}
+}
+
+// TestWitnessServesC2SP: svc witness --listen serves C2SP tlog-witness: it cosigns a
+// C2SP log's checkpoint posted by the log's client (projections.AddCheckpoint), the
+// cosignature verifying with the cosigner key it printed; --listen without --name or
+// --c2sp-log, and those without --listen, are usage errors.
+func TestWitnessServesC2SP(t *testing.T) {
+	dir := t.TempDir()
+	_, keyPath, _ := testKey(t, dir, "w")
+	skey, vkey, err := note.GenerateKey(rand.Reader, "log.example.com/acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkCLIErrors(t, []cliError{
+		{[]string{"witness", "--key", keyPath, "--out", dir, "--listen", "127.0.0.1:0"}, 2, "--listen needs --name"},
+		{[]string{"witness", "--key", keyPath, "--out", dir, "--name", "w.example.com", "--c2sp-log", vkey, "--log-url", "http://x", "--checkpoints-url", "http://x"}, 2, "need --listen"},
+		{[]string{"witness", "--key", keyPath, "--out", dir}, 2, "are required"},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	out, errOut := &testkit.LockedBuffer{}, &testkit.LockedBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- run(ctx, []string{"witness", "--key", keyPath, "--out", filepath.Join(dir, "out"), "--listen", "127.0.0.1:0", "--name", "w.example.com/1", "--c2sp-log", vkey}, out, errOut)
+	}()
+	defer func() { cancel(); <-done }()
+	var addr, cosKey string
+	testkit.Eventually(t, 10*time.Second, func() error {
+		_, err := fmt.Sscanf(out.String(), "C2SP witness on %s cosigner key %s", &addr, &cosKey)
+		return err
+	})
+	s, _ := note.NewSigner(skey)
+	signed, err := note.Sign(&note.Note{Text: projections.CheckpointBody("log.example.com/acme", 1, merkle.LeafHash([]byte("x")))}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := projections.AddCheckpoint(ctx, http.DefaultClient, strings.TrimSuffix(strings.TrimSuffix(addr, ","), "/add-checkpoint"), 0, nil, signed)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	cv, err := witness.NewCosignatureVerifier(cosKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv, _ := note.NewVerifier(vkey)
+	if n, err := note.Open(append(signed, lines...), note.VerifierList(lv, cv)); err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("the cosignature does not verify with the printed key: %v\n%s", err, lines)
 	}
 }

@@ -108,6 +108,7 @@ func New(cfg Config) (*Handler, error) {
 		"POST /admin/tenants":                             h.write(h.addTenant, true),
 		"POST /admin/tenants/{id}/disable":                h.write(h.disable, false),
 		"POST /admin/tenants/{id}/plan":                   h.write(h.plan, true),
+		"POST /admin/tenants/{id}/public":                 h.write(h.public, true),
 		"GET /admin/tenants/{id}/tokens":                  h.listTokens,
 		"POST /admin/tenants/{id}/tokens":                 h.write(h.addToken, true),
 		"POST /admin/tenants/{id}/tokens/{prefix}/revoke": h.write(h.revoke, false),
@@ -248,6 +249,27 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request, actor string) {
 		return
 	}
 	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t)})
+}
+
+// public is POST /admin/tenants/{id}/public {"public": bool}: the tenant opts its log
+// public (entry bundles without a token) or back private.
+func (h *Handler) public(w http.ResponseWriter, r *http.Request, actor string) {
+	var req struct {
+		Public *bool `json:"public"`
+	}
+	if !decode(w, r, &req) {
+		return
+	}
+	if req.Public == nil {
+		httpjson.WriteError(w, http.StatusBadRequest, `want {"public": true} or {"public": false}`)
+		return
+	}
+	t, err := h.cfg.Admin.SetPublic(r.Context(), actor, r.PathValue("id"), *req.Public)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	httpjson.WriteJSON(w, http.StatusOK, map[string]any{"tenant": toJSON(t), "public": t.Public})
 }
 
 func (h *Handler) listTokens(w http.ResponseWriter, r *http.Request, _ string) {

@@ -122,6 +122,7 @@ var routes = []call{
 	{method: "POST", path: "/admin/tenants", body: `{"id":"x1"}`},
 	{method: "POST", path: "/admin/tenants/acme/disable"},
 	{method: "POST", path: "/admin/tenants/acme/plan", body: `{"plan":"team"}`},
+	{method: "POST", path: "/admin/tenants/acme/public", body: `{"public":true}`},
 	{method: "GET", path: "/admin/tenants/acme/tokens"},
 	{method: "POST", path: "/admin/tenants/acme/tokens", body: `{"label":"x"}`},
 	{method: "POST", path: "/admin/tenants/acme/tokens/abcdefabcdef/revoke"},
@@ -222,6 +223,17 @@ func TestAdminRoutes(t *testing.T) {
 	}
 	f.ok(t, call{method: "POST", path: "/admin/tenants/acme/plan", body: `{"plan":"gold"}`}, 400, nil)
 	f.ok(t, call{method: "POST", path: "/admin/tenants/nobody/plan", body: `{"plan":"team"}`}, 404, nil)
+	var pub struct{ Public bool }
+	f.ok(t, call{method: "POST", path: "/admin/tenants/acme/public", body: `{"public":true}`}, 200, &pub)
+	if !pub.Public {
+		t.Fatal("the log was not made public")
+	}
+	f.ok(t, call{method: "POST", path: "/admin/tenants/acme/public", body: `{"public":false}`}, 200, &pub)
+	if pub.Public {
+		t.Fatal("the log was not made private again")
+	}
+	f.ok(t, call{method: "POST", path: "/admin/tenants/acme/public", body: `{}`}, 400, nil)
+	f.ok(t, call{method: "POST", path: "/admin/tenants/nobody/public", body: `{"public":true}`}, 404, nil)
 
 	var tok struct{ Token, TokenHash, Welcome string }
 	f.ok(t, call{method: "POST", path: "/admin/tenants/acme/tokens", body: `{"label":"ci"}`}, 201, &tok)
@@ -277,16 +289,16 @@ func TestAdminRoutes(t *testing.T) {
 	testkit.Eventually(t, 5*time.Second, func() error {
 		var a struct{ Entries []client.AuditEntry }
 		f.ok(t, call{method: "GET", path: "/admin/audit?limit=100"}, 200, &a)
-		if len(a.Entries) != 6 {
-			return fmt.Errorf("%d audit entries, want 6", len(a.Entries))
+		if len(a.Entries) != 8 { // with the two log.public events
+			return fmt.Errorf("%d audit entries, want 8", len(a.Entries))
 		}
 		if a.Entries[0].Action != "tenant.disable" || a.Entries[0].TenantID != "globex" || a.Entries[0].Actor != "bearer" {
 			return fmt.Errorf("newest entry %+v", a.Entries[0])
 		}
-		if last := a.Entries[5]; last.Action != "tenant.add" || last.TenantID != "acme" {
+		if last := a.Entries[7]; last.Action != "tenant.add" || last.TenantID != "acme" {
 			return fmt.Errorf("oldest entry %+v", last)
 		}
-		if e := a.Entries[4]; e.Actor != "alice (127.0.0.1)" {
+		if e := a.Entries[6]; e.Actor != "alice (127.0.0.1)" {
 			return fmt.Errorf("Basic actor %q, want \"alice (127.0.0.1)\"", e.Actor)
 		}
 		for _, e := range a.Entries {

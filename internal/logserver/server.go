@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -420,8 +421,12 @@ func (s *Server) checkpointNote(w http.ResponseWriter, r *http.Request, t *Tenan
 		return
 	}
 	data, err := t.CheckpointNote()
-	if err != nil {
+	if errors.Is(err, fs.ErrNotExist) {
 		httpjson.WriteError(w, http.StatusNotFound, "no checkpoint published yet")
+		return
+	}
+	if err != nil { // the store does not answer
+		s.unavailable(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

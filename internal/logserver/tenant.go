@@ -36,12 +36,18 @@ type Tenant struct {
 	Checkpoints func(since uint64) ([]Checkpoint, error)
 	// Usage returns the metering of a month (YYYY-MM); nil: 404.
 	Usage func(month string) (*Usage, error)
-	// CheckpointNote returns the latest C2SP signed-note checkpoint; nil: none.
+	// CheckpointNote returns the latest C2SP signed-note checkpoint; an error wrapping
+	// fs.ErrNotExist when none is published yet (404), any other a store that does
+	// not answer (503); nil: the log publishes none.
 	CheckpointNote func() ([]byte, error)
 	// Audit returns the newest entries first; nil: empty.
 	Audit func(limit int) ([]client.AuditEntry, error)
 	// Entries serves the C2SP entry bundles (/tile/entries/...); nil: 404.
 	Entries EntryBundles
+	// Public, when set and true, serves the entry bundles without a token (the
+	// tenant opted its log public); nil or false: bundles need the tenant's token.
+	// Checkpoints and hash tiles never need one (tiles.go).
+	Public func() bool
 }
 
 // Checkpoint is the API form of a published checkpoint.

@@ -21,9 +21,13 @@ import (
 // bundle never changes and is served with a year-long immutable cache lifetime; a
 // partial one is served for TileCachePartial seconds.
 //
-// Access follows the tenant routes: a tenant with tokens serves its tiles to bearers
-// of its tokens only (level-0 tiles are its leaf hashes and bundles its leaves, which
-// /leaves also guards); a tenant without tokens is an open log, readable by anyone.
+// Public hashes, private contents: hash tiles (every level, level 0 included) need no
+// credential on any tenant, as the checkpoint does not: they are hashes the public
+// /consistency and /root already give away, in another form, and any C2SP client,
+// monitor or witness must read them without a secret. Entry bundles are the tenant's
+// leaves, which /leaves guards: a tenant with tokens serves them to bearers of its
+// tokens only, unless it opted its log public (Tenant.Public); a tenant without tokens
+// is an open log, readable by anyone.
 
 // EntryBundles serves a tenant's C2SP entry bundles.
 type EntryBundles interface {
@@ -40,18 +44,31 @@ const (
 )
 
 // tileRoutes registers the tile routes; called from New.
+//
+// Hash tiles are public (they start a tenant like /head does); entry bundles need the
+// tenant's token, checked before the tenant is looked up or started (Config.Authorize).
+// The hosted log serves no entry bundles yet; when it does, its Authorize must let a
+// tenant's public opt-in (Tenant.Public) through.
 func (s *Server) tileRoutes() {
-	h := s.tenantRoute(s.tile, true)
+	public, private := s.tenantRoute(s.tile, false), s.tenantRoute(s.tile, true)
+	h := func(w http.ResponseWriter, r *http.Request) {
+		if p, err := ParseTilePath(r.PathValue("path")); err == nil && p.Entries {
+			private(w, r)
+			return
+		}
+		public(w, r)
+	}
 	s.mux.HandleFunc("GET /tile/{path...}", h)
 	s.mux.HandleFunc("GET /t/{tenant}/tile/{path...}", h)
 }
 
 func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
-	if t.tokenRequired() && !s.authorized(t, r, bearer(r)) {
+	p, err := ParseTilePath(r.PathValue("path"))
+	private := p.Entries && t.privateEntries()
+	if private && !s.authorized(t, r, bearer(r)) {
 		httpjson.WriteError(w, http.StatusUnauthorized, "unauthorized")
 		return
 	}
-	p, err := ParseTilePath(r.PathValue("path"))
 	if err != nil {
 		httpjson.WriteError(w, http.StatusNotFound, err.Error())
 		return
@@ -79,8 +96,8 @@ func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	scope := "public" // shared caches may keep an open log's tiles
-	if t.tokenRequired() {
+	scope := "public" // shared caches may keep hashes and an open log's bundles
+	if private {
 		scope = "private"
 	}
 	if p.Partial() {
@@ -90,4 +107,10 @@ func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 	}
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	_, _ = w.Write(body)
+}
+
+// privateEntries says whether t's entry bundles need one of its tokens: it has tokens
+// and did not opt its log public.
+func (t *Tenant) privateEntries() bool {
+	return t.tokenRequired() && (t.Public == nil || !t.Public())
 }

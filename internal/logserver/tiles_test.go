@@ -208,25 +208,30 @@ func splitBundle(t *testing.T, b []byte) []string {
 	return out
 }
 
-// TestTilesNeedTheTenantsToken: a tenant with tokens keeps its tiles (leaf hashes)
-// and bundles (leaves) to its token holders, as /leaves does: no token, a wrong one
-// and another tenant's are 401; its own token reads them, privately cached.
-func TestTilesNeedTheTenantsToken(t *testing.T) {
+// TestBundlesNeedTheTenantsToken: public hashes, private contents. A tenant with
+// tokens keeps its entry bundles (leaves) to its token holders, as /leaves does: no
+// token, a wrong one and another tenant's are 401; its own token reads them, privately
+// cached. Its hash tiles, level 0 included, and its checkpoint need no token and may
+// be cached publicly.
+func TestBundlesNeedTheTenantsToken(t *testing.T) {
 	l := logtest.Start(t, logtest.Options{Tenants: []logtest.Tenant{{ID: "default", Token: "tok-d"}, {ID: "acme", Token: "tok-a"}}})
 	l.Append(t, "acme", "one")
-	for _, p := range []string{"/tile/0/000.p/1", "/tile/entries/000.p/1"} {
-		for _, tok := range []string{"", "wrong", "tok-d"} {
-			if code, _, body := get(t, l.Base("acme")+p, tok); code != 401 {
-				t.Fatalf("%s with token %q: %d %s", p, tok, code, body)
-			}
+	p := "/tile/entries/000.p/1"
+	for _, tok := range []string{"", "wrong", "tok-d"} {
+		if code, _, body := get(t, l.Base("acme")+p, tok); code != 401 {
+			t.Fatalf("%s with token %q: %d %s", p, tok, code, body)
 		}
-		testkit.Eventually(t, 5*time.Second, func() error {
-			code, hdr, body := get(t, l.Base("acme")+p, "tok-a")
-			if code != 200 || !strings.HasPrefix(hdr.Get("Cache-Control"), "private") {
-				return fmt.Errorf("%s with the tenant's token: %d %q %s", p, code, hdr.Get("Cache-Control"), body)
-			}
-			return nil
-		})
+	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		code, hdr, body := get(t, l.Base("acme")+p, "tok-a")
+		if code != 200 || !strings.HasPrefix(hdr.Get("Cache-Control"), "private") {
+			return fmt.Errorf("%s with the tenant's token: %d %q %s", p, code, hdr.Get("Cache-Control"), body)
+		}
+		return nil
+	})
+	code, hdr, body := get(t, l.Base("acme")+"/tile/0/000.p/1", "")
+	if code != 200 || len(body) != 32 || !strings.HasPrefix(hdr.Get("Cache-Control"), "public") {
+		t.Fatalf("hash tile without a token: %d %q %d bytes", code, hdr.Get("Cache-Control"), len(body))
 	}
 }
 

@@ -456,6 +456,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 	}
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store, Telemetry: s.cfg.Telemetry}
+	if err := s.withNotes(cp, t.LogID, t.ID, seq.Tree()); err != nil { // C2SP checkpoints (c2sp.go)
+		return err
+	}
 	if err := cp.Load(); err != nil {
 		return err
 	}
@@ -748,7 +751,9 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 	t, _ := st.view.Tenant(id)
 	return &logserver.Tenant{
 		ID: id, LogID: t.LogID, Tree: tree, Signer: s.cfg.Signer, Keys: s.cfg.Keys,
-		Authorize: func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
+		Authorize:      func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
+		CheckpointNote: s.hostedNote(id), // c2sp.go
+		Public:         func() bool { cur, _ := st.view.Tenant(id); return cur.Public },
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
 			if err != nil {

@@ -100,12 +100,13 @@ type Config struct {
 	// (SPEC.md's --trust-proxy); the zero value counts the peer's address, right when
 	// clients connect directly.
 	TrustProxy httplimits.Proxy
-	// NoteKey, when set (the in-process log key), also publishes every checkpoint as a
-	// C2SP signed note (Dir/<tenant>/checkpoint) and has it cosigned by the C2SP
-	// tlog-witnesses in Witnesses. Nil: SPEC.md's checkpoints only.
+	// Every checkpoint is also published as a C2SP signed note (Dir/<tenant>/checkpoint,
+	// and in hosted mode the database), signed by Signer's key (in process, or through
+	// the signer service), or by NoteKey when set, and cosigned by the C2SP
+	// tlog-witnesses in Witnesses (their base URLs).
 	NoteKey *signer.Key
-	// Witnesses are C2SP tlog-witness base URLs (POST <url>/add-checkpoint), used with
-	// NoteKey; none: no cosignatures.
+	// Witnesses are C2SP tlog-witness base URLs (POST <url>/add-checkpoint); none: no
+	// cosignatures.
 	Witnesses []string
 	// Actor names who starts the service in the audit trail ("<user>@<host>" for the
 	// command line); default "svc log".
@@ -347,24 +348,15 @@ func (s *Service) startLogFile(ctx, runCtx context.Context, js jetstream.JetStre
 }
 
 // newCheckpointer loads the tenant's checkpointer, with C2SP checkpoints (and the
-// verifier key beside them) when the service has a note key.
+// verifier key beside them) when its signer can sign notes (c2sp.go).
 func (s *Service) newCheckpointer(spec TenantSpec, seq *sequencer.Sequencer) (*projections.Checkpointer, error) {
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: spec.ID, LogID: spec.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
 		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, Telemetry: s.cfg.Telemetry}
-	if s.cfg.NoteKey != nil {
-		origin := projections.DefaultOrigin(spec.LogID, s.cfg.NoteKey.KeyID(), spec.ID)
-		ns, err := projections.NewNoteSigner(origin, s.cfg.NoteKey)
-		if err != nil {
-			return nil, err
-		}
-		cp.Note, cp.Witnesses = ns, s.cfg.Witnesses
-		if err := os.MkdirAll(filepath.Join(s.cfg.CheckpointDir, spec.ID), 0o755); err != nil {
-			return nil, err
-		}
-		if err := receipt.WriteFileAtomic(filepath.Join(s.cfg.CheckpointDir, spec.ID, "checkpoint.vkey"), []byte(ns.VerifierKey()+"\n"), 0o644); err != nil {
-			return nil, err
-		}
-		s.cfg.Logger.Info("C2SP checkpoints", "tenant", spec.ID, "origin", origin, "vkey", ns.VerifierKey(), "witnesses", len(s.cfg.Witnesses))
+	if err := s.withNotes(cp, spec.LogID, spec.ID, seq.Tree()); err != nil { // C2SP checkpoints (c2sp.go)
+		return nil, err
+	}
+	if cp.Note != nil {
+		s.cfg.Logger.Info("C2SP checkpoints", "tenant", spec.ID, "vkey", cp.Note.VerifierKey(), "witnesses", len(s.cfg.Witnesses))
 	}
 	return cp, cp.Load()
 }

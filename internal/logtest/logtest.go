@@ -49,6 +49,8 @@ type Options struct {
 	Signer receipt.EnvelopeSigner
 	// Notes also publishes checkpoints as C2SP signed notes, signed with Key.
 	Notes bool
+	// Witnesses are C2SP tlog-witness base URLs that cosign each C2SP checkpoint.
+	Witnesses []string
 	// Dir is the service's directory; default t.TempDir().
 	Dir string
 	// NATSURL is a broker to use instead of the embedded one.
@@ -125,7 +127,7 @@ func Start(t testing.TB, o Options) *Log {
 		DataDir: filepath.Join(o.Dir, "data"), NATSURL: o.NATSURL, Signer: sg, NoteKey: noteKey,
 		Keys:    func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		Tenants: specs, CheckpointDir: l.CheckpointDir, CheckpointEvery: time.Hour,
-		AppendTimeout: o.AppendTimeout, NoSync: true, Logger: logger, Telemetry: o.Telemetry,
+		AppendTimeout: o.AppendTimeout, NoSync: true, Logger: logger, Telemetry: o.Telemetry, Witnesses: o.Witnesses,
 	})
 	if err != nil {
 		t.Fatal(err)

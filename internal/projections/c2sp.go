@@ -70,6 +70,11 @@ func (s *NoteSigner) Name() string                    { return s.name }
 func (s *NoteSigner) KeyHash() uint32                 { return s.hash }
 func (s *NoteSigner) Sign(msg []byte) ([]byte, error) { return s.key.Sign(msg), nil }
 
+// SignCheckpoint signs the checkpoint at size with root (NoteSigning).
+func (s *NoteSigner) SignCheckpoint(_ context.Context, size uint64, root merkle.Hash) ([]byte, error) {
+	return SignCheckpointNote(s, size, root)
+}
+
 // VerifierKey is the note verifier key a witness is configured with.
 func (s *NoteSigner) VerifierKey() string { return s.vkey }
 
@@ -95,16 +100,10 @@ func (e *ErrWitnessConflict) Error() string {
 // (POST <witness>/add-checkpoint) with a consistency proof from oldSize, and returns
 // the cosignature lines it answers with.
 func AddCheckpoint(ctx context.Context, client *http.Client, witness string, oldSize uint64, proof []merkle.Hash, signedNote []byte) ([]byte, error) {
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "old %d\n", oldSize)
-	for _, h := range proof {
-		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
-	}
-	b.WriteString("\n")
-	b.Write(signedNote)
+	b := bytes.NewBuffer(AddCheckpointBody(oldSize, proof, signedNote))
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(witness, "/")+"/add-checkpoint", &b)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(witness, "/")+"/add-checkpoint", b)
 	if err != nil {
 		return nil, err
 	}
@@ -128,6 +127,19 @@ func AddCheckpoint(ctx context.Context, client *http.Client, witness string, old
 		return nil, &ErrWitnessConflict{Size: n}
 	}
 	return nil, fmt.Errorf("witness %s answered %s: %s", witness, resp.Status, strings.TrimSpace(string(body)))
+}
+
+// AddCheckpointBody is a C2SP add-checkpoint request body: the old size line, the
+// proof lines, a blank line and the signed note.
+func AddCheckpointBody(oldSize uint64, proof []merkle.Hash, signedNote []byte) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "old %d\n", oldSize)
+	for _, h := range proof {
+		b.WriteString(base64.StdEncoding.EncodeToString(h[:]) + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(signedNote)
+	return b.Bytes()
 }
 
 // cosign asks each witness to cosign the note and appends what they answer.

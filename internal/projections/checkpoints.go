@@ -47,7 +47,7 @@ type Checkpointer struct {
 	// Note, when set, also publishes each checkpoint as a C2SP signed note in
 	// Dir/<tenant>/checkpoint, cosigned by each C2SP tlog-witness in Witnesses
 	// (their cosignature lines are appended to the note).
-	Note       *NoteSigner
+	Note       NoteSigning
 	Witnesses  []string // witness base URLs (POST <url>/add-checkpoint)
 	HTTPClient *http.Client
 	witnessed  map[string]uint64 // the size each witness last cosigned
@@ -68,6 +68,21 @@ type CheckpointDB interface {
 	CheckpointAt(ctx context.Context, tenant string, size uint64) (*client.CheckpointFile, error)
 	PutCheckpoint(ctx context.Context, cp client.CheckpointFile) error
 	ThinCheckpoints(ctx context.Context, tenant string) (int, error)
+}
+
+// CheckpointNoteDB is a CheckpointDB that also keeps each tenant's latest C2SP
+// checkpoint note (cosignatures included), so that any process serves it.
+type CheckpointNoteDB interface {
+	PutCheckpointNote(ctx context.Context, tenant string, size uint64, note []byte) error
+}
+
+// NoteSigning signs a tenant's C2SP checkpoints: NoteSigner in process, the signer
+// service's note signer (signer/remote) in database mode.
+type NoteSigning interface {
+	// SignCheckpoint returns the signed note of the checkpoint at size with root.
+	SignCheckpoint(ctx context.Context, size uint64, root merkle.Hash) ([]byte, error)
+	// VerifierKey is the note verifier key witnesses and clients are given.
+	VerifierKey() string
 }
 
 // Load reads the checkpoints already published.
@@ -296,14 +311,21 @@ func (c *Checkpointer) publish(ctx context.Context, cp client.CheckpointFile, ro
 	if c.Note == nil {
 		return nil
 	}
-	signed, err := SignCheckpointNote(c.Note, cp.TreeSize, root)
+	signed, err := c.Note.SignCheckpoint(ctx, cp.TreeSize, root)
 	if err != nil {
-		return err
+		return fmt.Errorf("C2SP checkpoint: %w", err)
 	}
 	if c.witnessed == nil {
 		c.witnessed = map[string]uint64{}
 	}
-	return receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint"), c.cosign(ctx, cp.TreeSize, signed), 0o644)
+	signed = c.cosign(ctx, cp.TreeSize, signed)
+	if db, ok := c.DB.(CheckpointNoteDB); ok {
+		// Every process of a hosted log serves it from there (GET /checkpoint).
+		if err := db.PutCheckpointNote(ctx, c.Tenant, cp.TreeSize, signed); err != nil {
+			return fmt.Errorf("checkpoint store: C2SP checkpoint: %w", err)
+		}
+	}
+	return receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint"), signed, 0o644)
 }
 
 // Since lists the checkpoints with treeSize > since, ascending.

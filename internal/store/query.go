@@ -180,3 +180,24 @@ func (s *Store) ThinCheckpoints(ctx context.Context, tenant string) (int, error)
 }
 
 var _ = pgx.ErrNoRows
+
+// PutCheckpointNote records tenant's C2SP checkpoint note of size: it replaces the
+// one held unless that one is of a larger size (a process behind never moves the
+// published checkpoint back).
+func (s *Store) PutCheckpointNote(ctx context.Context, tenant string, size uint64, note []byte) error {
+	_, err := s.Pool.Exec(ctx, `INSERT INTO checkpoint_notes (tenant_id, tree_size, note) VALUES ($1, $2, $3)
+		ON CONFLICT (tenant_id) DO UPDATE SET tree_size = excluded.tree_size, note = excluded.note, updated_at = now()
+		WHERE checkpoint_notes.tree_size <= excluded.tree_size`, tenant, int64(size), note)
+	return err
+}
+
+// LatestCheckpointNote is tenant's latest C2SP checkpoint note; nil when none is
+// published.
+func (s *Store) LatestCheckpointNote(ctx context.Context, tenant string) ([]byte, error) {
+	var note []byte
+	err := s.Pool.QueryRow(ctx, `SELECT note FROM checkpoint_notes WHERE tenant_id = $1`, tenant).Scan(&note)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return note, err
+}

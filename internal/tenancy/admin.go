@@ -136,6 +136,22 @@ func (a *Admin) SetPlan(ctx context.Context, actor, id, plan string) (Tenant, er
 	return a.existing(ctx, id)
 }
 
+// SetPublic opts a tenant's log public (its entry bundles served without a token)
+// or back private; an audited event like every other.
+func (a *Admin) SetPublic(ctx context.Context, actor, id string, public bool) (Tenant, error) {
+	if _, err := a.existing(ctx, id); err != nil {
+		return Tenant{}, err
+	}
+	detail := "log made private: entry bundles need a token"
+	if public {
+		detail = "log made public: entry bundles need no token"
+	}
+	if err := a.publish(ctx, &Event{AuditEntry: client.AuditEntry{Actor: actor, Action: ActionLogPublic, TenantID: id, Detail: detail}, Public: &public}, nil); err != nil {
+		return Tenant{}, err
+	}
+	return a.existing(ctx, id)
+}
+
 // AddToken makes a new token for a tenant: 64 hex characters, returned once; only
 // its hash is recorded. A tenant with MaxLiveTokens live tokens gets
 // ErrTooManyTokens. The count holds under concurrency, across processes: the event

@@ -15,6 +15,10 @@ const (
 	ActionTokenAdd      = "token.add"
 	ActionTokenRevoke   = "token.revoke"
 	ActionPlanSet       = "plan.set"
+	// ActionLogPublic opts a tenant's log public, or back private (Event.Public): its
+	// C2SP entry bundles are then served without a token. Checkpoints and hash tiles
+	// are public either way. Independent of the plan.
+	ActionLogPublic = "log.public"
 )
 
 // Plans (SPEC.md, "Limits").
@@ -50,6 +54,7 @@ type Event struct {
 	Plan      string `json:"plan,omitempty"`      // tenant.add (initial plan), plan.set
 	Label     string `json:"label,omitempty"`     // token.add
 	TokenHash string `json:"tokenHash,omitempty"` // token.add, token.revoke: hex SHA-256 of the token
+	Public    *bool  `json:"public,omitempty"`    // log.public
 }
 
 // MaxEventBytes caps one event on the stream.

@@ -20,10 +20,13 @@ import (
 
 // Tenant is a tenant as the view folds it.
 type Tenant struct {
-	ID        string  `json:"id"`
-	LogID     string  `json:"logId,omitempty"`
-	Plan      string  `json:"plan"`
-	Disabled  bool    `json:"disabled"`
+	ID       string `json:"id"`
+	LogID    string `json:"logId,omitempty"`
+	Plan     string `json:"plan"`
+	Disabled bool   `json:"disabled"`
+	// Public: the tenant opted its log public (log.public): its entry bundles need
+	// no token.
+	Public    bool    `json:"public,omitempty"`
 	CreatedAt string  `json:"createdAt"`
 	Tokens    []Token `json:"-"`
 	// Seq is the stream sequence of the tenant's last event the view applied.
@@ -253,6 +256,10 @@ func (v *View) Apply(seq uint64, e Event) {
 	case ActionPlanSet:
 		if t != nil && e.Plan != "" {
 			t.Plan = e.Plan
+		}
+	case ActionLogPublic:
+		if t != nil && e.Public != nil {
+			t.Public = *e.Public
 		}
 	case ActionTokenAdd:
 		if t != nil && e.TokenHash != "" {

@@ -324,8 +324,12 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeJSONBytes(w, status, body)
 		return append(attrs, slog.String("error", msg))
 	}
-	env := receipt.Sign(req.PayloadType, req.Payload, s.key)
-	out, err := json.Marshal(env)
+	var out []byte
+	if req.PayloadType == PayloadCheckpointNote { // the text itself (note.go)
+		out, err = json.Marshal(NoteSignature{Signature: s.key.Sign(req.Payload)})
+	} else {
+		out, err = json.Marshal(receipt.Sign(req.PayloadType, req.Payload, s.key))
+	}
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "encoding the envelope failed")
 		return append(attrs, slog.String("error", err.Error()))
@@ -432,11 +436,21 @@ func ParseSignRequest(body []byte) (*SignRequest, *receipt.TreeHead, error) {
 	if req.PayloadType == "" {
 		return nil, nil, errors.New("payloadType is missing")
 	}
-	if req.PayloadType != receipt.PayloadTreeHead {
-		return nil, nil, fmt.Errorf("payloadType %q is refused: this signer signs only tree heads (%s)", req.PayloadType, receipt.PayloadTreeHead)
+	if req.PayloadType != receipt.PayloadTreeHead && req.PayloadType != PayloadCheckpointNote {
+		return nil, nil, fmt.Errorf("payloadType %q is refused: this signer signs only tree heads (%s) and C2SP checkpoints (%s)", req.PayloadType, receipt.PayloadTreeHead, PayloadCheckpointNote)
 	}
 	if len(req.Payload) == 0 {
 		return nil, nil, errors.New("payload is missing or empty")
+	}
+	if req.PayloadType == PayloadCheckpointNote {
+		th, err := checkpointHead(req.Payload)
+		if err == nil {
+			err = checkRequestExtras(&req)
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return &req, th, nil
 	}
 	th, err := receipt.DecodeTreeHead(&receipt.Envelope{PayloadType: req.PayloadType, Payload: req.Payload})
 	if err != nil {

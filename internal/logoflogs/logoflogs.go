@@ -1,0 +1,175 @@
+// Package logoflogs is the "log of logs" (docs/design/c2sp.md): one C2SP log whose
+// leaves are the tenants' signed checkpoints, checkpointed and sent to the C2SP
+// witnesses once per interval, so that any number of tenants costs one add-checkpoint
+// request per interval of the public witness network's budget; a tenant's checkpoint is
+// proved witnessed by its inclusion in a cosigned checkpoint of the log of logs.
+//
+// Leaf i is the bytes of a tenant's signed checkpoint note as the tenant published it;
+// a tenant whose checkpoint changed gets a new leaf (the log only grows), and Proof
+// names the tenant's latest. This package is the mechanism; serving it (routes, the
+// database of a hosted log) is not built yet.
+package logoflogs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"svc.dev/svc/internal/projections"
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/witness"
+)
+
+// Log is a log of logs.
+type Log struct {
+	tree      *merkle.Tree
+	signer    projections.NoteSigning
+	witnesses []string
+	client    *http.Client
+
+	mu        sync.Mutex
+	latest    map[string]uint64 // tenant → index of its latest leaf
+	leaves    [][]byte          // leaf bytes by index
+	witnessed map[string]uint64 // witness → the size it cosigned
+	note      []byte            // the latest checkpoint, cosignatures included
+}
+
+// New is an empty log of logs signed by signer (its origin is the log of logs') and
+// cosigned by the C2SP witnesses at witnesses (base URLs).
+func New(signer projections.NoteSigning, witnesses []string, client *http.Client) (*Log, error) {
+	tree, err := merkle.NewTree(merkle.NewMemoryStore())
+	if err != nil {
+		return nil, err
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
+	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}, nil
+}
+
+// Interval appends a leaf for each tenant whose checkpoint differs from its latest
+// leaf, signs the log of logs' checkpoint and sends it to each witness: one request a
+// witness, however many tenants changed. It returns the cosigned checkpoint (nil when
+// nothing changed) and the witnesses that did not cosign, with why.
+func (l *Log) Interval(ctx context.Context, checkpoints map[string][]byte) ([]byte, map[string]error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var hashes []merkle.Hash
+	var names []string
+	for tenant, cp := range checkpoints {
+		if i, ok := l.latest[tenant]; ok && bytes.Equal(l.leaves[i], cp) {
+			continue
+		}
+		hashes = append(hashes, merkle.LeafHash(cp))
+		names = append(names, tenant)
+	}
+	if len(hashes) == 0 {
+		return nil, nil, nil
+	}
+	first, err := l.tree.AppendBatch(hashes)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, tenant := range names {
+		l.latest[tenant] = first + uint64(i)
+		l.leaves = append(l.leaves, checkpoints[tenant])
+	}
+	size := l.tree.Size()
+	root, err := l.tree.RootAt(size)
+	if err != nil {
+		return nil, nil, err
+	}
+	signed, err := l.signer.SignCheckpoint(ctx, size, root)
+	if err != nil {
+		return nil, nil, err
+	}
+	failed := map[string]error{}
+	for _, w := range l.witnesses {
+		lines, err := l.cosign(ctx, w, size, signed)
+		if err != nil {
+			failed[w] = err
+			continue
+		}
+		signed = append(signed, lines...)
+	}
+	l.note = signed
+	return signed, failed, nil
+}
+
+// cosign sends the checkpoint of size to witness w, with a proof from the size it
+// holds (learned from a 409 when unknown).
+func (l *Log) cosign(ctx context.Context, w string, size uint64, signed []byte) ([]byte, error) {
+	old := l.witnessed[w]
+	for range 2 {
+		var proof []merkle.Hash
+		if old > 0 && old < size {
+			var err error
+			if proof, err = l.tree.ConsistencyProof(old, size); err != nil {
+				return nil, err
+			}
+		}
+		lines, err := projections.AddCheckpoint(ctx, l.client, w, old, proof, signed)
+		var conflict *projections.ErrWitnessConflict
+		if errors.As(err, &conflict) && conflict.Size <= size {
+			old = conflict.Size
+			continue
+		}
+		if err == nil {
+			l.witnessed[w] = size
+		}
+		return lines, err
+	}
+	return nil, fmt.Errorf("witness %s kept answering 409", w)
+}
+
+// Proof is what proves a tenant's checkpoint witnessed: the checkpoint (the leaf), its
+// index, the inclusion proof into the log of logs' checkpoint, and that checkpoint
+// with its cosignatures.
+type Proof struct {
+	Tenant     string
+	Checkpoint []byte // the tenant's signed checkpoint note
+	Index      uint64
+	Inclusion  []merkle.Hash
+	Witnessed  []byte // the log of logs' cosigned checkpoint
+}
+
+// Proof proves tenant's latest checkpoint included in the latest checkpoint of the log
+// of logs.
+func (l *Log) Proof(tenant string) (*Proof, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i, ok := l.latest[tenant]
+	if !ok || l.note == nil {
+		return nil, fmt.Errorf("tenant %q has no checkpoint in the log of logs yet", tenant)
+	}
+	size := uint64(len(l.leaves))
+	inc, err := l.tree.InclusionProof(i, size)
+	if err != nil {
+		return nil, err
+	}
+	return &Proof{Tenant: tenant, Checkpoint: l.leaves[i], Index: i, Inclusion: inc, Witnessed: l.note}, nil
+}
+
+// Verify checks p: the log of logs' checkpoint under policy (signed by a log of the
+// policy, cosigned by its quorum), the tenant's checkpoint included in it, and signed
+// by the tenant's log key tenantLog. It returns the tenant's checkpoint size and root,
+// which the tenant's own proofs (inclusion of a receipt's leaf, consistency) reach.
+func Verify(p *Proof, policy *witness.Policy, tenantLog note.Verifier) (uint64, merkle.Hash, error) {
+	c, err := policy.VerifyCheckpoint(p.Witnessed, nil)
+	if err != nil {
+		return 0, merkle.Hash{}, fmt.Errorf("log of logs: %w", err)
+	}
+	if err := merkle.VerifyInclusion(p.Index, c.Size, merkle.LeafHash(p.Checkpoint), p.Inclusion, c.Root); err != nil {
+		return 0, merkle.Hash{}, fmt.Errorf("the tenant's checkpoint is not in the log of logs at %d: %w", p.Index, err)
+	}
+	n, err := note.Open(p.Checkpoint, note.VerifierList(tenantLog))
+	if err != nil {
+		return 0, merkle.Hash{}, fmt.Errorf("the tenant's checkpoint: %w", err)
+	}
+	return witness.ParseCheckpointBody(n.Text)
+}
