@@ -79,10 +79,14 @@ type Config struct {
 	// Authorize, when set (a server whose tenants start on demand: the
 	// database-backed server), decides whether a bearer token is one of tenant id's
 	// before the tenant is looked up, started or touched, on every route that needs a
-	// token (append, /add, leaves, usage, audit, tiles): a missing, wrong or other
+	// token (append, /add, leaves, usage, audit, entry bundles): a missing, wrong or other
 	// tenant's token is 401 and never starts a tenant nor keeps one active. mayAsk is
 	// the request's address's budget of broker rechecks, as for Tenant.Authorize.
 	Authorize func(id, token string, mayAsk func() bool) bool
+	// PublicEntries, when set with Authorize, says whether tenant id opted its log
+	// public (its entry bundles need no token), known without starting the tenant;
+	// nil: no tenant's entry bundles are public before it starts.
+	PublicEntries func(id string) bool
 	// Touch, when set, is told of every request to a tenant the server serves: the
 	// database-backed server keeps a tenant active while it is used.
 	Touch func(id string)

@@ -47,12 +47,17 @@ const (
 //
 // Hash tiles are public (they start a tenant like /head does); entry bundles need the
 // tenant's token, checked before the tenant is looked up or started (Config.Authorize).
-// The hosted log serves no entry bundles yet; when it does, its Authorize must let a
-// tenant's public opt-in (Tenant.Public) through.
+// A tenant that opted its log public (Config.PublicEntries) serves its bundles like
+// its hash tiles.
 func (s *Server) tileRoutes() {
 	public, private := s.tenantRoute(s.tile, false), s.tenantRoute(s.tile, true)
 	h := func(w http.ResponseWriter, r *http.Request) {
-		if p, err := ParseTilePath(r.PathValue("path")); err == nil && p.Entries {
+		id := r.PathValue("tenant")
+		if id == "" {
+			id = DefaultTenant
+		}
+		open := s.cfg.PublicEntries != nil && s.cfg.PublicEntries(id)
+		if p, err := ParseTilePath(r.PathValue("path")); err == nil && p.Entries && !open {
 			private(w, r)
 			return
 		}

@@ -141,7 +141,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true, Telemetry: s.cfg.Telemetry,
-		Lookup: s.lookup, Authorize: st.authorize, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
+		Lookup: s.lookup, Authorize: st.authorize, PublicEntries: st.publicEntries, Touch: st.touch, Problems: st.problems, Signer: s.cfg.Signer,
 		Broker: s.brokerState, Alarm: st.alarm}); err != nil {
 		return err
 	}
@@ -190,6 +190,13 @@ func (st *hostedState) authorize(id, token string, mayAsk func() bool) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	return st.catchUp(ctx, id) && st.view.Authorized(id, token)
+}
+
+// publicEntries says whether tenant id opted its log public (Tenant.Public), from the
+// view, without starting it.
+func (st *hostedState) publicEntries(id string) bool {
+	t, ok := st.view.Tenant(id)
+	return ok && t.Public
 }
 
 // catchUp waits until the view applied the newest administrative event of tenant
