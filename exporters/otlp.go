@@ -51,7 +51,7 @@ type OTLP struct {
 // NewOTLP reads the header variables named in cfg.HeadersEnv (a missing one is an
 // error naming the field) and makes the exporter. getenv nil means os.LookupEnv.
 func NewOTLP(cfg OTelConfig, client *http.Client, getenv func(string) (string, bool)) (*OTLP, error) {
-	if err := (Config{OTel: &cfg}).Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	h := http.Header{}

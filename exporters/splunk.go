@@ -62,7 +62,7 @@ type HECFields struct {
 // NewSplunk reads the token from the variable named by cfg.TokenEnv (missing: an
 // error naming the field) and makes the exporter. getenv nil means os.LookupEnv.
 func NewSplunk(cfg SplunkConfig, client *http.Client, getenv func(string) (string, bool)) (*Splunk, error) {
-	if err := (Config{Splunk: &cfg}).Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	tok, err := lookupEnv(getenv, "splunk.tokenEnv", cfg.TokenEnv)

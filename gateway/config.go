@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/pipeline"
 )
 
 // MaxConfigSize caps the config file.
@@ -61,12 +63,12 @@ type Config struct {
 	LogFile string           `json:"logFile,omitempty"`
 	Log     *RemoteLogConfig `json:"log,omitempty"`
 
-	// Otel, { url, headersEnv?, serviceName? }, exports every receipt as an OTLP/HTTP
-	// span; Splunk, { url, tokenEnv, index?, source?, sourcetype?, host? }, to an HTTP
-	// Event Collector. Both optional; see package exporters. An export never blocks or
-	// fails a receipt.
-	Otel   json.RawMessage `json:"otel,omitempty"`
-	Splunk json.RawMessage `json:"splunk,omitempty"`
+	// Config holds the exporters' fields, one per kind of exporter (package
+	// exporters owns the list): otel, { url, headersEnv?, serviceName? }, exports every
+	// receipt as an OTLP/HTTP span; splunk, { url, tokenEnv, index?, source?,
+	// sourcetype?, host? }, to an HTTP Event Collector. All optional. An export never
+	// blocks or fails a receipt.
+	exporters.Config
 
 	dir string // the config file's directory
 }
@@ -96,20 +98,11 @@ type FactConfig struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
-// RemoteLogConfig is a remote log: a log server over HTTP (URL) or the pipeline's
-// request/reply over NATS (NATS). Exactly one of URL and NATS.
+// RemoteLogConfig is a remote log (pipeline.LogConfig: a log server over HTTP, URL,
+// or the pipeline's request/reply over NATS, NATS; exactly one of the two) and what
+// the gateway does with a receipt larger than one append takes.
 type RemoteLogConfig struct {
-	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
-	URL string `json:"url,omitempty"`
-	// TokenEnv names the environment variable holding the bearer token, read once at
-	// start. Optional.
-	TokenEnv string `json:"tokenEnv,omitempty"`
-	// HashOnly sends only the leaf hash; the log then cannot serve the receipt.
-	// Optional; default false.
-	HashOnly bool `json:"hashOnly,omitempty"`
-	// TimeoutMs bounds one append attempt, in milliseconds (three retries follow a
-	// timeout, a 429 or a 5xx). Optional; default 10000.
-	TimeoutMs int `json:"timeoutMs,omitempty"`
+	pipeline.LogConfig
 	// Oversize says what happens to a call whose receipt is larger than the log takes
 	// in one append (64 KB) before its result is added: "refuse" (the default) refuses
 	// it before forwarding, with no receipt; "hash" forwards it and appends its receipt
@@ -117,11 +110,6 @@ type RemoteLogConfig struct {
 	// the cap after the upstream acted is always appended by hash. Ignored with
 	// HashOnly. Optional.
 	Oversize string `json:"oversize,omitempty"`
-	// NATS is a NATS server URL where the log's sequencer runs (fleets), instead of
-	// URL.
-	NATS string `json:"nats,omitempty"`
-	// Tenant is the tenant appended to over NATS. Optional; default "default".
-	Tenant string `json:"tenant,omitempty"`
 }
 
 // LoadConfig reads and checks a config file.
@@ -234,7 +222,7 @@ func (c *Config) checkLog(p *problems) {
 		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
 			p.add("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
 		}
-		if c.Log.TimeoutMs < 0 {
+		if c.Log.TimeoutMs != nil && *c.Log.TimeoutMs < 0 {
 			p.add("log.timeoutMs must be positive")
 		}
 	}

@@ -41,8 +41,9 @@
 // Streamable HTTP, or a REST API, behind one interface; a stdio upstream's tools/call
 // takes a fast path of its own (child.go there).
 //
-// Log: oversize.go (capLog, a remote log whose appends are capped); the log itself is
-// opened in new.go.
+// Log: oversize.go (capLog, a remote log whose appends are capped); the log itself
+// (a file, HTTP or NATS) is opened by pipeline.OpenLog, the SDK's opener too, from
+// the config's logFile or log (pipeline.LogConfig).
 //
 // Below both ends, package wire (gateway/internal/wire) writes whole lines and scans
 // JSON objects of the usual shape. Imports run one way: fronts -> fast paths -> core ->

@@ -2,10 +2,8 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 
-	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -36,13 +34,3 @@ func (l *capLog) Append(ctx context.Context, leaf []byte) (*receipt.Proof, error
 	l.log.Info("receipt larger than the log's append cap: appended by its hash; the bundle file is the full copy", "bytes", len(leaf))
 	return l.byHash.Append(ctx, leaf)
 }
-
-// httpAppendFits reports whether the append body {"leaf": <leaf as a JSON string>}
-// is within the log server's cap.
-func httpAppendFits(leaf []byte) bool {
-	q, err := json.Marshal(string(leaf))
-	return err == nil && len(`{"leaf":}`)+len(q) <= pipeline.MaxLeafBytes
-}
-
-// natsAppendFits reports whether a leaf is within the pipeline's cap.
-func natsAppendFits(leaf []byte) bool { return len(leaf) <= pipeline.MaxLeafBytes }
