@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -121,8 +120,7 @@ func loadWitness(ctx context.Context, base, tenant string, newer *receipt.Envelo
 	var cp struct {
 		Envelope *receipt.Envelope `json:"envelope"`
 	}
-	u2 := fmt.Sprintf("%s/%s/%d.json", base, url.PathEscape(tenant), th.TreeSize)
-	if err := client.GetJSON(ctx, nil, u2, &cp); err != nil {
+	if err := client.GetJSON(ctx, nil, client.CheckpointURL(base, tenant, th.TreeSize), &cp); err != nil {
 		// No countersigned checkpoint at that size: the check then fails with its reason.
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -185,7 +184,7 @@ func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conforman
 	var cp struct {
 		Envelope *receipt.Envelope `json:"envelope"`
 	}
-	if err := client.GetJSON(ctx, nil, base+"/"+url.PathEscape(tenant)+"/latest.json", &cp); err != nil {
+	if err := client.GetJSON(ctx, nil, client.LatestCheckpointURL(base, tenant), &cp); err != nil {
 		return fmt.Errorf("witness checkpoint: %w", err)
 	}
 	opts.WitnessHead = cp.Envelope
