@@ -65,9 +65,10 @@ type LogOptions struct {
 	Name string
 	// HTTPClient makes an HTTP log's requests. Optional; default a fresh client.
 	HTTPClient *http.Client
-	// Env reads the environment variable a config field names (log.tokenEnv).
-	// Optional; default os.LookupEnv, an unset or empty variable an error naming the
-	// field and the variable.
+	// Getenv reads the environment for log.tokenEnv: an unset or empty variable is an
+	// error naming the field and the variable. Optional; default os.LookupEnv.
+	Getenv func(string) (string, bool)
+	// Env, when set, reads the variable instead of Getenv, with its own error.
 	Env func(field, name string) (string, error)
 }
 
@@ -112,7 +113,7 @@ func OpenLog(file string, c *LogConfig, o LogOptions) (*OpenedLog, error) {
 	if c.TokenEnv != "" {
 		env := o.Env
 		if env == nil {
-			env = lookupEnv
+			env = func(field, name string) (string, error) { return lookupEnv(o.Getenv, field, name) }
 		}
 		v, err := env("log.tokenEnv", c.TokenEnv)
 		if err != nil {
@@ -126,8 +127,12 @@ func OpenLog(file string, c *LogConfig, o LogOptions) (*OpenedLog, error) {
 	return openNATSLog(c, token, o.Name)
 }
 
-func lookupEnv(field, name string) (string, error) {
-	v, ok := os.LookupEnv(name)
+// lookupEnv reads a variable that must be set and non-empty.
+func lookupEnv(getenv func(string) (string, bool), field, name string) (string, error) {
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	v, ok := getenv(name)
 	if !ok || v == "" {
 		return "", fmt.Errorf("%s: environment variable %s is not set", field, name)
 	}

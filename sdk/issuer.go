@@ -193,14 +193,7 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 // HTTP, or the pipeline over NATS (whose connection the exporters share). close
 // releases it.
 func openLog(c *Config, key *signer.Key, getenv func(string) (string, bool), hc *http.Client) (receipt.Log, LogInfo, *nats.Conn, func(context.Context) error, error) {
-	env := func(field, name string) (string, error) {
-		v, ok := getenv(name)
-		if !ok || v == "" {
-			return "", fmt.Errorf("%s: environment variable %s is not set", field, name)
-		}
-		return v, nil
-	}
-	l, err := pipeline.OpenLog(c.LogFile, c.Log, pipeline.LogOptions{Key: key, Name: "svc sdk " + c.AgentID, HTTPClient: hc, Env: env})
+	l, err := pipeline.OpenLog(c.LogFile, c.Log, pipeline.LogOptions{Key: key, Name: "svc sdk " + c.AgentID, HTTPClient: hc, Getenv: getenv})
 	if err != nil {
 		return nil, LogInfo{}, nil, nil, err
 	}
