@@ -3,7 +3,6 @@ package exporters
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 )
@@ -133,18 +132,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// lookupEnv reads a variable that must be set and non-empty.
-func lookupEnv(getenv func(string) (string, bool), field, name string) (string, error) {
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	v, ok := getenv(name)
-	if !ok || v == "" {
-		return "", fmt.Errorf("%s: environment variable %s is not set", field, name)
-	}
-	return v, nil
 }
 
 // join appends path to a base URL, with exactly one slash between.

@@ -15,6 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -56,7 +57,7 @@ func NewOTLP(cfg OTelConfig, client *http.Client, getenv func(string) (string, b
 	}
 	h := http.Header{}
 	for _, name := range sortedKeys(cfg.HeadersEnv) {
-		v, err := lookupEnv(getenv, "otel.headersEnv."+name, cfg.HeadersEnv[name])
+		v, err := pipeline.ConfigEnv(getenv, "otel.headersEnv."+name, cfg.HeadersEnv[name])
 		if err != nil {
 			return nil, err
 		}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"svc.dev/svc/pipeline"
 )
 
 // Splunk exports one event per receipt to a Splunk HTTP Event Collector: POST
@@ -65,7 +67,7 @@ func NewSplunk(cfg SplunkConfig, client *http.Client, getenv func(string) (strin
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	tok, err := lookupEnv(getenv, "splunk.tokenEnv", cfg.TokenEnv)
+	tok, err := pipeline.ConfigEnv(getenv, "splunk.tokenEnv", cfg.TokenEnv)
 	if err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ func OpenLog(file string, c *LogConfig, o LogOptions) (*OpenedLog, error) {
 	if c.TokenEnv != "" {
 		env := o.Env
 		if env == nil {
-			env = func(field, name string) (string, error) { return lookupEnv(o.Getenv, field, name) }
+			env = func(field, name string) (string, error) { return ConfigEnv(o.Getenv, field, name) }
 		}
 		v, err := env("log.tokenEnv", c.TokenEnv)
 		if err != nil {
@@ -127,8 +127,10 @@ func OpenLog(file string, c *LogConfig, o LogOptions) (*OpenedLog, error) {
 	return openNATSLog(c, token, o.Name)
 }
 
-// lookupEnv reads a variable that must be set and non-empty.
-func lookupEnv(getenv func(string) (string, bool), field, name string) (string, error) {
+// ConfigEnv reads the environment variable name that a config field names (the log's
+// tokenEnv, an exporter's tokenEnv or headersEnv) through getenv (nil: os.LookupEnv):
+// unset or empty is an error naming the field and the variable.
+func ConfigEnv(getenv func(string) (string, bool), field, name string) (string, error) {
 	if getenv == nil {
 		getenv = os.LookupEnv
 	}
