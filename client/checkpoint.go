@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
 
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
@@ -17,6 +20,23 @@ const MaxCheckpointSize = 1 << 20
 // LatestFile is the name of the latest checkpoint under <dir>/<tenant>/, for a log's
 // checkpoint directory and a witness's output alike.
 const LatestFile = "latest.json"
+
+// CheckpointURL is the address of tenant's published checkpoint at tree size size
+// under base, a log's checkpoints host or a witness's output (SPEC.md):
+// <base>/<tenant>/<size>.json.
+func CheckpointURL(base, tenant string, size uint64) string {
+	return checkpointURL(base, tenant, strconv.FormatUint(size, 10)+".json")
+}
+
+// LatestCheckpointURL is the address of tenant's latest published checkpoint under
+// base: <base>/<tenant>/latest.json.
+func LatestCheckpointURL(base, tenant string) string {
+	return checkpointURL(base, tenant, LatestFile)
+}
+
+func checkpointURL(base, tenant, file string) string {
+	return strings.TrimRight(base, "/") + "/" + url.PathEscape(tenant) + "/" + file
+}
 
 // CheckpointFile is the file form of a published checkpoint,
 // <dir>/<tenant>/<treeSize>.json and <dir>/<tenant>/latest.json.

@@ -3,13 +3,13 @@ package exporters
 import (
 	"fmt"
 	"net/url"
-	"os"
 	"sort"
 	"strings"
 )
 
-// Config holds the optional `otel` and `splunk` fields of a gateway or SDK config
-// (SPEC.md, "Gateway config"). Both may be set; neither means no export.
+// Config holds the exporters' fields of a gateway or SDK config (SPEC.md, "Gateway
+// config"), one per kind (kinds.go); both configs embed it. Any may be set; none
+// means no export.
 type Config struct {
 	OTel   *OTelConfig   `json:"otel,omitempty"`
 	Splunk *SplunkConfig `json:"splunk,omitempty"`
@@ -50,33 +50,51 @@ const (
 )
 
 // Empty reports whether no exporter is configured.
-func (c Config) Empty() bool { return c.OTel == nil && c.Splunk == nil }
+func (c Config) Empty() bool {
+	for _, k := range kinds {
+		if k.configured(c) {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the fields' form (not the environment); errors name the field.
 func (c Config) Validate() error {
-	if o := c.OTel; o != nil {
-		if err := checkURL("otel.url", o.URL); err != nil {
-			return err
-		}
-		for _, h := range sortedKeys(o.HeadersEnv) {
-			if !validHeaderName(h) {
-				return fmt.Errorf("otel.headersEnv: %q is not an HTTP header name", h)
-			}
-			if !validEnvName(o.HeadersEnv[h]) {
-				return fmt.Errorf("otel.headersEnv.%s: %q is not an environment variable name", h, o.HeadersEnv[h])
+	for _, k := range kinds {
+		if k.configured(c) {
+			if err := k.validate(c); err != nil {
+				return err
 			}
 		}
 	}
-	if s := c.Splunk; s != nil {
-		if err := checkURL("splunk.url", s.URL); err != nil {
-			return err
+	return nil
+}
+
+func (o *OTelConfig) validate() error {
+	if err := checkURL("otel.url", o.URL); err != nil {
+		return err
+	}
+	for _, h := range sortedKeys(o.HeadersEnv) {
+		if !validHeaderName(h) {
+			return fmt.Errorf("otel.headersEnv: %q is not an HTTP header name", h)
 		}
-		if s.TokenEnv == "" {
-			return fmt.Errorf("splunk.tokenEnv is required: the environment variable holding the collector token")
+		if !validEnvName(o.HeadersEnv[h]) {
+			return fmt.Errorf("otel.headersEnv.%s: %q is not an environment variable name", h, o.HeadersEnv[h])
 		}
-		if !validEnvName(s.TokenEnv) {
-			return fmt.Errorf("splunk.tokenEnv: %q is not an environment variable name", s.TokenEnv)
-		}
+	}
+	return nil
+}
+
+func (s *SplunkConfig) validate() error {
+	if err := checkURL("splunk.url", s.URL); err != nil {
+		return err
+	}
+	if s.TokenEnv == "" {
+		return fmt.Errorf("splunk.tokenEnv is required: the environment variable holding the collector token")
+	}
+	if !validEnvName(s.TokenEnv) {
+		return fmt.Errorf("splunk.tokenEnv: %q is not an environment variable name", s.TokenEnv)
 	}
 	return nil
 }
@@ -114,18 +132,6 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(ks)
 	return ks
-}
-
-// lookupEnv reads a variable that must be set and non-empty.
-func lookupEnv(getenv func(string) (string, bool), field, name string) (string, error) {
-	if getenv == nil {
-		getenv = os.LookupEnv
-	}
-	v, ok := getenv(name)
-	if !ok || v == "" {
-		return "", fmt.Errorf("%s: environment variable %s is not set", field, name)
-	}
-	return v, nil
 }
 
 // join appends path to a base URL, with exactly one slash between.

@@ -16,7 +16,7 @@ import (
 // ErrPermanent means that retrying the same request cannot succeed (the collector
 // said the request itself is bad); any other error is retried.
 type Exporter interface {
-	Name() string // "otel" or "splunk": names its queue, its durable consumer and its stderr lines
+	Name() string // its kind's config field (Kinds): names its queue, its durable consumer and its stderr lines
 	Send(ctx context.Context, recs []*Record) error
 }
 

@@ -15,6 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
@@ -51,12 +52,12 @@ type OTLP struct {
 // NewOTLP reads the header variables named in cfg.HeadersEnv (a missing one is an
 // error naming the field) and makes the exporter. getenv nil means os.LookupEnv.
 func NewOTLP(cfg OTelConfig, client *http.Client, getenv func(string) (string, bool)) (*OTLP, error) {
-	if err := (Config{OTel: &cfg}).Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	h := http.Header{}
 	for _, name := range sortedKeys(cfg.HeadersEnv) {
-		v, err := lookupEnv(getenv, "otel.headersEnv."+name, cfg.HeadersEnv[name])
+		v, err := pipeline.ConfigEnv(getenv, "otel.headersEnv."+name, cfg.HeadersEnv[name])
 		if err != nil {
 			return nil, err
 		}

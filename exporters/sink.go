@@ -104,25 +104,21 @@ func Build(cfg Config, client *http.Client, getenv func(string) (string, bool)) 
 		return nil, err
 	}
 	var out []Exporter
-	if cfg.OTel != nil {
-		o, err := NewOTLP(*cfg.OTel, client, getenv)
+	for _, k := range kinds {
+		if !k.configured(cfg) {
+			continue
+		}
+		e, err := k.build(cfg, client, getenv)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, o)
-	}
-	if cfg.Splunk != nil {
-		s, err := NewSplunk(*cfg.Splunk, client, getenv)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
+		out = append(out, e)
 	}
 	return out, nil
 }
 
-// New builds the sink for the `otel` and `splunk` config fields: a StreamSink when
-// opts.NATS is set, else a standalone Queue. It returns nil, nil when neither field is
+// New builds the sink for the exporters' config fields (Config): a StreamSink when
+// opts.NATS is set, else a standalone Queue. It returns nil, nil when no field is
 // set.
 func New(ctx context.Context, cfg Config, opts Options) (Sink, error) {
 	if cfg.Empty() {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"svc.dev/svc/pipeline"
 )
 
 // Splunk exports one event per receipt to a Splunk HTTP Event Collector: POST
@@ -62,10 +64,10 @@ type HECFields struct {
 // NewSplunk reads the token from the variable named by cfg.TokenEnv (missing: an
 // error naming the field) and makes the exporter. getenv nil means os.LookupEnv.
 func NewSplunk(cfg SplunkConfig, client *http.Client, getenv func(string) (string, bool)) (*Splunk, error) {
-	if err := (Config{Splunk: &cfg}).Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	tok, err := lookupEnv(getenv, "splunk.tokenEnv", cfg.TokenEnv)
+	tok, err := pipeline.ConfigEnv(getenv, "splunk.tokenEnv", cfg.TokenEnv)
 	if err != nil {
 		return nil, err
 	}

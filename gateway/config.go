@@ -9,6 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"svc.dev/svc/exporters"
+	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/pipeline"
 )
 
 // MaxConfigSize caps the config file.
@@ -59,77 +63,23 @@ type Config struct {
 	LogFile string           `json:"logFile,omitempty"`
 	Log     *RemoteLogConfig `json:"log,omitempty"`
 
-	// Otel, { url, headersEnv?, serviceName? }, exports every receipt as an OTLP/HTTP
-	// span; Splunk, { url, tokenEnv, index?, source?, sourcetype?, host? }, to an HTTP
-	// Event Collector. Both optional; see package exporters. An export never blocks or
-	// fails a receipt.
-	Otel   json.RawMessage `json:"otel,omitempty"`
-	Splunk json.RawMessage `json:"splunk,omitempty"`
+	// Config holds the exporters' fields, one per kind of exporter (package
+	// exporters owns the list): otel, { url, headersEnv?, serviceName? }, exports every
+	// receipt as an OTLP/HTTP span; splunk, { url, tokenEnv, index?, source?,
+	// sourcetype?, host? }, to an HTTP Event Collector. All optional. An export never
+	// blocks or fails a receipt.
+	exporters.Config
 
 	dir string // the config file's directory
 }
 
-// UpstreamConfig is one of SPEC's three upstream shapes: exactly one of Command, URL
-// and Rest.
-type UpstreamConfig struct {
-	// Name names the upstream in receipts (tool.upstream). Required in Upstreams;
-	// optional for a single Upstream.
-	Name string `json:"name,omitempty"`
-
-	// Command spawns an MCP server over stdio with Args. Env is added to the
-	// gateway's environment for that process only and is never shown to the agent.
-	// A relative Command is looked up on PATH, not against the config file.
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-
-	// URL connects to an MCP server over Streamable HTTP (http:// or https://).
-	// TokenEnv, optional, names the environment variable holding its bearer token,
-	// read once at start; a variable that is unset fails the start.
-	URL      string `json:"url,omitempty"`
-	TokenEnv string `json:"tokenEnv,omitempty"`
-
-	// Rest describes a plain HTTP API as tools.
-	Rest *RestConfig `json:"rest,omitempty"`
-}
-
-// RestConfig is SPEC's REST upstream description.
-type RestConfig struct {
-	// BaseURL is the API's root (http:// or https://); each tool's Path is appended.
-	// Required.
-	BaseURL string `json:"baseUrl"`
-	// HeaderEnv maps a header name to an environment variable read once at start; a
-	// variable that is unset fails the start. Optional.
-	HeaderEnv map[string]string `json:"headerEnv,omitempty"`
-	// Headers are sent with every request as written. Optional.
-	Headers map[string]string `json:"headers,omitempty"`
-	// TimeoutMs bounds one request, in milliseconds. Optional; default 30000.
-	TimeoutMs int `json:"timeoutMs,omitempty"`
-	// Tools are the endpoints offered as tools. Required, at least one.
-	Tools []RestTool `json:"tools"`
-}
-
-// RestTool is one REST endpoint offered as a tool.
-type RestTool struct {
-	// Name is the tool's name, unique across all upstreams. Required.
-	Name string `json:"name"`
-	// Method is the HTTP method (GET, POST, PUT, PATCH, DELETE). Required.
-	Method string `json:"method"`
-	// Path is appended to BaseURL; {name} segments are filled from the call's
-	// arguments (escaped). Required.
-	Path string `json:"path"`
-	// InputSchema is the JSON Schema shown to the agent. Optional; default an object
-	// schema that takes any arguments.
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	// Description is shown to the agent. Optional.
-	Description string `json:"description,omitempty"`
-	// Body "none" sends no body. Optional; by default the arguments left after Path
-	// and Query go to a JSON body, except on GET and DELETE, where they go to the
-	// query string.
-	Body string `json:"body,omitempty"`
-	// Query names the arguments that go to the query string. Optional.
-	Query []string `json:"query,omitempty"`
-}
+// UpstreamConfig, RestConfig and RestTool are package upstream's, where the
+// upstreams they describe are dialled.
+type (
+	UpstreamConfig = upstream.Config
+	RestConfig     = upstream.RestConfig
+	RestTool       = upstream.RestTool
+)
 
 // FactConfig is a lookup the gateway makes before deciding.
 type FactConfig struct {
@@ -148,20 +98,11 @@ type FactConfig struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
-// RemoteLogConfig is a remote log: a log server over HTTP (URL) or the pipeline's
-// request/reply over NATS (NATS). Exactly one of URL and NATS.
+// RemoteLogConfig is a remote log (pipeline.LogConfig: a log server over HTTP, URL,
+// or the pipeline's request/reply over NATS, NATS; exactly one of the two) and what
+// the gateway does with a receipt larger than one append takes.
 type RemoteLogConfig struct {
-	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
-	URL string `json:"url,omitempty"`
-	// TokenEnv names the environment variable holding the bearer token, read once at
-	// start. Optional.
-	TokenEnv string `json:"tokenEnv,omitempty"`
-	// HashOnly sends only the leaf hash; the log then cannot serve the receipt.
-	// Optional; default false.
-	HashOnly bool `json:"hashOnly,omitempty"`
-	// TimeoutMs bounds one append attempt, in milliseconds (three retries follow a
-	// timeout, a 429 or a 5xx). Optional; default 10000.
-	TimeoutMs int `json:"timeoutMs,omitempty"`
+	pipeline.LogConfig
 	// Oversize says what happens to a call whose receipt is larger than the log takes
 	// in one append (64 KB) before its result is added: "refuse" (the default) refuses
 	// it before forwarding, with no receipt; "hash" forwards it and appends its receipt
@@ -169,11 +110,6 @@ type RemoteLogConfig struct {
 	// the cap after the upstream acted is always appended by hash. Ignored with
 	// HashOnly. Optional.
 	Oversize string `json:"oversize,omitempty"`
-	// NATS is a NATS server URL where the log's sequencer runs (fleets), instead of
-	// URL.
-	NATS string `json:"nats,omitempty"`
-	// Tenant is the tenant appended to over NATS. Optional; default "default".
-	Tenant string `json:"tenant,omitempty"`
 }
 
 // LoadConfig reads and checks a config file.
@@ -248,7 +184,7 @@ func (c *Config) checkUpstreams(p *problems) {
 	case c.Upstream == nil && len(c.Upstreams) == 0:
 		p.add("one of upstream or upstreams is required")
 	case c.Upstream != nil:
-		if err := c.Upstream.check("upstream"); err != nil {
+		if err := c.Upstream.Check("upstream"); err != nil {
 			*p = append(*p, err)
 		}
 	default:
@@ -262,7 +198,7 @@ func (c *Config) checkUpstreams(p *problems) {
 				p.add("%s.name %q is used twice", field, u.Name)
 			}
 			names[u.Name] = true
-			if err := u.check(field); err != nil {
+			if err := u.Check(field); err != nil {
 				*p = append(*p, err)
 			}
 		}
@@ -286,7 +222,7 @@ func (c *Config) checkLog(p *problems) {
 		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
 			p.add("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
 		}
-		if c.Log.TimeoutMs < 0 {
+		if c.Log.TimeoutMs != nil && *c.Log.TimeoutMs < 0 {
 			p.add("log.timeoutMs must be positive")
 		}
 	}
@@ -310,41 +246,6 @@ func (c *Config) checkFacts(p *problems) {
 			}
 		}
 	}
-}
-
-func (u *UpstreamConfig) check(field string) error {
-	shapes := 0
-	for _, b := range []bool{u.Command != "", u.URL != "", u.Rest != nil} {
-		if b {
-			shapes++
-		}
-	}
-	if shapes != 1 {
-		return fmt.Errorf("%s: give exactly one of command, url and rest", field)
-	}
-	if u.Rest != nil {
-		r := u.Rest
-		if !strings.HasPrefix(r.BaseURL, "http://") && !strings.HasPrefix(r.BaseURL, "https://") {
-			return fmt.Errorf("%s.rest.baseUrl %q: want an http(s) URL", field, r.BaseURL)
-		}
-		if len(r.Tools) == 0 {
-			return fmt.Errorf("%s.rest.tools: no tools", field)
-		}
-		for i, t := range r.Tools {
-			if t.Name == "" || t.Path == "" {
-				return fmt.Errorf("%s.rest.tools[%d]: name and path are required", field, i)
-			}
-			switch strings.ToUpper(t.Method) {
-			case "GET", "POST", "PUT", "PATCH", "DELETE":
-			default:
-				return fmt.Errorf("%s.rest.tools[%d].method %q: want GET, POST, PUT, PATCH or DELETE", field, i, t.Method)
-			}
-			if t.Body != "" && t.Body != "none" {
-				return fmt.Errorf("%s.rest.tools[%d].body %q: the only value is \"none\"", field, i, t.Body)
-			}
-		}
-	}
-	return nil
 }
 
 // Path resolves p against the config file's directory.

@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -42,7 +40,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]Upstream{}}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]upstream.Upstream{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -121,7 +119,7 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 	}
 	g.multi = len(ups) > 1
 	for i := range ups {
-		u, err := dialUpstream(ctx, &ups[i])
+		u, err := upstream.Dial(ctx, &ups[i])
 		if err != nil {
 			return err
 		}
@@ -152,26 +150,10 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 	return nil
 }
 
-// openExporters starts the otel and splunk exports of the config, if any. With a
+// openExporters starts the exports of the config (its exporters.Config), if any. With a
 // log over NATS they are durable consumers of the receipt stream.
 func (g *Gateway) openExporters(ctx context.Context) error {
-	var ec exporters.Config
-	for field, raw := range map[string]json.RawMessage{"otel": g.cfg.Otel, "splunk": g.cfg.Splunk} {
-		if len(raw) == 0 {
-			continue
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		var err error
-		if field == "otel" {
-			err = dec.Decode(&ec.OTel)
-		} else {
-			err = dec.Decode(&ec.Splunk)
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", field, err)
-		}
-	}
+	ec := g.cfg.Config
 	if ec.Empty() {
 		return nil
 	}
@@ -201,69 +183,25 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 	return nil
 }
 
-func dialUpstream(ctx context.Context, u *UpstreamConfig) (Upstream, error) {
-	if u.Rest != nil {
-		return newRestUpstream(u.Name, u.Rest)
-	}
-	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	return dialMCP(dctx, u.Name, u)
-}
-
+// openLog opens the config's log (pipeline.OpenLog). A remote log that keeps whole
+// receipts is capped (capLog): a leaf over one append's cap goes by its hash.
 func (g *Gateway) openLog() (receipt.Log, error) {
 	c := g.cfg
-	if c.LogFile != "" {
-		l, err := receipt.OpenFileLog(c.Path(c.LogFile), g.key, "")
-		if err != nil {
-			return nil, fmt.Errorf("logFile: %w", err)
-		}
-		g.closers = append(g.closers, l.Close)
-		return l, nil
+	var rc *pipeline.LogConfig
+	if c.Log != nil {
+		rc = &c.Log.LogConfig
 	}
-	token := ""
-	if c.Log.TokenEnv != "" {
-		v, err := configEnv("log.tokenEnv", c.Log.TokenEnv)
-		if err != nil {
-			return nil, err
-		}
-		token = v
-	}
-	timeout := 10 * time.Second
-	if c.Log.TimeoutMs > 0 {
-		timeout = time.Duration(c.Log.TimeoutMs) * time.Millisecond
-	}
-	if c.Log.URL != "" {
-		whole, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: c.Log.HashOnly, Timeout: timeout})
-		if err != nil || c.Log.HashOnly {
-			return whole, err
-		}
-		byHash, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: token, HashOnly: true, Timeout: timeout})
-		if err != nil {
-			return nil, err
-		}
-		g.leafFits = httpAppendFits
-		return &capLog{whole: whole, byHash: byHash, fits: httpAppendFits, log: g.log}, nil
-	}
-	nc, err := pipeline.Connect(pipeline.Credentials{URL: c.Log.NATS, Token: token}, "svc-gateway")
-	if err != nil {
-		return nil, fmt.Errorf("log.nats: %w", err)
-	}
-	g.nc = nc
-	g.closers = append(g.closers, func() error { nc.Close(); return nil })
-	appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout})
+	l, err := pipeline.OpenLog(c.Path(c.LogFile), rc, pipeline.LogOptions{Key: g.key, Name: "svc-gateway", Env: upstream.Env})
 	if err != nil {
 		return nil, err
 	}
-	tenant := c.Log.Tenant
-	if tenant == "" {
-		tenant = client.DefaultTenant
+	g.closers = append(g.closers, l.Close)
+	g.nc = l.NATS
+	if l.ByHash == nil {
+		return l.Log, nil
 	}
-	whole := &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}
-	if c.Log.HashOnly {
-		return whole, nil
-	}
-	g.leafFits = natsAppendFits
-	return &capLog{whole: whole, byHash: &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: true}, fits: natsAppendFits, log: g.log}, nil
+	g.leafFits = l.Fits
+	return &capLog{whole: l.Log, byHash: l.ByHash, fits: l.Fits, log: g.log}, nil
 }
 
 // KeyID is the gateway key's id.

@@ -560,7 +560,7 @@ func (p *probe) witnessCheckpoint(ctx context.Context, tenant string) (*client.C
 // checkpointFile reads <base>/<tenant>/latest.json (a log's or a witness's) and
 // checks that it is the tenant's.
 func (p *probe) checkpointFile(ctx context.Context, base, tenant string) (*client.Checkpoint, error) {
-	u := base + "/" + tenant + "/" + client.LatestFile
+	u := client.LatestCheckpointURL(base, tenant)
 	data, err := p.get(ctx, u, client.MaxCheckpointSize)
 	if err != nil {
 		return nil, err

@@ -45,10 +45,10 @@ type Config struct {
 	// Exactly one of the two is required.
 	LogFile string     `json:"logFile,omitempty"`
 	Log     *LogConfig `json:"log,omitempty"`
-	// OTel and Splunk export every receipt, exactly as the gateway config's fields.
-	// Both optional; an export never blocks or fails a receipt.
-	OTel   *exporters.OTelConfig   `json:"otel,omitempty"`
-	Splunk *exporters.SplunkConfig `json:"splunk,omitempty"`
+	// Config holds the exporters' fields (otel, splunk: package exporters owns the
+	// list of kinds), exactly as the gateway config's. All optional; an export never
+	// blocks or fails a receipt.
+	exporters.Config
 }
 
 // Identity names the issuer's key.
@@ -60,29 +60,12 @@ type Identity struct {
 
 // LogConfig is a remote log: over HTTP ({ url, tokenEnv?, hashOnly?, timeoutMs? }, the
 // gateway's shape) or over the pipeline's NATS ({ nats, tenant?, tokenEnv?, hashOnly?,
-// timeoutMs? }). Exactly one of URL and NATS.
-type LogConfig struct {
-	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
-	URL string `json:"url,omitempty"`
-	// NATS is a NATS server URL (nats://, tls://, ws://, wss://) where the log's
-	// sequencer runs, e.g. nats://127.0.0.1:4222.
-	NATS string `json:"nats,omitempty"`
-	// Tenant is the tenant appended to over NATS. Optional; default "default".
-	Tenant string `json:"tenant,omitempty"`
-	// TokenEnv names the environment variable holding the bearer token (with URL) or
-	// the NATS auth token (with NATS), read once at start; unset fails the start.
-	// Optional.
-	TokenEnv string `json:"tokenEnv,omitempty"`
-	// HashOnly sends only the leaf hash. Optional; default false.
-	HashOnly bool `json:"hashOnly,omitempty"`
-	// TimeoutMs bounds one append attempt, in milliseconds. Optional; default 10000.
-	TimeoutMs *int `json:"timeoutMs,omitempty"`
-}
+// timeoutMs? }); the gateway's config holds the same (pipeline.LogConfig, which
+// OpenLog opens for both). Exactly one of URL and NATS.
+type LogConfig = pipeline.LogConfig
 
-// Exporters is the config's `otel` and `splunk` fields.
-func (c *Config) Exporters() exporters.Config {
-	return exporters.Config{OTel: c.OTel, Splunk: c.Splunk}
-}
+// Exporters is the config's exporters' fields.
+func (c *Config) Exporters() exporters.Config { return c.Config }
 
 // LoadConfig reads and checks a config file.
 func LoadConfig(path string) (*Config, error) {
@@ -156,14 +139,14 @@ func (c *Config) check() error {
 		return errors.New("neither logFile nor log is set; give exactly one (a local log file, or a remote log)")
 	}
 	if l := c.Log; l != nil {
-		if err := l.check(); err != nil {
+		if err := checkLog(l); err != nil {
 			return err
 		}
 	}
 	return c.Exporters().Validate()
 }
 
-func (l *LogConfig) check() error {
+func checkLog(l *LogConfig) error {
 	switch {
 	case l.URL != "" && l.NATS != "":
 		return errors.New("log: both url and nats are set; give exactly one (an HTTP log's append URL, or a NATS server)")

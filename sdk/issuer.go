@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/policy"
@@ -22,9 +21,9 @@ import (
 
 // Log kinds reported by Health.
 const (
-	LogKindFile = "file"
-	LogKindHTTP = "http"
-	LogKindNATS = "nats"
+	LogKindFile = pipeline.LogKindFile
+	LogKindHTTP = pipeline.LogKindHTTP
+	LogKindNATS = pipeline.LogKindNATS
 )
 
 // Issuer is the in-process SDK issuer: an agent framework hands it each tool event and
@@ -190,64 +189,15 @@ func Open(ctx context.Context, c *Config, o OpenOptions) (*Issuer, error) {
 	return is, nil
 }
 
-// openLog opens the config's log: the local file, a log server over HTTP, or the
-// pipeline over NATS (whose connection the exporters share). close releases it.
+// openLog opens the config's log (pipeline.OpenLog): the local file, a log server over
+// HTTP, or the pipeline over NATS (whose connection the exporters share). close
+// releases it.
 func openLog(c *Config, key *signer.Key, getenv func(string) (string, bool), hc *http.Client) (receipt.Log, LogInfo, *nats.Conn, func(context.Context) error, error) {
-	none := func(context.Context) error { return nil }
-	token := func() (string, error) {
-		if c.Log.TokenEnv == "" {
-			return "", nil
-		}
-		v, ok := getenv(c.Log.TokenEnv)
-		if !ok || v == "" {
-			return "", fmt.Errorf("log.tokenEnv: environment variable %s is not set", c.Log.TokenEnv)
-		}
-		return v, nil
-	}
-	switch {
-	case c.LogFile != "":
-		fl, err := receipt.OpenFileLog(c.LogFile, key, "")
-		if err != nil {
-			return nil, LogInfo{}, nil, none, fmt.Errorf("logFile: %w", err)
-		}
-		return fl, LogInfo{Kind: LogKindFile, Where: c.LogFile}, nil, func(context.Context) error { return fl.Close() }, nil
-	case c.Log.URL != "":
-		tok, err := token()
-		if err != nil {
-			return nil, LogInfo{}, nil, none, err
-		}
-		hl, err := client.NewHTTPLog(client.HTTPLogConfig{URL: c.Log.URL, Token: tok, HashOnly: c.Log.HashOnly, Timeout: timeout(c.Log), Client: hc})
-		if err != nil {
-			return nil, LogInfo{}, nil, none, fmt.Errorf("log.url: %w", err)
-		}
-		return hl, LogInfo{Kind: LogKindHTTP, Where: c.Log.URL}, nil, none, nil
-	}
-	tok, err := token()
+	l, err := pipeline.OpenLog(c.LogFile, c.Log, pipeline.LogOptions{Key: key, Name: "svc sdk " + c.AgentID, HTTPClient: hc, Getenv: getenv})
 	if err != nil {
-		return nil, LogInfo{}, nil, none, err
+		return nil, LogInfo{}, nil, nil, err
 	}
-	nc, err := pipeline.Connect(pipeline.Credentials{URL: c.Log.NATS, Token: tok}, "svc sdk "+c.AgentID)
-	if err != nil {
-		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: %w", err)
-	}
-	closeNC := func(context.Context) error { nc.Close(); return nil }
-	appends, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: timeout(c.Log)})
-	if err != nil {
-		nc.Close()
-		return nil, LogInfo{}, nil, none, fmt.Errorf("log.nats: %w", err)
-	}
-	tenant := c.Log.Tenant
-	if tenant == "" {
-		tenant = client.DefaultTenant
-	}
-	return &pipeline.Log{Client: appends, Tenant: tenant, HashOnly: c.Log.HashOnly}, LogInfo{Kind: LogKindNATS, Where: pipeline.RedactURL(c.Log.NATS) + " tenant " + tenant}, nc, closeNC, nil
-}
-
-func timeout(l *LogConfig) time.Duration {
-	if l.TimeoutMs == nil {
-		return 10 * time.Second
-	}
-	return time.Duration(*l.TimeoutMs) * time.Millisecond
+	return l.Log, LogInfo{Kind: l.Kind, Where: l.Where}, l.NATS, func(context.Context) error { return l.Close() }, nil
 }
 
 // Close flushes the exporters (until ctx ends) and closes the log.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -107,25 +106,14 @@ func loadWitness(ctx context.Context, base, tenant string, newer *receipt.Envelo
 		return usagef("--witness-url %q is not a URL", base)
 	}
 	base = strings.TrimRight(base, "/")
-	if len(opts.WitnessKeys) == 0 {
-		keys, err := client.WitnessKeys(ctx, base)
-		if err != nil {
-			return err
-		}
-		opts.WitnessKeys = keys
+	if opts.WitnessKeys, err = witnessKeys(ctx, base, opts.WitnessKeys); err != nil {
+		return err
 	}
 	th, err := receipt.DecodeTreeHead(newer)
 	if err != nil {
 		return err
 	}
-	var cp struct {
-		Envelope *receipt.Envelope `json:"envelope"`
-	}
-	u2 := fmt.Sprintf("%s/%s/%d.json", base, url.PathEscape(tenant), th.TreeSize)
-	if err := client.GetJSON(ctx, nil, u2, &cp); err != nil {
-		// No countersigned checkpoint at that size: the check then fails with its reason.
-		return nil
-	}
-	opts.WitnessHead = cp.Envelope
+	// No countersigned checkpoint at that size: the check then fails with its reason.
+	opts.WitnessHead, _ = witnessCheckpoint(ctx, client.CheckpointURL(base, tenant, th.TreeSize))
 	return nil
 }

@@ -125,8 +125,7 @@ type exportsConfig struct {
 		Tenant   string `json:"tenant"`
 		TokenEnv string `json:"tokenEnv"`
 	} `json:"log"`
-	OTel   *exporters.OTelConfig   `json:"otel"`
-	Splunk *exporters.SplunkConfig `json:"splunk"`
+	exporters.Config
 }
 
 func openExports(ctx context.Context, f exportsFlags) (*exportsEnv, error) {
@@ -152,7 +151,7 @@ func openExports(ctx context.Context, f exportsFlags) (*exportsEnv, error) {
 	if !client.ValidTenant(tenant) {
 		return nil, usagef("--tenant %q is not a tenant id", tenant)
 	}
-	exps, err := exporters.Build(exporters.Config{OTel: cfg.OTel, Splunk: cfg.Splunk}, &http.Client{}, os.LookupEnv)
+	exps, err := exporters.Build(cfg.Config, &http.Client{}, os.LookupEnv)
 	if err != nil {
 		return nil, fmt.Errorf("--config %s: %w", *f.config, err)
 	}
@@ -190,7 +189,7 @@ func (x *exportsEnv) names() []string {
 		n = append(n, e.Name())
 	}
 	if len(n) == 0 {
-		n = []string{"otel", "splunk"}
+		n = exporters.Kinds()
 	}
 	return n
 }

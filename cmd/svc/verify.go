@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
@@ -185,19 +184,33 @@ func verifyLogCopy(ctx context.Context, opts *conformance.Options, logFile, logU
 // its latest countersigned checkpoint for tenant.
 func loadVerifyWitness(ctx context.Context, base, tenant string, opts *conformance.Options) error {
 	base = strings.TrimRight(base, "/")
-	if len(opts.WitnessKeys) == 0 {
-		keys, err := client.WitnessKeys(ctx, base)
-		if err != nil {
-			return err
-		}
-		opts.WitnessKeys = keys
+	var err error
+	if opts.WitnessKeys, err = witnessKeys(ctx, base, opts.WitnessKeys); err != nil {
+		return err
 	}
+	if opts.WitnessHead, err = witnessCheckpoint(ctx, client.LatestCheckpointURL(base, tenant)); err != nil {
+		return fmt.Errorf("witness checkpoint: %w", err)
+	}
+	return nil
+}
+
+// witnessKeys is keys when some were given, else the keys of the witness's key
+// document at base.
+func witnessKeys(ctx context.Context, base string, keys []signer.PublicKey) ([]signer.PublicKey, error) {
+	if len(keys) > 0 {
+		return keys, nil
+	}
+	return client.WitnessKeys(ctx, base)
+}
+
+// witnessCheckpoint is the envelope of the witness's published checkpoint at u
+// (client.CheckpointURL, client.LatestCheckpointURL).
+func witnessCheckpoint(ctx context.Context, u string) (*receipt.Envelope, error) {
 	var cp struct {
 		Envelope *receipt.Envelope `json:"envelope"`
 	}
-	if err := client.GetJSON(ctx, nil, base+"/"+url.PathEscape(tenant)+"/latest.json", &cp); err != nil {
-		return fmt.Errorf("witness checkpoint: %w", err)
+	if err := client.GetJSON(ctx, nil, u, &cp); err != nil {
+		return nil, err
 	}
-	opts.WitnessHead = cp.Envelope
-	return nil
+	return cp.Envelope, nil
 }
