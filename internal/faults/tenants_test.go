@@ -62,7 +62,11 @@ func TestTenants(t *testing.T) {
 		cfg.nodes = 3
 	}
 	key, _ := signer.GenerateKey()
-	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler)})
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler), Heads: heads})
 	if err != nil {
 		t.Fatal(err)
 	}
