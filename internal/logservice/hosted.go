@@ -81,6 +81,7 @@ type hostedState struct {
 	// tree until the process stops.
 	runCtx context.Context
 
+	feed    *appendFeed        // the process's one consumer on SVC_APPEND
 	members jetstream.KeyValue // live processes and how many tenants each holds
 	left    sync.Once          // leave: once per process stop, whoever asks first
 
@@ -123,6 +124,19 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
+	name, err := feedName(s.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("append consumer name: %w", err)
+	}
+	st.feed = newAppendFeed(js, name, s.cfg.Logger)
+	st.feed.owns = func(ctx context.Context, tenant string) bool {
+		e, err := st.kv.Get(ctx, tenant)
+		return err == nil && string(e.Value()) == st.id
+	}
+	st.feed.lost = func(tenant string) {
+		s.loseTenant(tenant, fmt.Errorf("%w of %s: another process's append consumer has it", errLeaseLost, tenant))
+	}
+	s.goRun("append consumer", func() error { return st.feed.run(runCtx) })
 	if err := st.reclaim(ctx, s.cfg.DataDir, s.cfg.Logger); err != nil {
 		return err
 	}
@@ -385,8 +399,12 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err
 	}
 	h := &holding{t: t, lease: make(chan struct{})}
 	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold})
+	reqs, _ := st.feed.add(t.ID)
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs})
 	if err != nil {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.feed.remove(fctx, t.ID)
 		st.release(t.ID, 0)
 		return err
 	}
@@ -465,6 +483,12 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 		// Neither this sequencer nor another may append to the shorter log: the
 		// lease stays here (renewed), the tree serves reads and the alarm is raised.
 		s.hosted.halt(h.t.ID, err, s.cfg.Logger)
+		// Its requests stay in SVC_APPEND, taken up by nobody.
+		go func() {
+			ctx, cancel := context.WithTimeout(s.hosted.runCtx, 5*time.Second)
+			defer cancel()
+			_ = s.hosted.feed.remove(ctx, h.t.ID)
+		}()
 	}
 	select {
 	case <-h.seq.Ready():
@@ -495,7 +519,7 @@ func (s *Service) unhold(h *holding, renewing bool) {
 	s.http.RemoveTenant(h.t.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = h.seq.Release(ctx)
+	_ = s.hosted.feed.remove(ctx, h.t.ID) // before the lease goes: then the requests are the next holder's
 	_ = h.seq.Close()
 	h.stopLease()
 	if renewing {
@@ -555,6 +579,9 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	if seq != nil {
 		err = seq.Close()
 	}
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.hosted.feed.remove(fctx, tenant) // before the lease goes: then the requests are the next holder's
+	cancel()
 	h.stopLease()
 	<-h.lease
 	return errors.Join(ferr, err)

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
@@ -353,40 +352,99 @@ func (st *hostedState) releaseHeldBy(ctx context.Context, id string) (int, error
 	return n, nil
 }
 
-// wakeOnAppend starts a tenant that is not active here when an append for it reaches
+// wakeEvery is how often a process looks in SVC_APPEND for requests of tenants that
+// no process runs.
+const wakeEvery = 200 * time.Millisecond
+
+// wakeOnAppend starts a tenant that no process runs when an append for it reaches
 // the broker by another way than this process's HTTP front (a gateway or SDK
-// publishing on svc.append.<tenant>, svc log-admin import): one plain subscription
-// per process over svc.append.>, whatever the number of tenants, which only looks at
-// the subject. The append itself waits in SVC_APPEND for the sequencer the start
-// brings up (or the one another process runs); a wake this subscription drops when it
-// falls behind is the producer's retry's to give again.
+// publishing on svc.append.<tenant>, svc log-admin import). Such a request waits in
+// SVC_APPEND, which no consumer's filter covers; every wakeEvery, one look at the
+// stream's subjects with requests (one broker round trip, whatever the number of
+// tenants or appends) finds it, and the tenant starts here unless another process
+// holds its lease (that one's consumer takes it up).
 func (s *Service) wakeOnAppend(ctx context.Context) error {
 	st := s.hosted
-	var mu sync.Mutex
-	waking := map[string]bool{}
-	sub, err := s.nc.Subscribe(pipeline.AppendPrefix+">", func(m *nats.Msg) {
-		id := strings.TrimPrefix(m.Subject, pipeline.AppendPrefix)
-		st.mu.Lock()
-		idle := st.started[id] && st.held[id] == nil && st.follows[id] == nil
-		st.mu.Unlock()
-		mu.Lock()
-		if !idle || waking[id] {
-			mu.Unlock()
-			return
-		}
-		waking[id] = true
-		mu.Unlock()
-		go func() {
-			defer func() { mu.Lock(); delete(waking, id); mu.Unlock() }()
-			if err := s.activate(ctx, id); err != nil {
-				s.cfg.Logger.Warn("starting a tenant for an append over the broker failed", "tenant", id, "err", err)
-			}
-		}()
-	})
+	stream, err := st.js.Stream(ctx, pipeline.AppendStream)
 	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", pipeline.AppendPrefix, err)
+		return fmt.Errorf("stream %s: %w", pipeline.AppendStream, err)
 	}
-	_ = sub.SetPendingLimits(1<<16, 64<<20)
-	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	w := &waker{s: s, stream: stream, waking: map[string]bool{}, elsewhere: map[string]time.Time{}}
+	s.goRun("wake on append", func() error { w.run(ctx); return nil })
 	return nil
+}
+
+// waker is wakeOnAppend's loop.
+type waker struct {
+	s         *Service
+	stream    jetstream.Stream
+	mu        sync.Mutex
+	waking    map[string]bool      // tenants being started
+	elsewhere map[string]time.Time // tenants another process held when last asked, until when to believe it
+}
+
+// maxWaking bounds the tenants wakeOnAppend starts at once.
+const maxWaking = 64
+
+func (w *waker) run(ctx context.Context) {
+	tick := time.NewTicker(wakeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := w.stream.Info(qctx, jetstream.WithSubjectFilter(pipeline.AppendPrefix+"*"))
+		cancel()
+		if err != nil {
+			continue // the broker's retries are the append path's to report
+		}
+		now := time.Now()
+		w.mu.Lock()
+		maps.DeleteFunc(w.elsewhere, func(_ string, until time.Time) bool { return now.After(until) })
+		w.mu.Unlock()
+		for subj := range info.State.Subjects {
+			id := strings.TrimPrefix(subj, pipeline.AppendPrefix)
+			if w.wanted(id, now) {
+				go w.wake(ctx, id)
+			}
+		}
+	}
+}
+
+// wanted reports (and marks) whether tenant id, which has requests waiting, should
+// be started here now.
+func (w *waker) wanted(id string, now time.Time) bool {
+	st := w.s.hosted
+	st.mu.Lock()
+	idle := st.started[id] && st.held[id] == nil && st.follows[id] == nil
+	st.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !idle || w.waking[id] || len(w.waking) >= maxWaking || now.Before(w.elsewhere[id]) {
+		return false
+	}
+	delete(w.elsewhere, id)
+	w.waking[id] = true
+	return true
+}
+
+// wake starts tenant id here unless another process holds its lease.
+func (w *waker) wake(ctx context.Context, id string) {
+	st := w.s.hosted
+	defer func() { w.mu.Lock(); delete(w.waking, id); w.mu.Unlock() }()
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e, err := st.kv.Get(gctx, id)
+	cancel()
+	if err == nil && string(e.Value()) != st.id {
+		w.mu.Lock()
+		w.elsewhere[id] = time.Now().Add(st.cfg.LeaseTTL / 3)
+		w.mu.Unlock()
+		return
+	}
+	if err := w.s.activate(ctx, id); err != nil {
+		w.s.cfg.Logger.Warn("starting a tenant for an append over the broker failed", "tenant", id, "err", err)
+	}
 }

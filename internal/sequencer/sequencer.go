@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -108,9 +109,16 @@ type Config struct {
 	// the stream (svc log --file on a gateway's log). After recovery the sequencer
 	// checks that the leaves the log already holds match, and commits the rest
 	// before it takes requests. A mismatch stops Run with an error.
-	Adopt  []pipeline.Leaf
-	Logger *slog.Logger
-	Now    func() time.Time
+	Adopt []pipeline.Leaf
+	// Requests, when set, is where the sequencer takes its append requests: the
+	// hosted log's one consumer per process on SVC_APPEND hands each tenant's
+	// requests to its sequencer (internal/logservice). The sequencer then creates no
+	// consumer of its own, acknowledges each request only after its batch is
+	// committed, and leaves the ones it did not take up when it stops to the owner of
+	// the channel. Nil: the sequencer runs its own durable consumer ConsumerName.
+	Requests <-chan jetstream.Msg
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Sequencer is the single writer of one tenant's log. Construct with New, then Run.
@@ -203,6 +211,9 @@ func ConsumerName(tenant string) string { return "seq-" + tenant }
 // sequencer). Call it only on a stop this process chose (quiet, hand-over, shutdown):
 // after a lost lease the consumer is the new holder's.
 func (s *Sequencer) Release(ctx context.Context) error {
+	if s.cfg.Requests != nil {
+		return nil // the channel's owner consumes
+	}
 	err := s.js.DeleteConsumer(ctx, pipeline.AppendStream, ConsumerName(s.cfg.Tenant))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil
@@ -267,31 +278,11 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("sequencer ready", "size", s.tree.Size(), "streamSeq", s.lastSeq, "recovery", time.Since(start).Round(time.Millisecond))
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(s.cfg.Tenant),
-		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
-		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
-		AckWait:       5 * time.Second,
-		MaxAckPending: 1 << 16,
-		MaxDeliver:    -1,
-		// A running sequencer pulls without pause; the consumer of one that died with
-		// its process (kill -9) is removed by the broker after this long, so consumers
-		// never pile up for tenants that went idle that way.
-		InactiveThreshold: consumerInactive,
-	})
-	if err != nil {
-		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
-	}
-	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
-	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
-	// pull request it held is lost too and the client re-issues one only after two
-	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
-	// (docs/design/cluster.md).
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	in, stop, err := s.requests(ctx)
 	if err != nil {
 		return err
 	}
-	defer cc.Stop()
+	defer stop()
 	close(s.ready)
 	var carry jetstream.Msg
 	for {
@@ -301,8 +292,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 		} else {
 			select {
 			case <-ctx.Done():
-				cc.Stop()
-				handBack(in)
+				stop()
 				return nil
 			case m := <-in:
 				batch = append(batch, m)
@@ -334,6 +324,40 @@ func (s *Sequencer) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// requests is where Run takes its requests: cfg.Requests, or the tenant's own
+// durable consumer, which stop stops (handing back what it pulled; idempotent).
+func (s *Sequencer) requests(ctx context.Context) (<-chan jetstream.Msg, func(), error) {
+	if s.cfg.Requests != nil {
+		return s.cfg.Requests, func() {}, nil
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(s.cfg.Tenant),
+		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
+		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
+		AckWait:       5 * time.Second,
+		MaxAckPending: 1 << 16,
+		MaxDeliver:    -1,
+		// A running sequencer pulls without pause; the consumer of one that died with
+		// its process (kill -9) is removed by the broker after this long, so consumers
+		// never pile up for tenants that went idle that way.
+		InactiveThreshold: consumerInactive,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
+	}
+	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
+	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
+	// pull request it held is lost too and the client re-issues one only after two
+	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
+	// (docs/design/cluster.md).
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	return in, func() { once.Do(func() { cc.Stop(); handBack(in) }) }, nil
 }
 
 // handBack returns the requests this sequencer pulled but did not take up (a clean

@@ -1,0 +1,383 @@
+package logservice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/internal/telemetry"
+	"svc.dev/svc/pipeline"
+)
+
+// The append feed is the process's one consumer on SVC_APPEND
+// (docs/design/log-service.md, "One consumer per process"): its filter subjects are
+// the tenants whose lease this process holds, and it hands each request to that
+// tenant's sequencer, which acknowledges it once its batch is committed. The number of
+// broker consumers is the number of processes, whatever the number of tenants.
+//
+// SVC_APPEND is a work queue, so the broker refuses two consumers whose filters
+// overlap: a tenant's requests reach only the process that holds its lease. A process
+// that wins a lease its previous holder still has in its filter (the holder died, or
+// lost the lease) takes the tenant out of that filter, after checking that the lease
+// is its own.
+//
+// A consumer whose filter gains a subject does not go back for that subject's
+// requests it already passed over, and redelivers the requests it had pending
+// whatever its filter: so every change of the filter is followed by a reset of the
+// consumer to the start of the stream. The requests still in the stream (a work queue
+// holds only the unacknowledged) are then delivered again to the tenants in the
+// filter: the ones a sequencer is working on come twice, and its idempotency window
+// answers the second with the first's index.
+
+// feedInbox is how many requests wait for one tenant's sequencer; past it a request
+// is handed back to the broker for a moment, so that one slow tenant never holds up
+// the others' dispatch.
+const feedInbox = 1024
+
+// feedPlaceholder is the filter of a consumer whose process holds no tenant: a work
+// queue refuses an unfiltered consumer beside others. It has one token more than any
+// tenant's subject, so it never overlaps one.
+func feedPlaceholder(name string) string { return pipeline.AppendPrefix + "_none." + name }
+
+// appendFeed is the process's consumer on SVC_APPEND and the routes of its tenants.
+type appendFeed struct {
+	js   jetstream.JetStream
+	name string
+	log  *slog.Logger
+	owns func(ctx context.Context, tenant string) bool // this process holds tenant's lease
+	lost func(tenant string)                           // another process holds tenant's lease
+
+	mu      sync.Mutex
+	routes  map[string]chan jetstream.Msg // tenant → its sequencer's requests
+	gen     uint64                        // changes of routes asked for
+	applied uint64                        // the last change the consumer reflects
+	done    chan struct{}                 // closed (and replaced) when applied moves
+	kick    chan struct{}
+
+	unrouted atomic.Int64 // requests for a tenant no longer routed here (left to the reset)
+}
+
+// feedName is this data directory's consumer name, kept in <data>/append-consumer so
+// that a restarted process takes its predecessor's consumer back instead of adding one.
+func feedName(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "append-consumer")
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	var r [8]byte
+	_, _ = rand.Read(r[:])
+	name := "svc-append-" + hex.EncodeToString(r[:])
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", err
+	}
+	return name, os.WriteFile(path, []byte(name+"\n"), 0o644)
+}
+
+func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger) *appendFeed {
+	return &appendFeed{js: js, name: name, log: log, routes: map[string]chan jetstream.Msg{},
+		done: make(chan struct{}), kick: make(chan struct{}, 1)}
+}
+
+// add routes tenant's requests to the channel it returns; the consumer's filter
+// gains the tenant shortly after (wait for it with settle).
+func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
+	ch := make(chan jetstream.Msg, feedInbox)
+	return ch, f.change(func() { f.routes[tenant] = ch })
+}
+
+// remove stops routing tenant's requests here and waits (at most until ctx ends)
+// until the consumer's filter no longer holds it: then its requests not acknowledged
+// are the next holder's. Call it before the tenant's lease is released.
+func (f *appendFeed) remove(ctx context.Context, tenant string) error {
+	f.mu.Lock()
+	_, ok := f.routes[tenant]
+	f.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return f.settle(ctx, f.change(func() { delete(f.routes, tenant) }))
+}
+
+// change applies mutate to the routes and asks for the consumer to follow; it
+// returns the change's number for settle.
+func (f *appendFeed) change(mutate func()) uint64 {
+	f.mu.Lock()
+	mutate()
+	f.gen++
+	gen := f.gen
+	f.mu.Unlock()
+	select {
+	case f.kick <- struct{}{}:
+	default:
+	}
+	return gen
+}
+
+// settle waits until the consumer reflects change gen.
+func (f *appendFeed) settle(ctx context.Context, gen uint64) error {
+	for {
+		f.mu.Lock()
+		if f.applied >= gen {
+			f.mu.Unlock()
+			return nil
+		}
+		done := f.done
+		f.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// dispatch hands a request to its tenant's sequencer.
+func (f *appendFeed) dispatch(m jetstream.Msg) {
+	tenant := strings.TrimPrefix(m.Subject(), pipeline.AppendPrefix)
+	f.mu.Lock()
+	ch := f.routes[tenant]
+	f.mu.Unlock()
+	if ch == nil {
+		// Its sequencer stopped here: the reset that follows its removal from the
+		// filter leaves the request to the next holder.
+		f.unrouted.Add(1)
+		return
+	}
+	select {
+	case ch <- m:
+	default:
+		_ = m.NakWithDelay(50 * time.Millisecond)
+	}
+}
+
+// subjects is the filter the routes ask for, sorted.
+func (f *appendFeed) subjects() ([]string, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, 0, len(f.routes)+1)
+	for t := range f.routes {
+		out = append(out, pipeline.AppendSubject(t))
+	}
+	if len(out) == 0 {
+		out = append(out, feedPlaceholder(f.name))
+	}
+	slices.Sort(out)
+	return out, f.gen
+}
+
+func (f *appendFeed) config(subjects []string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:        f.name,
+		FilterSubjects: subjects,
+		AckPolicy:      jetstream.AckExplicitPolicy, // a work queue requires it
+		AckWait:        5 * time.Second,
+		MaxAckPending:  1 << 16,
+		MaxDeliver:     -1,
+		// The consumer of a process that died (kill -9) and never came back on its
+		// data directory goes after this long; the tenants in its filter are taken
+		// out of it as soon as another process wins their leases.
+		InactiveThreshold: 10 * time.Minute,
+	}
+}
+
+// apply makes the consumer's filter what the routes ask for, then resets it to the
+// start of the stream (see above).
+func (f *appendFeed) apply(ctx context.Context) error {
+	subjects, gen := f.subjects()
+	for attempt := 0; ; attempt++ {
+		_, err := f.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, f.config(subjects))
+		var apiErr *jetstream.APIError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.ErrorCode(10100) || attempt == 3 {
+			return fmt.Errorf("append consumer %s: %w", f.name, err)
+		}
+		// Another consumer still has one of these tenants (its process died or lost
+		// the lease): take them out of it, or give up the ones not ours.
+		if subjects, err = f.untangle(ctx, subjects); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, f.name, 1); err != nil {
+		return fmt.Errorf("append consumer %s: reset: %w", f.name, err)
+	}
+	f.mu.Lock()
+	if gen > f.applied {
+		f.applied = gen
+		close(f.done)
+		f.done = make(chan struct{})
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// untangle takes the tenants of subjects whose lease this process holds out of the
+// other consumers' filters, and returns subjects without the ones another process
+// holds (reported to lost).
+func (f *appendFeed) untangle(ctx context.Context, subjects []string) ([]string, error) {
+	mine := map[string]bool{}
+	for _, s := range subjects {
+		mine[s] = true
+	}
+	drop := map[string]bool{}
+	stream, err := f.js.Stream(ctx, pipeline.AppendStream)
+	if err != nil {
+		return nil, err
+	}
+	list := stream.ListConsumers(ctx)
+	for info := range list.Info() {
+		if info.Name == f.name {
+			continue
+		}
+		cfg := info.Config
+		var keep []string
+		for _, s := range append([]string{cfg.FilterSubject}, cfg.FilterSubjects...) {
+			switch {
+			case s == "":
+			case !mine[s]:
+				keep = append(keep, s)
+			case f.owns(ctx, strings.TrimPrefix(s, pipeline.AppendPrefix)):
+				f.log.Info("taking a tenant out of the append consumer of its previous holder", "tenant", strings.TrimPrefix(s, pipeline.AppendPrefix), "consumer", info.Name)
+			default:
+				keep = append(keep, s)
+				drop[s] = true
+			}
+		}
+		if len(keep) == len(cfg.FilterSubjects)+btoi(cfg.FilterSubject != "") {
+			continue
+		}
+		if len(keep) == 0 {
+			keep = []string{feedPlaceholder(info.Name)}
+		}
+		cfg.FilterSubject, cfg.FilterSubjects = "", keep
+		if _, err := f.js.UpdateConsumer(ctx, pipeline.AppendStream, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil, fmt.Errorf("taking tenants out of consumer %s: %w", info.Name, err)
+		}
+	}
+	if err := list.Err(); err != nil {
+		return nil, fmt.Errorf("listing the consumers of %s: %w", pipeline.AppendStream, err)
+	}
+	if len(drop) == 0 {
+		return subjects, nil
+	}
+	out := subjects[:0:0]
+	for _, s := range subjects {
+		if !drop[s] {
+			out = append(out, s)
+			continue
+		}
+		tenant := strings.TrimPrefix(s, pipeline.AppendPrefix)
+		f.mu.Lock()
+		delete(f.routes, tenant)
+		f.mu.Unlock()
+		go f.lost(tenant)
+	}
+	if len(out) == 0 {
+		out = append(out, feedPlaceholder(f.name))
+	}
+	return out, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// run keeps the consumer following the routes and dispatching, until ctx ends; then
+// it deletes the consumer (a clean stop: the requests not acknowledged stay in the
+// stream for the tenants' next holders).
+func (f *appendFeed) run(ctx context.Context) error {
+	var cc jetstream.ConsumeContext
+	defer func() {
+		if cc != nil {
+			cc.Stop()
+		}
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = f.js.DeleteConsumer(dctx, pipeline.AppendStream, f.name)
+	}()
+	check := time.NewTicker(2 * time.Second)
+	defer check.Stop()
+	wait, dirty := 100*time.Millisecond, true
+	for ctx.Err() == nil {
+		if dirty {
+			err := f.apply(ctx)
+			if err == nil && (cc == nil || closed(cc)) {
+				cc, err = f.consume(ctx)
+			}
+			if err != nil && ctx.Err() == nil {
+				f.log.Warn("the append consumer does not follow this process's tenants yet; retrying", "err", err, "in", wait)
+				telemetry.Current().BrokerRetry("append consumer")
+				select {
+				case <-ctx.Done():
+				case <-time.After(wait):
+				}
+				wait = min(2*wait, 5*time.Second)
+				continue
+			}
+			wait, dirty = 100*time.Millisecond, false
+		}
+		select {
+		case <-ctx.Done():
+		case <-f.kick:
+			time.Sleep(5 * time.Millisecond) // one update for a burst of starts
+			dirty = true
+		case <-check.C:
+			// The filter as the broker holds it: another process may have taken a
+			// tenant out of it (racing an update of ours), or the broker lost it.
+			dirty = closed(cc) || f.drifted(ctx)
+		}
+	}
+	return nil
+}
+
+// drifted reports whether the consumer on the broker differs from what the routes ask.
+func (f *appendFeed) drifted(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := f.js.Consumer(cctx, pipeline.AppendStream, f.name)
+	if err != nil {
+		return true
+	}
+	got := append([]string{}, c.CachedInfo().Config.FilterSubjects...)
+	slices.Sort(got)
+	want, _ := f.subjects()
+	return !slices.Equal(got, want)
+}
+
+func closed(cc jetstream.ConsumeContext) bool {
+	select {
+	case <-cc.Closed():
+		return true
+	default:
+		return false
+	}
+}
+
+// consume starts dispatching from the consumer. PullExpiry 4 s: when the consumer's
+// leader node is lost, the pull request it held is lost too, and the client re-issues
+// one only after two missed heartbeats (docs/design/cluster.md).
+func (f *appendFeed) consume(ctx context.Context) (jetstream.ConsumeContext, error) {
+	c, err := f.js.Consumer(ctx, pipeline.AppendStream, f.name)
+	if err != nil {
+		return nil, fmt.Errorf("append consumer %s: %w", f.name, err)
+	}
+	return c.Consume(f.dispatch, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(4*time.Second))
+}
