@@ -47,7 +47,7 @@ type tenantsRun struct {
 	stopped atomic.Bool // by the watchdog
 }
 
-const benchAdminToken = "admin-token-456"
+const benchAdminToken = "admin-token-456-0123456789abcdefghij"
 
 func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row := tenantsRow{broker: "embedded", tenants: 0}
