@@ -47,10 +47,11 @@ type Hosted struct {
 	// interval, so the last appends of a burst are checkpointed before the stop.
 	QuietPeriod time.Duration
 	// MaxActive caps the tenants active in this process at once (sequencers and
-	// read-only trees, each with one broker consumer); starting one more first stops
-	// the least recently used, when that one has been idle for 30 s (a soft cap: no
-	// request in flight loses its sequencer). Default DefaultMaxActive, which keeps a
-	// few processes' consumers under the broker's default limit of 1,000 a stream.
+	// read-only trees: goroutines, memory, lease renewals); starting one more first
+	// stops the least recently used, when that one has been idle for 3 s (a soft cap:
+	// no request in flight loses its sequencer). Broker consumers do not depend on
+	// it: the process has one on SVC_APPEND whatever its tenants. Default
+	// DefaultMaxActive.
 	MaxActive int
 }
 

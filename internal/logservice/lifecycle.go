@@ -108,9 +108,7 @@ func (s *Service) activate(ctx context.Context, id string) error {
 // before makeRoom may stop it early. A request still in flight does not lose its
 // append: what its stopped sequencer did not take up stays in SVC_APPEND, and quiesce
 // starts the tenant again when it finds it there. MaxActive is a soft cap all the
-// same: a burst of more tenants than that within this time all start (each with its
-// consumer: keep MaxActive times the processes, plus such bursts, under the broker's
-// consumer limit).
+// same: a burst of more tenants than that within this time all start.
 const minIdleToEvict = 3 * time.Second
 
 // makeRoom stops the least recently used active tenants while MaxActive or more are
