@@ -136,6 +136,7 @@ type Sequencer struct {
 	lastStamp time.Time // timestamp of the last head signed; owned by Run
 	lastCkpt  time.Time
 	statePath string
+	synced    *state // what the state file records, once known to hold the store synced to it
 
 	ready    chan struct{} // closed once Run consumes requests
 	replayed uint64        // leaves replayed from the stream by the last recovery
@@ -238,14 +239,32 @@ type state struct {
 	StreamSeq uint64 `json:"streamSeq"` // stream sequence of the batch that ends at TreeSize
 }
 
-// checkpoint syncs the tree store, then records how far it reaches in the stream.
+// checkpoint syncs the tree store, then records how far it reaches in the stream;
+// nothing when the state file already says so (a tenant started or stopped without
+// appending: two fsyncs fewer per start and stop).
 func (s *Sequencer) checkpoint() error {
+	now := state{TreeSize: s.tree.Size(), StreamSeq: s.lastSeq}
+	if s.synced != nil && *s.synced == now {
+		s.lastCkpt = s.cfg.Now()
+		return nil
+	}
 	if err := s.store.Sync(); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(state{TreeSize: s.tree.Size(), StreamSeq: s.lastSeq})
+	data, _ := json.Marshal(now)
 	s.lastCkpt = s.cfg.Now()
-	return receipt.WriteFileAtomic(s.statePath, data, 0o644)
+	if err := receipt.WriteFileAtomic(s.statePath, data, 0o644); err != nil {
+		return err
+	}
+	s.synced = &now
+	return nil
+}
+
+// readState is the state file's record, when there is a readable one.
+func (s *Sequencer) readState() (state, bool) {
+	var st state
+	data, err := os.ReadFile(s.statePath)
+	return st, err == nil && json.Unmarshal(data, &st) == nil
 }
 
 // Run recovers from the stream, then sequences until ctx ends (returning nil) or the
@@ -786,17 +805,18 @@ func (s *Sequencer) recover(ctx context.Context) error {
 		}
 		s.recent.add(h, i)
 	}
+	if st, ok := s.readState(); ok && s.replayed == 0 {
+		// The file was written after a sync of the store up to what it records.
+		s.synced = &st
+	}
 	return s.checkpoint()
 }
 
 // replay appends the committed leaves [from, to) that the tree store lacks.
 func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 	startSeq := uint64(1)
-	if data, err := os.ReadFile(s.statePath); err == nil {
-		var st state
-		if json.Unmarshal(data, &st) == nil && st.TreeSize <= from && st.StreamSeq > 0 {
-			startSeq = st.StreamSeq + 1
-		}
+	if st, ok := s.readState(); ok && st.TreeSize <= from && st.StreamSeq > 0 {
+		startSeq = st.StreamSeq + 1
 	}
 	s.log.Info("replaying committed leaves into the tree store", "from", from, "to", to, "startSeq", startSeq)
 	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
