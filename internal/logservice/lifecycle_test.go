@@ -277,3 +277,61 @@ func TestOneConsumerWhateverTheTenants(t *testing.T) {
 	default:
 	}
 }
+
+// TestTakeoverFromADeadHoldersConsumer: a process that held a tenant dies without
+// a word (its broker connection cut: its lease runs out, and its consumer on
+// SVC_APPEND keeps the tenant in its filter). Another process's append to that
+// tenant wins the lease, takes the tenant out of the dead process's consumer (the
+// broker allows one consumer per subject of a work queue) and is answered at the
+// next index; the broker holds one consumer per process, not per tenant.
+func TestTakeoverFromADeadHoldersConsumer(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	url := natsembed.URL(srv, "pw-of-tests")
+	h := Hosted{LeaseTTL: time.Second}
+	a, urlA := frontEndWith(t, t.TempDir(), url, dbURL, key, slog.New(slog.DiscardHandler), h, 1)
+	b, urlB := frontEndWith(t, t.TempDir(), url, dbURL, key, slog.New(slog.DiscardHandler), h, 1)
+	tokens := addTenants(t, a, "d", 5, true)
+	for id, tok := range tokens {
+		if s, body := appendTo(t, urlA, id, tok, "first"); s != 200 {
+			t.Fatalf("append to %s through a: %d %s", id, s, body)
+		}
+	}
+	if n := consumers(t, b.Conn(), pipeline.AppendStream); n != 2 {
+		t.Fatalf("%d consumers on %s with two processes and five tenants, want 2", n, pipeline.AppendStream)
+	}
+	a.Conn().Close() // a dies: nothing released, its consumer stays
+	for id, tok := range tokens {
+		var s int
+		var body []byte
+		for try := 0; try < 20; try++ { // until a's lease ran out
+			if s, body = appendTo(t, urlB, id, tok, "second"); s != 503 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if s != 200 || !strings.Contains(string(body), `"leafIndex":1,`) {
+			t.Fatalf("append to %s through b after a died: %d %s, want index 1", id, s, body)
+		}
+		if b.Sequencer(id) == nil {
+			t.Fatalf("b does not run %s's sequencer", id)
+		}
+	}
+	js, _ := jetstream.New(b.Conn())
+	stream, err := js.Stream(context.Background(), pipeline.AppendStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for info := range stream.ListConsumers(context.Background()).Info() {
+		if info.Name == b.hosted.feed.name {
+			continue
+		}
+		for _, s := range info.Config.FilterSubjects {
+			if strings.HasPrefix(s, pipeline.AppendPrefix+"d-") {
+				t.Errorf("the dead process's consumer %s still has %s", info.Name, s)
+			}
+		}
+	}
+	if n := consumers(t, b.Conn(), pipeline.AppendStream); n != 2 {
+		t.Fatalf("%d consumers on %s, want 2 (b's and the dead a's)", n, pipeline.AppendStream)
+	}
+}
