@@ -685,7 +685,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		if held {
 			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
 		}
-		next, mine, err := st.renewOnce(ctx, tenant, deadline)
+		next, mine, err := st.renewOnce(ctx, tenant, rev, deadline)
 		switch {
 		case ctx.Err() != nil:
 			if st.runCtx.Err() != nil {
@@ -710,10 +710,20 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 }
 
 // renewOnce renews tenant's lease by compare-and-set: mine is false when another
-// process holds it. A lease that ran out (nobody took it) is taken again.
-func (st *hostedState) renewOnce(ctx context.Context, tenant string, deadline time.Time) (rev uint64, mine bool, err error) {
+// process holds it. A lease that ran out (nobody took it) is taken again. With the
+// revision of its last renewal (last), one update does it while nobody else wrote
+// the key (one fsynced write, no read); otherwise it reads who holds it first.
+func (st *hostedState) renewOnce(ctx context.Context, tenant string, last uint64, deadline time.Time) (rev uint64, mine bool, err error) {
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if last != 0 {
+		if rev, err = st.kv.Update(actx, tenant, []byte(st.id), last); err == nil {
+			return rev, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, false, err
+		}
+	}
 	e, err := st.kv.Get(actx, tenant)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
