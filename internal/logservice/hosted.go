@@ -198,8 +198,8 @@ func (st *hostedState) catchUp(ctx context.Context, id string) bool {
 // the sequencer over when the holder releases it or dies. The caller holds t's lock.
 func (s *Service) serveHosted(ctx context.Context, t tenancy.Tenant) error {
 	st := s.hosted
-	if _, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
-		return s.holdTenant(ctx, st.runCtx, t)
+	if rev, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
+		return s.holdTenant(ctx, st.runCtx, t, rev)
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
@@ -295,7 +295,7 @@ func (s *Service) takeOver(t tenancy.Tenant, f *following) {
 		return
 	}
 	s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-	if err := s.holdTenant(st.runCtx, st.runCtx, t); err != nil {
+	if err := s.holdTenant(st.runCtx, st.runCtx, t, 0); err != nil {
 		s.http.RemoveTenant(t.ID)
 		st.refuse(t.ID, fmt.Errorf("taking over: %w", err), s.cfg.Logger)
 	}
@@ -369,6 +369,7 @@ type holding struct {
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
+	rev       uint64             // the lease's revision when it was won (0: unknown)
 	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
 	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
 	// the broker electing the lease bucket's leader) commits nothing once another
@@ -389,16 +390,16 @@ func (h *holding) hold(ctx context.Context) error {
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease
-// (which the caller just won). On failure everything it started is stopped and the
-// lease released. The caller holds t's lock.
-func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err error) {
+// (which the caller just won, at revision rev when known, else 0). On failure
+// everything it started is stopped and the lease released. The caller holds t's lock.
+func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev uint64) (err error) {
 	st := s.hosted
 	dir := filepath.Join(s.cfg.DataDir, "tenants", t.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		st.release(t.ID, 0)
 		return err
 	}
-	h := &holding{t: t, lease: make(chan struct{})}
+	h := &holding{t: t, lease: make(chan struct{}), rev: rev}
 	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
 	reqs, _ := st.feed.add(t.ID)
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs})
@@ -665,7 +666,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
-	var rev uint64
+	rev := h.rev
 	held := false // commits held, and said so
 	for first := true; ; first = false {
 		if !first { // the first renewal at once: the sequencer's start used up part of the lease
