@@ -356,7 +356,11 @@ func (f *appendFeed) drifted(ctx context.Context) bool {
 	if err != nil {
 		return true
 	}
-	got := append([]string{}, c.CachedInfo().Config.FilterSubjects...)
+	cfg := c.CachedInfo().Config
+	got := append([]string{}, cfg.FilterSubjects...)
+	if cfg.FilterSubject != "" { // the broker keeps a single filter there
+		got = append(got, cfg.FilterSubject)
+	}
 	slices.Sort(got)
 	want, _ := f.subjects()
 	return !slices.Equal(got, want)
