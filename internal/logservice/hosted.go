@@ -94,6 +94,8 @@ type hostedState struct {
 	refused map[string]string      // tenants whose last start failed, with why
 	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
+
+	roomWanted chan struct{} // a start found MaxActive tenants active (the reaper makes room)
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -115,7 +117,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
 	}
 	st := &hostedState{cfg: *h, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
-		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
 	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {

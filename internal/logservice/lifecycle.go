@@ -80,7 +80,7 @@ const startTimeout = 30 * time.Second
 // again.
 func (s *Service) activate(ctx context.Context, id string) error {
 	st := s.hosted
-	s.makeRoom(id)
+	st.askRoom()
 	l := st.lock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -111,12 +111,25 @@ func (s *Service) activate(ctx context.Context, id string) error {
 // same: a burst of more tenants than that within this time all start.
 const minIdleToEvict = 3 * time.Second
 
+// askRoom asks the reaper to stop the least recently used tenants when MaxActive or
+// more are active here: a start never waits for another tenant's stop.
+func (st *hostedState) askRoom() {
+	st.mu.Lock()
+	full := len(st.held)+len(st.follows) >= st.cfg.MaxActive
+	st.mu.Unlock()
+	if full {
+		select {
+		case st.roomWanted <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // makeRoom stops the least recently used active tenants while MaxActive or more are
-// active here (not counting id), before id's lock is taken: one tenant's lock is never
-// held while another's is taken.
+// active here (not counting id). It runs in the reaper, holding no tenant's lock.
 func (s *Service) makeRoom(id string) {
 	st := s.hosted
-	for range 8 { // bounded: a stop that does not happen (the process stops) ends it
+	for range 256 { // bounded: a stop that does not happen (the process stops) ends it
 		st.mu.Lock()
 		n := len(st.held) + len(st.follows)
 		var victim string
@@ -197,7 +210,8 @@ func (st *hostedState) lastUsed(tenant string) time.Time {
 }
 
 // reap stops the tenants that have been quiet for QuietPeriod, checking every
-// QuietPeriod/4: one goroutine for the process, whatever the number of tenants.
+// QuietPeriod/4, and makes room when a start finds MaxActive tenants active: one
+// goroutine for the process, whatever the number of tenants.
 func (s *Service) reap(ctx context.Context) error {
 	st := s.hosted
 	tick := time.NewTicker(max(st.cfg.QuietPeriod/4, 10*time.Millisecond))
@@ -206,6 +220,9 @@ func (s *Service) reap(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-st.roomWanted:
+			s.makeRoom("")
+			continue
 		case <-tick.C:
 		}
 		held, follows := st.quiet(time.Now())
