@@ -21,11 +21,14 @@ import (
 	"svc.dev/svc/pipeline"
 )
 
-// The append feed is the process's one consumer on SVC_APPEND
+// The append feed is the process's consumer on SVC_APPEND
 // (docs/design/log-service.md, "One consumer per process"): its filter subjects are
 // the tenants whose lease this process holds, and it hands each request to that
 // tenant's sequencer, which acknowledges it once its batch is committed. The number of
-// broker consumers is the number of processes, whatever the number of tenants.
+// broker consumers does not depend on the number of tenants: one per process while it
+// holds up to laneTenants tenants, one more per laneTenants active tenants beyond
+// (the broker checks a consumer's filters pairwise at every update, so one consumer
+// with a thousand filters cost half a second of broker CPU per update).
 //
 // SVC_APPEND is a work queue, so the broker refuses two consumers whose filters
 // overlap: a tenant's requests reach only the process that holds its lease. A process
@@ -46,12 +49,16 @@ import (
 // the others' dispatch.
 const feedInbox = 1024
 
+// laneTenants is how many tenants one consumer (a lane) of the feed carries at most.
+const laneTenants = 64
+
 // feedPlaceholder is the filter of a consumer whose process holds no tenant: a work
 // queue refuses an unfiltered consumer beside others. It has one token more than any
 // tenant's subject, so it never overlaps one.
 func feedPlaceholder(name string) string { return pipeline.AppendPrefix + "_none." + name }
 
-// appendFeed is the process's consumer on SVC_APPEND and the routes of its tenants.
+// appendFeed is the process's consumers on SVC_APPEND (its lanes) and the routes of
+// its tenants.
 type appendFeed struct {
 	js   jetstream.JetStream
 	name string
@@ -61,12 +68,22 @@ type appendFeed struct {
 
 	mu      sync.Mutex
 	routes  map[string]chan jetstream.Msg // tenant → its sequencer's requests
-	gen     uint64                        // changes of routes asked for
-	applied uint64                        // the last change the consumer reflects
-	done    chan struct{}                 // closed (and replaced) when applied moves
+	laneOf  map[string]int                // tenant → its lane
+	lanes   []*lane
+	gen     uint64        // changes of routes asked for
+	applied uint64        // the last change the consumers reflect
+	done    chan struct{} // closed (and replaced) when applied moves
 	kick    chan struct{}
 
 	unrouted atomic.Int64 // requests for a tenant no longer routed here (left to the reset)
+}
+
+// lane is one consumer of the feed.
+type lane struct {
+	name    string
+	tenants int  // routed to it
+	dirty   bool // its filter changed since the broker was told
+	cc      jetstream.ConsumeContext
 }
 
 // feedName is this data directory's consumer name, kept in <data>/append-consumer so
@@ -86,7 +103,7 @@ func feedName(dataDir string) (string, error) {
 }
 
 func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger) *appendFeed {
-	return &appendFeed{js: js, name: name, log: log, routes: map[string]chan jetstream.Msg{},
+	return &appendFeed{js: js, name: name, log: log, routes: map[string]chan jetstream.Msg{}, laneOf: map[string]int{},
 		done: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
@@ -94,7 +111,32 @@ func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger) *appen
 // gains the tenant shortly after (wait for it with settle).
 func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
 	ch := make(chan jetstream.Msg, feedInbox)
-	return ch, f.change(func() { f.routes[tenant] = ch })
+	return ch, f.change(func() {
+		f.routes[tenant] = ch
+		best := -1
+		for i, l := range f.lanes {
+			if l.tenants < laneTenants && (best < 0 || l.tenants < f.lanes[best].tenants) {
+				best = i
+			}
+		}
+		if best < 0 {
+			best = len(f.lanes)
+			f.lanes = append(f.lanes, &lane{name: fmt.Sprintf("%s-%d", f.name, best)})
+		}
+		f.laneOf[tenant] = best
+		f.lanes[best].tenants++
+		f.lanes[best].dirty = true
+	})
+}
+
+// unroute forgets tenant's route; f.mu is held.
+func (f *appendFeed) unroute(tenant string) {
+	if i, ok := f.laneOf[tenant]; ok {
+		f.lanes[i].tenants--
+		f.lanes[i].dirty = true
+		delete(f.laneOf, tenant)
+	}
+	delete(f.routes, tenant)
 }
 
 // remove stops routing tenant's requests here and waits (at most until ctx ends)
@@ -107,7 +149,7 @@ func (f *appendFeed) remove(ctx context.Context, tenant string) error {
 	if !ok {
 		return nil
 	}
-	return f.settle(ctx, f.change(func() { delete(f.routes, tenant) }))
+	return f.settle(ctx, f.change(func() { f.unroute(tenant) }))
 }
 
 // change applies mutate to the routes and asks for the consumer to follow; it
@@ -162,24 +204,24 @@ func (f *appendFeed) dispatch(m jetstream.Msg) {
 	}
 }
 
-// subjects is the filter the routes ask for, sorted.
-func (f *appendFeed) subjects() ([]string, uint64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	out := make([]string, 0, len(f.routes)+1)
-	for t := range f.routes {
-		out = append(out, pipeline.AppendSubject(t))
+// subjects is the filter the routes ask of lane i, sorted; f.mu is held.
+func (f *appendFeed) subjects(i int) []string {
+	var out []string
+	for t, l := range f.laneOf {
+		if l == i {
+			out = append(out, pipeline.AppendSubject(t))
+		}
 	}
 	if len(out) == 0 {
-		out = append(out, feedPlaceholder(f.name))
+		out = append(out, feedPlaceholder(f.lanes[i].name))
 	}
 	slices.Sort(out)
-	return out, f.gen
+	return out
 }
 
-func (f *appendFeed) config(subjects []string) jetstream.ConsumerConfig {
+func laneConfig(name string, subjects []string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
-		Durable:        f.name,
+		Durable:        name,
 		FilterSubjects: subjects,
 		AckPolicy:      jetstream.AckExplicitPolicy, // a work queue requires it
 		AckWait:        5 * time.Second,
@@ -192,29 +234,31 @@ func (f *appendFeed) config(subjects []string) jetstream.ConsumerConfig {
 	}
 }
 
-// apply makes the consumer's filter what the routes ask for, then resets it to the
-// start of the stream (see above).
+// apply makes the lanes' filters what the routes ask for, each changed one followed
+// by a reset to the start of the stream (see above), and starts dispatching from new
+// lanes.
 func (f *appendFeed) apply(ctx context.Context) error {
-	subjects, gen := f.subjects()
-	for attempt := 0; ; attempt++ {
-		_, err := f.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, f.config(subjects))
-		var apiErr *jetstream.APIError
-		if err == nil {
-			break
-		}
-		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.ErrorCode(10100) || attempt == 3 {
-			return fmt.Errorf("append consumer %s: %w", f.name, err)
-		}
-		// Another consumer still has one of these tenants (its process died or lost
-		// the lease): take them out of it, or give up the ones not ours.
-		if subjects, err = f.untangle(ctx, subjects); err != nil {
-			return err
+	f.mu.Lock()
+	gen := f.gen
+	type job struct {
+		l        *lane
+		subjects []string
+	}
+	var jobs []job
+	for i, l := range f.lanes {
+		if l.dirty || l.cc == nil || closed(l.cc) {
+			l.dirty = false
+			jobs = append(jobs, job{l, f.subjects(i)})
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, f.name, 1); err != nil {
-		return fmt.Errorf("append consumer %s: reset: %w", f.name, err)
+	f.mu.Unlock()
+	for _, j := range jobs {
+		if err := f.applyLane(ctx, j.l, j.subjects); err != nil {
+			f.mu.Lock()
+			j.l.dirty = true
+			f.mu.Unlock()
+			return err
+		}
 	}
 	f.mu.Lock()
 	if gen > f.applied {
@@ -226,10 +270,52 @@ func (f *appendFeed) apply(ctx context.Context) error {
 	return nil
 }
 
+// applyLane gives lane l the filter subjects, resets it, and starts its dispatch.
+func (f *appendFeed) applyLane(ctx context.Context, l *lane, subjects []string) error {
+	for attempt := 0; ; attempt++ {
+		_, err := f.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, laneConfig(l.name, subjects))
+		var apiErr *jetstream.APIError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.ErrorCode(10100) || attempt == 3 {
+			return fmt.Errorf("append consumer %s: %w", l.name, err)
+		}
+		// Another consumer still has one of these tenants (its process died or lost
+		// the lease): take them out of it, or give up the ones not ours.
+		if subjects, err = f.untangle(ctx, l.name, subjects); err != nil {
+			return err
+		}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, l.name, 1); err != nil {
+		return fmt.Errorf("append consumer %s: reset: %w", l.name, err)
+	}
+	if l.cc != nil && !closed(l.cc) {
+		return nil
+	}
+	c, err := f.js.Consumer(ctx, pipeline.AppendStream, l.name)
+	if err != nil {
+		return fmt.Errorf("append consumer %s: %w", l.name, err)
+	}
+	// PullExpiry 4 s: when the consumer's leader node is lost, the pull request it
+	// held is lost too, and the client re-issues one only after two missed
+	// heartbeats (docs/design/cluster.md).
+	cc, err := c.Consume(f.dispatch, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(4*time.Second))
+	if err != nil {
+		return fmt.Errorf("append consumer %s: %w", l.name, err)
+	}
+	f.mu.Lock()
+	l.cc = cc
+	f.mu.Unlock()
+	return nil
+}
+
 // untangle takes the tenants of subjects whose lease this process holds out of the
 // other consumers' filters, and returns subjects without the ones another process
 // holds (reported to lost).
-func (f *appendFeed) untangle(ctx context.Context, subjects []string) ([]string, error) {
+func (f *appendFeed) untangle(ctx context.Context, self string, subjects []string) ([]string, error) {
 	mine := map[string]bool{}
 	for _, s := range subjects {
 		mine[s] = true
@@ -241,7 +327,7 @@ func (f *appendFeed) untangle(ctx context.Context, subjects []string) ([]string,
 	}
 	list := stream.ListConsumers(ctx)
 	for info := range list.Info() {
-		if info.Name == f.name {
+		if info.Name == self {
 			continue
 		}
 		cfg := info.Config
@@ -283,12 +369,12 @@ func (f *appendFeed) untangle(ctx context.Context, subjects []string) ([]string,
 		}
 		tenant := strings.TrimPrefix(s, pipeline.AppendPrefix)
 		f.mu.Lock()
-		delete(f.routes, tenant)
+		f.unroute(tenant)
 		f.mu.Unlock()
 		go f.lost(tenant)
 	}
 	if len(out) == 0 {
-		out = append(out, feedPlaceholder(f.name))
+		out = append(out, feedPlaceholder(self))
 	}
 	return out, nil
 }
@@ -300,59 +386,92 @@ func btoi(b bool) int {
 	return 0
 }
 
-// run keeps the consumer following the routes and dispatching, until ctx ends; then
-// it deletes the consumer (a clean stop: the requests not acknowledged stay in the
-// stream for the tenants' next holders).
+// run keeps the lanes following the routes and dispatching, until ctx ends; then it
+// deletes them (a clean stop: the requests not acknowledged stay in the stream for
+// the tenants' next holders). It first deletes the lanes a predecessor on this data
+// directory left (killed): their requests go back to the work queue.
 func (f *appendFeed) run(ctx context.Context) error {
-	var cc jetstream.ConsumeContext
+	f.dropOld(ctx)
 	defer func() {
-		if cc != nil {
-			cc.Stop()
-		}
+		f.mu.Lock()
+		lanes := slices.Clone(f.lanes)
+		f.mu.Unlock()
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		_ = f.js.DeleteConsumer(dctx, pipeline.AppendStream, f.name)
+		for _, l := range lanes {
+			if l.cc != nil {
+				l.cc.Stop()
+			}
+			_ = f.js.DeleteConsumer(dctx, pipeline.AppendStream, l.name)
+		}
 	}()
 	check := time.NewTicker(2 * time.Second)
 	defer check.Stop()
-	wait, dirty := 100*time.Millisecond, true
+	wait := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if dirty {
-			err := f.apply(ctx)
-			if err == nil && (cc == nil || closed(cc)) {
-				cc, err = f.consume(ctx)
+		if err := f.apply(ctx); err != nil && ctx.Err() == nil {
+			f.log.Warn("the append consumer does not follow this process's tenants yet; retrying", "err", err, "in", wait)
+			telemetry.Current().BrokerRetry("append consumer")
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
 			}
-			if err != nil && ctx.Err() == nil {
-				f.log.Warn("the append consumer does not follow this process's tenants yet; retrying", "err", err, "in", wait)
-				telemetry.Current().BrokerRetry("append consumer")
-				select {
-				case <-ctx.Done():
-				case <-time.After(wait):
-				}
-				wait = min(2*wait, 5*time.Second)
-				continue
-			}
-			wait, dirty = 100*time.Millisecond, false
+			wait = min(2*wait, 5*time.Second)
+			continue
 		}
+		wait = 100 * time.Millisecond
 		select {
 		case <-ctx.Done():
 		case <-f.kick:
 			time.Sleep(5 * time.Millisecond) // one update for a burst of starts
-			dirty = true
 		case <-check.C:
-			// The filter as the broker holds it: another process may have taken a
-			// tenant out of it (racing an update of ours), or the broker lost it.
-			dirty = closed(cc) || f.drifted(ctx)
+			// The filters as the broker holds them: another process may have taken a
+			// tenant out of one (racing an update of ours), or the broker lost one.
+			f.checkDrift(ctx)
 		}
 	}
 	return nil
 }
 
-// drifted reports whether the consumer on the broker differs from what the routes ask.
-func (f *appendFeed) drifted(ctx context.Context) bool {
+// dropOld deletes this data directory's lanes left on the broker.
+func (f *appendFeed) dropOld(ctx context.Context) {
+	stream, err := f.js.Stream(ctx, pipeline.AppendStream)
+	if err != nil {
+		return
+	}
+	names := stream.ListConsumers(ctx)
+	for info := range names.Info() {
+		if strings.HasPrefix(info.Name, f.name+"-") {
+			_ = f.js.DeleteConsumer(ctx, pipeline.AppendStream, info.Name)
+		}
+	}
+}
+
+// checkDrift marks the lanes whose consumer on the broker differs from what the
+// routes ask.
+func (f *appendFeed) checkDrift(ctx context.Context) {
+	f.mu.Lock()
+	want := make([][]string, len(f.lanes))
+	lanes := slices.Clone(f.lanes)
+	for i := range f.lanes {
+		want[i] = f.subjects(i)
+	}
+	f.mu.Unlock()
+	for i, l := range lanes {
+		if l.cc != nil && !closed(l.cc) && !f.drifted(ctx, l.name, want[i]) {
+			continue
+		}
+		f.mu.Lock()
+		l.dirty = true
+		f.mu.Unlock()
+	}
+}
+
+// drifted reports whether consumer name on the broker has another filter than want.
+func (f *appendFeed) drifted(ctx context.Context, name string, want []string) bool {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := f.js.Consumer(cctx, pipeline.AppendStream, f.name)
+	c, err := f.js.Consumer(cctx, pipeline.AppendStream, name)
 	if err != nil {
 		return true
 	}
@@ -362,7 +481,6 @@ func (f *appendFeed) drifted(ctx context.Context) bool {
 		got = append(got, cfg.FilterSubject)
 	}
 	slices.Sort(got)
-	want, _ := f.subjects()
 	return !slices.Equal(got, want)
 }
 
@@ -373,15 +491,4 @@ func closed(cc jetstream.ConsumeContext) bool {
 	default:
 		return false
 	}
-}
-
-// consume starts dispatching from the consumer. PullExpiry 4 s: when the consumer's
-// leader node is lost, the pull request it held is lost too, and the client re-issues
-// one only after two missed heartbeats (docs/design/cluster.md).
-func (f *appendFeed) consume(ctx context.Context) (jetstream.ConsumeContext, error) {
-	c, err := f.js.Consumer(ctx, pipeline.AppendStream, f.name)
-	if err != nil {
-		return nil, fmt.Errorf("append consumer %s: %w", f.name, err)
-	}
-	return c.Consume(f.dispatch, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(4*time.Second))
 }
