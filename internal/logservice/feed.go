@@ -112,6 +112,7 @@ func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger) *appen
 func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
 	ch := make(chan jetstream.Msg, feedInbox)
 	return ch, f.change(func() {
+		f.unroute(tenant) // a route left behind, if any
 		f.routes[tenant] = ch
 		best := -1
 		for i, l := range f.lanes {
