@@ -216,12 +216,19 @@ func (s *Service) reap(ctx context.Context) error {
 	st := s.hosted
 	tick := time.NewTicker(max(st.cfg.QuietPeriod/4, 10*time.Millisecond))
 	defer tick.Stop()
+	// A burst of starts goes past MaxActive (the cap is soft); once its tenants have
+	// been idle minIdleToEvict, the least recently used are stopped.
+	room := time.NewTicker(minIdleToEvict)
+	defer room.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-st.roomWanted:
 			s.makeRoom("")
+			continue
+		case <-room.C:
+			st.askRoom()
 			continue
 		case <-tick.C:
 		}
