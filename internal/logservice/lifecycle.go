@@ -126,35 +126,59 @@ func (st *hostedState) askRoom() {
 }
 
 // makeRoom stops the least recently used active tenants while MaxActive or more are
-// active here (not counting id). It runs in the reaper, holding no tenant's lock.
+// active here (not counting id), those idle for minIdleToEvict at least, up to
+// evictAtOnce at a time. It runs in the reaper, holding no tenant's lock.
 func (s *Service) makeRoom(id string) {
-	st := s.hosted
-	for range 256 { // bounded: a stop that does not happen (the process stops) ends it
-		st.mu.Lock()
-		n := len(st.held) + len(st.follows)
-		var victim string
-		var oldest time.Time
-		held := false
-		for t, h := range st.held {
-			if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && (victim == "" || at.Before(oldest)) {
-				victim, oldest, held = t, at, true
+	victims := s.hosted.victims(id, time.Now())
+	sem := make(chan struct{}, evictAtOnce)
+	var wg sync.WaitGroup
+	for _, v := range victims {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if v.held {
+				s.quiesce(v.id, nil)
+			} else {
+				s.stopFollowing(v.id, nil, nil)
 			}
-		}
-		for t, f := range st.follows {
-			if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && (victim == "" || at.Before(oldest)) {
-				victim, oldest, held = t, at, false
-			}
-		}
-		st.mu.Unlock()
-		if n < st.cfg.MaxActive || victim == "" || time.Since(oldest) < minIdleToEvict {
-			return
-		}
-		if held {
-			s.quiesce(victim, nil)
-		} else {
-			s.stopFollowing(victim, nil, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+// evictAtOnce bounds the tenants makeRoom stops at once.
+const evictAtOnce = 16
+
+// victim is an active tenant makeRoom stops.
+type victim struct {
+	id   string
+	held bool // its sequencer runs here (else a read-only tree)
+	at   time.Time
+}
+
+// victims lists, least recently used first, the tenants to stop so that one fewer
+// than MaxActive stay active (never id, nor one used within minIdleToEvict).
+func (st *hostedState) victims(id string, now time.Time) []victim {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := len(st.held) + len(st.follows)
+	if n < st.cfg.MaxActive {
+		return nil
+	}
+	var all []victim
+	for t, h := range st.held {
+		if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && now.Sub(at) >= minIdleToEvict {
+			all = append(all, victim{t, true, at})
 		}
 	}
+	for t, f := range st.follows {
+		if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && now.Sub(at) >= minIdleToEvict {
+			all = append(all, victim{t, false, at})
+		}
+	}
+	slices.SortFunc(all, func(a, b victim) int { return a.at.Compare(b.at) })
+	return all[:min(len(all), n-st.cfg.MaxActive+1)]
 }
 
 // refuse records (err non-nil) or clears tenant's start failure.

@@ -205,7 +205,8 @@ func TestRestartServesThousands(t *testing.T) {
 }
 
 // TestOneConsumerWhateverTheTenants: on a broker that allows three consumers a
-// stream, forty tenants all active at once append (the process has one consumer on
+// stream, forty tenants all active at once append (then, idle, they are brought
+// back under MaxActive) (the process has one consumer on
 // SVC_APPEND for up to 64 active tenants: the count read from the broker's stream
 // info stays 1), as does an idle tenant whose append comes over the broker
 // (a gateway's or SDK's); a tenant whose start fails on a resource (its tree
@@ -224,7 +225,7 @@ func TestOneConsumerWhateverTheTenants(t *testing.T) {
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
-	a, url := frontEndWith(t, dir, srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second}, 1)
+	a, url := frontEndWith(t, dir, srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second, MaxActive: 10}, 1)
 	tokens := addTenants(t, a, "r", 40, true)
 	for round := range 2 {
 		var wg sync.WaitGroup
@@ -242,6 +243,20 @@ func TestOneConsumerWhateverTheTenants(t *testing.T) {
 			t.Fatalf("%d consumers on %s with %d tenants active, want 1", n, pipeline.AppendStream, len(tokens))
 		}
 	}
+	// The forty went past MaxActive at once (a soft cap); idle, they are brought
+	// back under it.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		running := 0
+		for id := range tokens {
+			if a.Sequencer(id) != nil {
+				running++
+			}
+		}
+		if running >= 10 || leases(t, a.Conn()) >= 10 {
+			return fmt.Errorf("%d sequencers and %d leases, want under MaxActive (10)", running, leases(t, a.Conn()))
+		}
+		return nil
+	})
 	addTenants(t, a, "over-nats", 1, false)
 	c, err := pipeline.NewClient(a.Conn(), pipeline.ClientConfig{Timeout: 20 * time.Second})
 	if err != nil {
