@@ -808,6 +808,8 @@ func (s *Sequencer) recover(ctx context.Context) error {
 	if st, ok := s.readState(); ok && s.replayed == 0 {
 		// The file was written after a sync of the store up to what it records.
 		s.synced = &st
+	} else if !ok && s.tree.Size() == 0 && s.lastSeq == 0 {
+		s.synced = &state{} // an empty log: nothing to record (replay starts at 1)
 	}
 	return s.checkpoint()
 }

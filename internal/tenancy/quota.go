@@ -28,6 +28,7 @@ type Quota struct {
 
 	mu     sync.Mutex
 	counts map[string]*monthCount
+	leaves jetstream.Stream // SVC_LEAVES, looked up once
 }
 
 type monthCount struct {
@@ -73,7 +74,14 @@ func (q *Quota) AdmitUpTo(ctx context.Context, tenant string, n int) (int, error
 	}
 	c := q.counts[tenant]
 	if c == nil || c.month != month {
-		used, err := MonthAppends(ctx, q.JS, tenant, now)
+		if q.leaves == nil {
+			stream, err := q.JS.Stream(ctx, pipeline.LeavesStream)
+			if err != nil {
+				return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
+			}
+			q.leaves = stream
+		}
+		used, err := monthAppends(ctx, q.JS, q.leaves, tenant, now)
 		if err != nil {
 			return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
 		}
@@ -113,9 +121,21 @@ func (q *Quota) Used(tenant string) (month string, n uint64) {
 // ends less where the month's first batch starts: two message reads, whatever the
 // number of batches (a tenant's first append after a restart pays this).
 func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, now time.Time) (uint64, error) {
+	stream, err := js.Stream(ctx, pipeline.LeavesStream)
+	if err != nil {
+		return 0, err
+	}
+	return monthAppends(ctx, js, stream, tenant, now)
+}
+
+// monthAppends is MonthAppends on SVC_LEAVES already looked up (stream).
+func monthAppends(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, tenant string, now time.Time) (uint64, error) {
 	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	_, last, err := pipeline.TenantLeaves(ctx, js, tenant)
-	if err != nil || last == nil {
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.LeavesSubject(tenant))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
+	}
+	if err != nil {
 		return 0, err
 	}
 	if last.Time.Before(start) {
