@@ -44,9 +44,8 @@ import (
 // filter: the ones a sequencer is working on come twice, and its idempotency window
 // answers the second with the first's index.
 
-// feedInbox is how many requests wait for one tenant's sequencer; past it a request
-// is handed back to the broker for a moment, so that one slow tenant never holds up
-// the others' dispatch.
+// feedInbox is how many requests wait in one tenant's sequencer's inbox; the rest
+// wait, in order, in its route's overflow.
 const feedInbox = 1024
 
 // laneTenants is how many tenants one consumer (a lane) of the feed carries at most.
@@ -67,8 +66,8 @@ type appendFeed struct {
 	lost func(tenant string)                           // another process holds tenant's lease
 
 	mu      sync.Mutex
-	routes  map[string]chan jetstream.Msg // tenant → its sequencer's requests
-	laneOf  map[string]int                // tenant → its lane
+	routes  map[string]*route // tenant → its sequencer's requests
+	laneOf  map[string]int    // tenant → its lane
 	lanes   []*lane
 	gen     uint64        // changes of routes asked for
 	applied uint64        // the last change the consumers reflect
@@ -103,17 +102,17 @@ func feedName(dataDir string) (string, error) {
 }
 
 func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger) *appendFeed {
-	return &appendFeed{js: js, name: name, log: log, routes: map[string]chan jetstream.Msg{}, laneOf: map[string]int{},
+	return &appendFeed{js: js, name: name, log: log, routes: map[string]*route{}, laneOf: map[string]int{},
 		done: make(chan struct{}), kick: make(chan struct{}, 1)}
 }
 
 // add routes tenant's requests to the channel it returns; the consumer's filter
 // gains the tenant shortly after (wait for it with settle).
 func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
-	ch := make(chan jetstream.Msg, feedInbox)
-	return ch, f.change(func() {
+	r := &route{ch: make(chan jetstream.Msg, feedInbox), stop: make(chan struct{})}
+	return r.ch, f.change(func() {
 		f.unroute(tenant) // a route left behind, if any
-		f.routes[tenant] = ch
+		f.routes[tenant] = r
 		best := -1
 		for i, l := range f.lanes {
 			if l.tenants < laneTenants && (best < 0 || l.tenants < f.lanes[best].tenants) {
@@ -137,7 +136,10 @@ func (f *appendFeed) unroute(tenant string) {
 		f.lanes[i].dirty = true
 		delete(f.laneOf, tenant)
 	}
-	delete(f.routes, tenant)
+	if r := f.routes[tenant]; r != nil {
+		close(r.stop)
+		delete(f.routes, tenant)
+	}
 }
 
 // remove stops routing tenant's requests here and waits (at most until ctx ends)
@@ -190,18 +192,72 @@ func (f *appendFeed) settle(ctx context.Context, gen uint64) error {
 func (f *appendFeed) dispatch(m jetstream.Msg) {
 	tenant := strings.TrimPrefix(m.Subject(), pipeline.AppendPrefix)
 	f.mu.Lock()
-	ch := f.routes[tenant]
+	r := f.routes[tenant]
 	f.mu.Unlock()
-	if ch == nil {
+	if r == nil {
 		// Its sequencer stopped here: the reset that follows its removal from the
 		// filter leaves the request to the next holder.
 		f.unrouted.Add(1)
 		return
 	}
-	select {
-	case ch <- m:
-	default:
-		_ = m.NakWithDelay(50 * time.Millisecond)
+	r.put(m)
+}
+
+// route is one tenant's way to its sequencer: its inbox, and beyond it, in order, the
+// requests that did not fit (a tenant's requests keep their order, as an import
+// needs, and a tenant whose sequencer is behind never holds up its lane's others).
+// The lane's MaxAckPending bounds what waits.
+type route struct {
+	ch   chan jetstream.Msg
+	stop chan struct{} // closed when the route goes
+
+	mu      sync.Mutex
+	over    []jetstream.Msg
+	pumping bool
+}
+
+// put queues m behind the tenant's earlier requests.
+func (r *route) put(m jetstream.Msg) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.over) == 0 {
+		select {
+		case r.ch <- m:
+			return
+		default:
+		}
+	}
+	r.over = append(r.over, m)
+	if !r.pumping {
+		r.pumping = true
+		go r.pump()
+	}
+}
+
+// pump moves the overflow into the inbox as the sequencer takes requests up; it runs
+// only while there is overflow.
+func (r *route) pump() {
+	for {
+		r.mu.Lock()
+		if len(r.over) == 0 {
+			r.pumping = false
+			r.mu.Unlock()
+			return
+		}
+		m := r.over[0]
+		r.mu.Unlock()
+		select {
+		case r.ch <- m:
+		case <-r.stop:
+			r.mu.Lock()
+			r.over, r.pumping = nil, false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Lock()
+		r.over[0] = nil
+		r.over = r.over[1:]
+		r.mu.Unlock()
 	}
 }
 
