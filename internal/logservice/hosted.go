@@ -49,8 +49,8 @@ type Hosted struct {
 	// MaxActive caps the tenants active in this process at once (sequencers and
 	// read-only trees: goroutines, memory, lease renewals); starting one more first
 	// stops the least recently used, when that one has been idle for 3 s (a soft cap:
-	// no request in flight loses its sequencer). Broker consumers do not depend on
-	// it: the process has one on SVC_APPEND whatever its tenants. Default
+	// no request in flight loses its sequencer). Broker consumers follow it, not the
+	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default
 	// DefaultMaxActive.
 	MaxActive int
 }
@@ -100,7 +100,7 @@ type hostedState struct {
 	// tree until the process stops.
 	runCtx context.Context
 
-	feed    *appendFeed        // the process's one consumer on SVC_APPEND
+	feed    *appendFeed        // the process's consumers on SVC_APPEND (feed.go)
 	members jetstream.KeyValue // live processes and how many tenants each holds
 	left    sync.Once          // leave: once per process stop, whoever asks first
 
