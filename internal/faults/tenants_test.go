@@ -61,20 +61,14 @@ func TestTenants(t *testing.T) {
 	if os.Getenv("SVC_BENCH_TENANTS_CLUSTER") != "" {
 		cfg.nodes = 3
 	}
-	key, _ := signer.GenerateKey()
-	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.signer = &signerService{h: h}
-	cfg.signer.start(t)
-	t.Cleanup(cfg.signer.stop)
-
 	var rows []tenantsRow
 	for _, n := range sizes {
 		var row tenantsRow
 		t.Run(fmt.Sprint(n), func(t *testing.T) {
 			cfg.dbURL = pgtest.New(t)
+			// A signer of its own per size: it remembers the last head of each log, and
+			// the sizes' logs share tenant names (t00000 ...) but not histories.
+			cfg.signer = startBenchSigner(t)
 			row = runTenants(t, cfg, n)
 		})
 		rows = append(rows, row)
@@ -128,4 +122,21 @@ func printTenants(rows []tenantsRow) {
 			float64(r.rss)/(1<<20), r.routines, r.consumers, 100*r.idleCPU, restart, p99, r.note)
 	}
 	fmt.Fprint(os.Stdout, b.String())
+}
+
+// startBenchSigner starts a signer with a fresh head store, stopped with t.
+func startBenchSigner(t *testing.T) *signerService {
+	key, _ := signer.GenerateKey()
+	heads, err := remote.OpenHeadStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler), Heads: heads})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sg := &signerService{h: h}
+	sg.start(t)
+	t.Cleanup(sg.stop)
+	return sg
 }

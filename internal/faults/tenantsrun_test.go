@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 
 	"svc.dev/svc/internal/testkit"
 )
@@ -47,7 +49,10 @@ type tenantsRun struct {
 	stopped atomic.Bool // by the watchdog
 }
 
-const benchAdminToken = "admin-token-456"
+const benchAdminToken = "admin-token-456-0123456789abcdefghij"
+
+// benchNATSPassword is the embedded broker's password for gateways (and the bench).
+const benchNATSPassword = "bench-nats-password-0123456789"
 
 func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row := tenantsRow{broker: "embedded", tenants: 0}
@@ -63,9 +68,21 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		r.natsURL = c.URLs()
 		args = append(args, "--nats-url", r.natsURL, "--replicas", fmt.Sprint(cfg.nodes))
 	} else {
-		r.natsURL = fmt.Sprintf("127.0.0.1:%d", testkit.FreePorts(t, 1)[0])
-		args = append(args, "--nats-listen", r.natsURL)
-		r.natsURL = "nats://" + r.natsURL
+		// The listener needs its nkey (issue 27); the bench reads the broker with the
+		// password gateways use.
+		seed := filepath.Join(t.TempDir(), "nats.nk")
+		kp, err := nkeys.CreateUser()
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := kp.Seed()
+		if err := os.WriteFile(seed, raw, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env = append(env, "TEST_NATS_LISTEN_PASSWORD="+benchNATSPassword)
+		listen := fmt.Sprintf("127.0.0.1:%d", testkit.FreePorts(t, 1)[0])
+		args = append(args, "--nats-listen", listen, "--nats-nkey", seed, "--nats-listen-password-env", "TEST_NATS_LISTEN_PASSWORD")
+		r.natsURL = "nats://svc:" + benchNATSPassword + "@" + listen
 	}
 	r.p = startProc(t, fmt.Sprintf("log-%d", n), env, args...)
 	ctx, stop := context.WithCancel(ctx)

@@ -47,10 +47,11 @@ type Hosted struct {
 	// interval, so the last appends of a burst are checkpointed before the stop.
 	QuietPeriod time.Duration
 	// MaxActive caps the tenants active in this process at once (sequencers and
-	// read-only trees, each with one broker consumer); starting one more first stops
-	// the least recently used, when that one has been idle for 30 s (a soft cap: no
-	// request in flight loses its sequencer). Default DefaultMaxActive, which keeps a
-	// few processes' consumers under the broker's default limit of 1,000 a stream.
+	// read-only trees: goroutines, memory, lease renewals); starting one more first
+	// stops the least recently used, when that one has been idle for 3 s (a soft cap:
+	// no request in flight loses its sequencer). Broker consumers follow it, not the
+	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default
+	// DefaultMaxActive.
 	MaxActive int
 }
 
@@ -68,6 +69,24 @@ const LeaseBucket = "svc_sequencer_leases"
 // election of the R3 lease bucket (about two seconds) before the holder gives up.
 const DefaultLeaseTTL = 5 * time.Second
 
+// leaseStorage is where the lease bucket keeps its keys: in memory (replicated like
+// any stream with --replicas), since a lease lives for a TTL of seconds and a broker
+// that loses it (a full restart) only makes the holders create it again, while on
+// disk every lease's creation and renewal was an fsynced write: the largest part of a
+// tenant's start (about 50 of 70 ms with 8 starts at once) and of an idle process's
+// CPU. A bucket an older version made on disk stays there (a stream's storage cannot
+// change, and processes of both versions must share one bucket).
+func leaseStorage(ctx context.Context, js jetstream.JetStream) jetstream.StorageType {
+	if kv, err := js.KeyValue(ctx, LeaseBucket); err == nil {
+		if st, err := kv.Status(ctx); err == nil {
+			if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo().Config.Storage == jetstream.FileStorage {
+				return jetstream.FileStorage
+			}
+		}
+	}
+	return jetstream.MemoryStorage
+}
+
 // hostedState is what the hosted mode adds to a Service.
 type hostedState struct {
 	cfg   Hosted
@@ -82,6 +101,7 @@ type hostedState struct {
 	// tree until the process stops.
 	runCtx context.Context
 
+	feed    *appendFeed        // the process's consumers on SVC_APPEND (feed.go)
 	members jetstream.KeyValue // live processes and how many tenants each holds
 	left    sync.Once          // leave: once per process stop, whoever asks first
 
@@ -93,6 +113,8 @@ type hostedState struct {
 	refused map[string]string      // tenants whose last start failed, with why
 	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
+
+	roomWanted chan struct{} // a start found MaxActive tenants active (the reaper makes room)
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -114,16 +136,30 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
 	}
 	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
-		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
-	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {
+	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: leaseStorage(ctx, js),
+		Description: "which process runs each tenant's sequencer"}); err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
 	if st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"}); err != nil {
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
+	name, err := feedName(s.cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("append consumer name: %w", err)
+	}
+	st.feed = newAppendFeed(js, name, s.cfg.Logger, s.cfg.Telemetry)
+	st.feed.owns = func(ctx context.Context, tenant string) bool {
+		e, err := st.kv.Get(ctx, tenant)
+		return err == nil && string(e.Value()) == st.id
+	}
+	st.feed.lost = func(tenant string) {
+		s.loseTenant(tenant, fmt.Errorf("%w of %s: another process's append consumer has it", errLeaseLost, tenant))
+	}
+	s.goRun("append consumer", func() error { return st.feed.run(runCtx) })
 	if err := st.reclaim(ctx, s.cfg.DataDir, s.cfg.Logger); err != nil {
 		return err
 	}
@@ -210,8 +246,8 @@ func (st *hostedState) catchUp(ctx context.Context, id string) bool {
 // the sequencer over when the holder releases it or dies. The caller holds t's lock.
 func (s *Service) serveHosted(ctx context.Context, t tenancy.Tenant) error {
 	st := s.hosted
-	if _, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
-		return s.holdTenant(ctx, st.runCtx, t)
+	if rev, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
+		return s.holdTenant(ctx, st.runCtx, t, rev)
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
@@ -307,7 +343,7 @@ func (s *Service) takeOver(t tenancy.Tenant, f *following) {
 		return
 	}
 	s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-	if err := s.holdTenant(st.runCtx, st.runCtx, t); err != nil {
+	if err := s.holdTenant(st.runCtx, st.runCtx, t, 0); err != nil {
 		s.http.RemoveTenant(t.ID)
 		st.refuse(t.ID, fmt.Errorf("taking over: %w", err), s.cfg.Logger)
 	}
@@ -381,6 +417,7 @@ type holding struct {
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
+	rev       uint64             // the lease's revision when it was won (0: unknown)
 	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
 	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
 	// the broker electing the lease bucket's leader) commits nothing once another
@@ -401,19 +438,23 @@ func (h *holding) hold(ctx context.Context) error {
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease
-// (which the caller just won). On failure everything it started is stopped and the
-// lease released. The caller holds t's lock.
-func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant) (err error) {
+// (which the caller just won, at revision rev when known, else 0). On failure
+// everything it started is stopped and the lease released. The caller holds t's lock.
+func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev uint64) (err error) {
 	st := s.hosted
 	dir := filepath.Join(s.cfg.DataDir, "tenants", t.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		st.release(t.ID, 0)
 		return err
 	}
-	h := &holding{t: t, lease: make(chan struct{})}
+	h := &holding{t: t, lease: make(chan struct{}), rev: rev}
 	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Telemetry: s.cfg.Telemetry})
+	reqs, _ := st.feed.add(t.ID)
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry})
 	if err != nil {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = st.feed.remove(fctx, t.ID)
 		st.release(t.ID, 0)
 		return err
 	}
@@ -495,6 +536,12 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 		// Neither this sequencer nor another may append to the shorter log: the
 		// lease stays here (renewed), the tree serves reads and the alarm is raised.
 		s.hosted.halt(h.t.ID, err, s.cfg.Logger)
+		// Its requests stay in SVC_APPEND, taken up by nobody.
+		go func() {
+			ctx, cancel := context.WithTimeout(s.hosted.runCtx, 5*time.Second)
+			defer cancel()
+			_ = s.hosted.feed.remove(ctx, h.t.ID)
+		}()
 	}
 	select {
 	case <-h.seq.Ready():
@@ -525,7 +572,7 @@ func (s *Service) unhold(h *holding, renewing bool) {
 	s.http.RemoveTenant(h.t.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_ = h.seq.Release(ctx)
+	_ = s.hosted.feed.remove(ctx, h.t.ID) // before the lease goes: then the requests are the next holder's
 	_ = h.seq.Close()
 	h.stopLease()
 	if renewing {
@@ -585,6 +632,9 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	if seq != nil {
 		err = seq.Close()
 	}
+	fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = s.hosted.feed.remove(fctx, tenant) // before the lease goes: then the requests are the next holder's
+	cancel()
 	h.stopLease()
 	<-h.lease
 	return errors.Join(ferr, err)
@@ -667,7 +717,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
 	defer tick.Stop()
 	renewed := time.Now()
-	var rev uint64
+	rev := h.rev
 	held := false // commits held, and said so
 	for first := true; ; first = false {
 		if !first { // the first renewal at once: the sequencer's start used up part of the lease
@@ -687,7 +737,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		if held {
 			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
 		}
-		next, mine, err := st.renewOnce(ctx, tenant, deadline)
+		next, mine, err := st.renewOnce(ctx, tenant, rev, deadline)
 		switch {
 		case ctx.Err() != nil:
 			if st.runCtx.Err() != nil {
@@ -712,10 +762,20 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 }
 
 // renewOnce renews tenant's lease by compare-and-set: mine is false when another
-// process holds it. A lease that ran out (nobody took it) is taken again.
-func (st *hostedState) renewOnce(ctx context.Context, tenant string, deadline time.Time) (rev uint64, mine bool, err error) {
+// process holds it. A lease that ran out (nobody took it) is taken again. With the
+// revision of its last renewal (last), one update does it while nobody else wrote
+// the key (one fsynced write, no read); otherwise it reads who holds it first.
+func (st *hostedState) renewOnce(ctx context.Context, tenant string, last uint64, deadline time.Time) (rev uint64, mine bool, err error) {
 	actx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if last != 0 {
+		if rev, err = st.kv.Update(actx, tenant, []byte(st.id), last); err == nil {
+			return rev, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			return 0, false, err
+		}
+	}
 	e, err := st.kv.Get(actx, tenant)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):

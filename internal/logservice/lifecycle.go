@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
@@ -80,7 +79,7 @@ const startTimeout = 30 * time.Second
 // again.
 func (s *Service) activate(ctx context.Context, id string) error {
 	st := s.hosted
-	s.makeRoom(id)
+	st.askRoom()
 	l := st.lock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -108,42 +107,77 @@ func (s *Service) activate(ctx context.Context, id string) error {
 // before makeRoom may stop it early. A request still in flight does not lose its
 // append: what its stopped sequencer did not take up stays in SVC_APPEND, and quiesce
 // starts the tenant again when it finds it there. MaxActive is a soft cap all the
-// same: a burst of more tenants than that within this time all start (each with its
-// consumer: keep MaxActive times the processes, plus such bursts, under the broker's
-// consumer limit).
+// same: a burst of more tenants than that within this time all start.
 const minIdleToEvict = 3 * time.Second
 
-// makeRoom stops the least recently used active tenants while MaxActive or more are
-// active here (not counting id), before id's lock is taken: one tenant's lock is never
-// held while another's is taken.
-func (s *Service) makeRoom(id string) {
-	st := s.hosted
-	for range 8 { // bounded: a stop that does not happen (the process stops) ends it
-		st.mu.Lock()
-		n := len(st.held) + len(st.follows)
-		var victim string
-		var oldest time.Time
-		held := false
-		for t, h := range st.held {
-			if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && (victim == "" || at.Before(oldest)) {
-				victim, oldest, held = t, at, true
-			}
-		}
-		for t, f := range st.follows {
-			if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && (victim == "" || at.Before(oldest)) {
-				victim, oldest, held = t, at, false
-			}
-		}
-		st.mu.Unlock()
-		if n < st.cfg.MaxActive || victim == "" || time.Since(oldest) < minIdleToEvict {
-			return
-		}
-		if held {
-			s.quiesce(victim, nil)
-		} else {
-			s.stopFollowing(victim, nil, nil)
+// askRoom asks the reaper to stop the least recently used tenants when MaxActive or
+// more are active here: a start never waits for another tenant's stop.
+func (st *hostedState) askRoom() {
+	st.mu.Lock()
+	full := len(st.held)+len(st.follows) >= st.cfg.MaxActive
+	st.mu.Unlock()
+	if full {
+		select {
+		case st.roomWanted <- struct{}{}:
+		default:
 		}
 	}
+}
+
+// makeRoom stops the least recently used active tenants while MaxActive or more are
+// active here (not counting id), those idle for minIdleToEvict at least, up to
+// evictAtOnce at a time. It runs in the reaper, holding no tenant's lock.
+func (s *Service) makeRoom(id string) {
+	victims := s.hosted.victims(id, time.Now())
+	sem := make(chan struct{}, evictAtOnce)
+	var wg sync.WaitGroup
+	for _, v := range victims {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if v.held {
+				s.quiesce(v.id, nil)
+			} else {
+				s.stopFollowing(v.id, nil, nil)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// evictAtOnce bounds the tenants makeRoom stops at once.
+const evictAtOnce = 16
+
+// victim is an active tenant makeRoom stops.
+type victim struct {
+	id   string
+	held bool // its sequencer runs here (else a read-only tree)
+	at   time.Time
+}
+
+// victims lists, least recently used first, the tenants to stop so that one fewer
+// than MaxActive stay active (never id, nor one used within minIdleToEvict).
+func (st *hostedState) victims(id string, now time.Time) []victim {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := len(st.held) + len(st.follows)
+	if n < st.cfg.MaxActive {
+		return nil
+	}
+	var all []victim
+	for t, h := range st.held {
+		if at := later(st.lastUsed(t), h.seq.LastActive()); t != id && now.Sub(at) >= minIdleToEvict {
+			all = append(all, victim{t, true, at})
+		}
+	}
+	for t, f := range st.follows {
+		if at := later(st.lastUsed(t), time.Unix(0, f.used.Load())); t != id && now.Sub(at) >= minIdleToEvict {
+			all = append(all, victim{t, false, at})
+		}
+	}
+	slices.SortFunc(all, func(a, b victim) int { return a.at.Compare(b.at) })
+	return all[:min(len(all), n-st.cfg.MaxActive+1)]
 }
 
 // refuse records (err non-nil) or clears tenant's start failure.
@@ -199,15 +233,26 @@ func (st *hostedState) lastUsed(tenant string) time.Time {
 }
 
 // reap stops the tenants that have been quiet for QuietPeriod, checking every
-// QuietPeriod/4: one goroutine for the process, whatever the number of tenants.
+// QuietPeriod/4, and makes room when a start finds MaxActive tenants active: one
+// goroutine for the process, whatever the number of tenants.
 func (s *Service) reap(ctx context.Context) error {
 	st := s.hosted
 	tick := time.NewTicker(max(st.cfg.QuietPeriod/4, 10*time.Millisecond))
 	defer tick.Stop()
+	// A burst of starts goes past MaxActive (the cap is soft); once its tenants have
+	// been idle minIdleToEvict, the least recently used are stopped.
+	room := time.NewTicker(minIdleToEvict)
+	defer room.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-st.roomWanted:
+			s.makeRoom("")
+			continue
+		case <-room.C:
+			st.askRoom()
+			continue
 		case <-tick.C:
 		}
 		held, follows := st.quiet(time.Now())
@@ -352,40 +397,99 @@ func (st *hostedState) releaseHeldBy(ctx context.Context, id string) (int, error
 	return n, nil
 }
 
-// wakeOnAppend starts a tenant that is not active here when an append for it reaches
+// wakeEvery is how often a process looks in SVC_APPEND for requests of tenants that
+// no process runs.
+const wakeEvery = 200 * time.Millisecond
+
+// wakeOnAppend starts a tenant that no process runs when an append for it reaches
 // the broker by another way than this process's HTTP front (a gateway or SDK
-// publishing on svc.append.<tenant>, svc log-admin import): one plain subscription
-// per process over svc.append.>, whatever the number of tenants, which only looks at
-// the subject. The append itself waits in SVC_APPEND for the sequencer the start
-// brings up (or the one another process runs); a wake this subscription drops when it
-// falls behind is the producer's retry's to give again.
+// publishing on svc.append.<tenant>, svc log-admin import). Such a request waits in
+// SVC_APPEND, which no consumer's filter covers; every wakeEvery, one look at the
+// stream's subjects with requests (one broker round trip, whatever the number of
+// tenants or appends) finds it, and the tenant starts here unless another process
+// holds its lease (that one's consumer takes it up).
 func (s *Service) wakeOnAppend(ctx context.Context) error {
 	st := s.hosted
-	var mu sync.Mutex
-	waking := map[string]bool{}
-	sub, err := s.nc.Subscribe(pipeline.AppendPrefix+">", func(m *nats.Msg) {
-		id := strings.TrimPrefix(m.Subject, pipeline.AppendPrefix)
-		st.mu.Lock()
-		idle := st.started[id] && st.held[id] == nil && st.follows[id] == nil
-		st.mu.Unlock()
-		mu.Lock()
-		if !idle || waking[id] {
-			mu.Unlock()
-			return
-		}
-		waking[id] = true
-		mu.Unlock()
-		go func() {
-			defer func() { mu.Lock(); delete(waking, id); mu.Unlock() }()
-			if err := s.activate(ctx, id); err != nil {
-				s.cfg.Logger.Warn("starting a tenant for an append over the broker failed", "tenant", id, "err", err)
-			}
-		}()
-	})
+	stream, err := st.js.Stream(ctx, pipeline.AppendStream)
 	if err != nil {
-		return fmt.Errorf("subscribe %s>: %w", pipeline.AppendPrefix, err)
+		return fmt.Errorf("stream %s: %w", pipeline.AppendStream, err)
 	}
-	_ = sub.SetPendingLimits(1<<16, 64<<20)
-	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
+	w := &waker{s: s, stream: stream, waking: map[string]bool{}, elsewhere: map[string]time.Time{}}
+	s.goRun("wake on append", func() error { w.run(ctx); return nil })
 	return nil
+}
+
+// waker is wakeOnAppend's loop.
+type waker struct {
+	s         *Service
+	stream    jetstream.Stream
+	mu        sync.Mutex
+	waking    map[string]bool      // tenants being started
+	elsewhere map[string]time.Time // tenants another process held when last asked, until when to believe it
+}
+
+// maxWaking bounds the tenants wakeOnAppend starts at once.
+const maxWaking = 64
+
+func (w *waker) run(ctx context.Context) {
+	tick := time.NewTicker(wakeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		info, err := w.stream.Info(qctx, jetstream.WithSubjectFilter(pipeline.AppendPrefix+"*"))
+		cancel()
+		if err != nil {
+			continue // the broker's retries are the append path's to report
+		}
+		now := time.Now()
+		w.mu.Lock()
+		maps.DeleteFunc(w.elsewhere, func(_ string, until time.Time) bool { return now.After(until) })
+		w.mu.Unlock()
+		for subj := range info.State.Subjects {
+			id := strings.TrimPrefix(subj, pipeline.AppendPrefix)
+			if w.wanted(id, now) {
+				go w.wake(ctx, id)
+			}
+		}
+	}
+}
+
+// wanted reports (and marks) whether tenant id, which has requests waiting, should
+// be started here now.
+func (w *waker) wanted(id string, now time.Time) bool {
+	st := w.s.hosted
+	st.mu.Lock()
+	idle := st.started[id] && st.held[id] == nil && st.follows[id] == nil
+	st.mu.Unlock()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !idle || w.waking[id] || len(w.waking) >= maxWaking || now.Before(w.elsewhere[id]) {
+		return false
+	}
+	delete(w.elsewhere, id)
+	w.waking[id] = true
+	return true
+}
+
+// wake starts tenant id here unless another process holds its lease.
+func (w *waker) wake(ctx context.Context, id string) {
+	st := w.s.hosted
+	defer func() { w.mu.Lock(); delete(w.waking, id); w.mu.Unlock() }()
+	gctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e, err := st.kv.Get(gctx, id)
+	cancel()
+	if err == nil && string(e.Value()) != st.id {
+		w.mu.Lock()
+		w.elsewhere[id] = time.Now().Add(st.cfg.LeaseTTL / 3)
+		w.mu.Unlock()
+		return
+	}
+	if err := w.s.activate(ctx, id); err != nil {
+		w.s.cfg.Logger.Warn("starting a tenant for an append over the broker failed", "tenant", id, "err", err)
+	}
 }

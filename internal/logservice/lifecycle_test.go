@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -75,8 +76,9 @@ func addTenants(t *testing.T, a *Service, prefix string, n int, tokens bool) map
 
 // TestIdleTenantsCostNothing: a thousand tenants that were created and never used
 // cost this process no goroutine, no broker consumer and no lease; the tenant
-// created after them appends at once; once quiet it again holds no sequencer,
-// consumer or lease, and its next append starts it again at the next index.
+// created after them appends at once (the process gets its consumer on SVC_APPEND);
+// once quiet it again holds no sequencer or lease (the process keeps its one
+// consumer), and its next append starts it again at the next index.
 func TestIdleTenantsCostNothing(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
 	a, url := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
@@ -87,7 +89,7 @@ func TestIdleTenantsCostNothing(t *testing.T) {
 		t.Fatalf("goroutines %d after a thousand idle tenants, %d before", g, before)
 	}
 	if n := consumers(t, a.Conn(), pipeline.AppendStream); n != 0 {
-		t.Fatalf("%d consumers on %s for idle tenants, want 0", n, pipeline.AppendStream)
+		t.Fatalf("%d consumers on %s with a thousand idle tenants, want 0", n, pipeline.AppendStream)
 	}
 	if n := leases(t, a.Conn()); n != 0 {
 		t.Fatalf("%d leases for idle tenants, want 0", n)
@@ -97,14 +99,14 @@ func TestIdleTenantsCostNothing(t *testing.T) {
 		t.Fatalf("append of the tenant created after a thousand: %d %s", s, body)
 	}
 	if a.Sequencer("late") == nil || consumers(t, a.Conn(), pipeline.AppendStream) != 1 || leases(t, a.Conn()) != 1 {
-		t.Fatal("the active tenant runs no sequencer, consumer or lease")
+		t.Fatal("the active tenant runs no sequencer or lease, or has a consumer of its own")
 	}
 	testkit.Eventually(t, 5*time.Second, func() error {
 		if a.Sequencer("late") != nil {
 			return fmt.Errorf("sequencer still runs")
 		}
-		if n := consumers(t, a.Conn(), pipeline.AppendStream); n != 0 {
-			return fmt.Errorf("%d consumers on %s", n, pipeline.AppendStream)
+		if n := consumers(t, a.Conn(), pipeline.AppendStream); n != 1 {
+			return fmt.Errorf("%d consumers on %s, want the process's one", n, pipeline.AppendStream)
 		}
 		if n := consumers(t, a.Conn(), pipeline.LeavesStream); n > 3 { // the database projections' own
 			return fmt.Errorf("%d consumers on %s", n, pipeline.LeavesStream)
@@ -202,10 +204,15 @@ func TestRestartServesThousands(t *testing.T) {
 	}
 }
 
-// TestBrokerRefusalIsTheTenants: a broker that allows only a few consumers per
-// stream refuses a tenant's consumer; that tenant's appends get 503 and /health
-// names it, while the tenants already running append and the process stays up.
-func TestBrokerRefusalIsTheTenants(t *testing.T) {
+// TestOneConsumerWhateverTheTenants: on a broker that allows three consumers a
+// stream, forty tenants all active at once append (then, idle, they are brought
+// back under MaxActive) (the process has one consumer on
+// SVC_APPEND for up to 64 active tenants: the count read from the broker's stream
+// info stays 1), as does an idle tenant whose append comes over the broker
+// (a gateway's or SDK's); a tenant whose start fails on a resource (its tree
+// directory cannot be made, as on a full disk) gets 503 and is named in /health,
+// while the others go on appending and the process stays up.
+func TestOneConsumerWhateverTheTenants(t *testing.T) {
 	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
 		MaxPayload: pipeline.MaxBatchBytes + 64<<10, JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: 3}})
 	if err != nil {
@@ -217,31 +224,129 @@ func TestBrokerRefusalIsTheTenants(t *testing.T) {
 	}
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	key, _ := signer.GenerateKey()
-	a, url := frontEndWith(t, t.TempDir(), srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second}, 1)
-	tokens := addTenants(t, a, "r", 4, true)
-	for i := range 3 {
-		id := fmt.Sprintf("r-%d", i)
-		if s, body := appendTo(t, url, id, tokens[id], "first"); s != 200 {
-			t.Fatalf("append to %s: %d %s", id, s, body)
+	dir := t.TempDir()
+	a, url := frontEndWith(t, dir, srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second, MaxActive: 10}, 1)
+	tokens := addTenants(t, a, "r", 40, true)
+	for round := range 2 {
+		var wg sync.WaitGroup
+		for id, tok := range tokens {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if s, body := appendTo(t, url, id, tok, fmt.Sprint("leaf ", round)); s != 200 || !strings.Contains(string(body), fmt.Sprintf(`"leafIndex":%d,`, round)) {
+					t.Errorf("append %d to %s: %d %s", round, id, s, body)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := consumers(t, a.Conn(), pipeline.AppendStream); n != 1 {
+			t.Fatalf("%d consumers on %s with %d tenants active, want 1", n, pipeline.AppendStream, len(tokens))
 		}
 	}
-	s, body := appendTo(t, url, "r-3", tokens["r-3"], "refused")
-	if s != 503 || !strings.Contains(string(body), "maximum consumers limit reached") {
-		t.Fatalf("append to the tenant whose consumer the broker refuses: %d %s, want 503", s, body)
+	// The forty went past MaxActive at once (a soft cap); idle, they are brought
+	// back under it.
+	testkit.Eventually(t, 30*time.Second, func() error {
+		running := 0
+		for id := range tokens {
+			if a.Sequencer(id) != nil {
+				running++
+			}
+		}
+		if running >= 10 || leases(t, a.Conn()) >= 10 {
+			return fmt.Errorf("%d sequencers and %d leases, want under MaxActive (10)", running, leases(t, a.Conn()))
+		}
+		return nil
+	})
+	addTenants(t, a, "over-nats", 1, false)
+	c, err := pipeline.NewClient(a.Conn(), pipeline.ClientConfig{Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if p, err := c.Do(context.Background(), "over-nats-0", pipeline.NewLeaf([]byte("from a gateway"))); err != nil || p.Inclusion.LeafIndex != 0 {
+		t.Fatalf("append over the broker to an idle tenant: %v %v", p, err)
+	}
+	tok := addTenant(t, a, "r-blocked")
+	if err := os.MkdirAll(filepath.Join(dir, "tenants"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tenants", "r-blocked"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, body := appendTo(t, url, "r-blocked", tok, "refused")
+	if s != 503 || !strings.Contains(string(body), "not a directory") {
+		t.Fatalf("append to the tenant whose start fails: %d %s, want 503", s, body)
 	}
 	code, _, health := testkit.Do(t, "GET", url+"/health", "", "")
-	if code != 200 || !strings.Contains(health, `"r-3":`) {
-		t.Fatalf("/health: %d %s, want r-3 listed", code, health)
+	if code != 200 || !strings.Contains(health, `"r-blocked":`) {
+		t.Fatalf("/health: %d %s, want r-blocked listed", code, health)
 	}
-	for i := range 3 {
-		id := fmt.Sprintf("r-%d", i)
+	for _, id := range []string{"r-0", "r-1"} {
 		if s, body := appendTo(t, url, id, tokens[id], "after the refusal"); s != 200 {
-			t.Fatalf("append to %s after r-3 was refused: %d %s", id, s, body)
+			t.Fatalf("append to %s after r-blocked was refused: %d %s", id, s, body)
 		}
 	}
 	select {
 	case err := <-a.Err():
 		t.Fatalf("the process was told to stop: %v", err)
 	default:
+	}
+}
+
+// TestTakeoverFromADeadHoldersConsumer: a process that held a tenant dies without
+// a word (its broker connection cut: its lease runs out, and its consumer on
+// SVC_APPEND keeps the tenant in its filter). Another process's append to that
+// tenant wins the lease, takes the tenant out of the dead process's consumer (the
+// broker allows one consumer per subject of a work queue) and is answered at the
+// next index; the broker holds one consumer per process, not per tenant.
+func TestTakeoverFromADeadHoldersConsumer(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	url := natsembed.URL(srv, "pw-of-tests")
+	h := Hosted{LeaseTTL: time.Second}
+	a, urlA := frontEndWith(t, t.TempDir(), url, dbURL, key, slog.New(slog.DiscardHandler), h, 1)
+	b, urlB := frontEndWith(t, t.TempDir(), url, dbURL, key, slog.New(slog.DiscardHandler), h, 1)
+	tokens := addTenants(t, a, "d", 5, true)
+	for id, tok := range tokens {
+		if s, body := appendTo(t, urlA, id, tok, "first"); s != 200 {
+			t.Fatalf("append to %s through a: %d %s", id, s, body)
+		}
+	}
+	if n := consumers(t, b.Conn(), pipeline.AppendStream); n != 1 {
+		t.Fatalf("%d consumers on %s with a holding five tenants and b none, want 1", n, pipeline.AppendStream)
+	}
+	a.Conn().Close() // a dies: nothing released, its consumer stays
+	for id, tok := range tokens {
+		var s int
+		var body []byte
+		for try := 0; try < 20; try++ { // until a's lease ran out
+			if s, body = appendTo(t, urlB, id, tok, "second"); s != 503 {
+				break
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		if s != 200 || !strings.Contains(string(body), `"leafIndex":1,`) {
+			t.Fatalf("append to %s through b after a died: %d %s, want index 1", id, s, body)
+		}
+		if b.Sequencer(id) == nil {
+			t.Fatalf("b does not run %s's sequencer", id)
+		}
+	}
+	js, _ := jetstream.New(b.Conn())
+	stream, err := js.Stream(context.Background(), pipeline.AppendStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for info := range stream.ListConsumers(context.Background()).Info() {
+		if strings.HasPrefix(info.Name, b.hosted.feed.name+"-") {
+			continue
+		}
+		for _, s := range info.Config.FilterSubjects {
+			if strings.HasPrefix(s, pipeline.AppendPrefix+"d-") {
+				t.Errorf("the dead process's consumer %s still has %s", info.Name, s)
+			}
+		}
+	}
+	if n := consumers(t, b.Conn(), pipeline.AppendStream); n != 2 {
+		t.Fatalf("%d consumers on %s, want 2 (b's and the dead a's)", n, pipeline.AppendStream)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -110,9 +111,16 @@ type Config struct {
 	// the stream (svc log --file on a gateway's log). After recovery the sequencer
 	// checks that the leaves the log already holds match, and commits the rest
 	// before it takes requests. A mismatch stops Run with an error.
-	Adopt  []pipeline.Leaf
-	Logger *slog.Logger
-	Now    func() time.Time
+	Adopt []pipeline.Leaf
+	// Requests, when set, is where the sequencer takes its append requests: the
+	// hosted log's one consumer per process on SVC_APPEND hands each tenant's
+	// requests to its sequencer (internal/logservice). The sequencer then creates no
+	// consumer of its own, acknowledges each request only after its batch is
+	// committed, and leaves the ones it did not take up when it stops to the owner of
+	// the channel. Nil: the sequencer runs its own durable consumer ConsumerName.
+	Requests <-chan jetstream.Msg
+	Logger   *slog.Logger
+	Now      func() time.Time
 }
 
 // Sequencer is the single writer of one tenant's log. Construct with New, then Run.
@@ -130,6 +138,7 @@ type Sequencer struct {
 	lastStamp time.Time // timestamp of the last head signed; owned by Run
 	lastCkpt  time.Time
 	statePath string
+	synced    *state // what the state file records, once known to hold the store synced to it
 
 	ready    chan struct{} // closed once Run consumes requests
 	replayed uint64        // leaves replayed from the stream by the last recovery
@@ -205,6 +214,9 @@ func ConsumerName(tenant string) string { return "seq-" + tenant }
 // sequencer). Call it only on a stop this process chose (quiet, hand-over, shutdown):
 // after a lost lease the consumer is the new holder's.
 func (s *Sequencer) Release(ctx context.Context) error {
+	if s.cfg.Requests != nil {
+		return nil // the channel's owner consumes
+	}
 	err := s.js.DeleteConsumer(ctx, pipeline.AppendStream, ConsumerName(s.cfg.Tenant))
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return nil
@@ -229,14 +241,32 @@ type state struct {
 	StreamSeq uint64 `json:"streamSeq"` // stream sequence of the batch that ends at TreeSize
 }
 
-// checkpoint syncs the tree store, then records how far it reaches in the stream.
+// checkpoint syncs the tree store, then records how far it reaches in the stream;
+// nothing when the state file already says so (a tenant started or stopped without
+// appending: two fsyncs fewer per start and stop).
 func (s *Sequencer) checkpoint() error {
+	now := state{TreeSize: s.tree.Size(), StreamSeq: s.lastSeq}
+	if s.synced != nil && *s.synced == now {
+		s.lastCkpt = s.cfg.Now()
+		return nil
+	}
 	if err := s.store.Sync(); err != nil {
 		return err
 	}
-	data, _ := json.Marshal(state{TreeSize: s.tree.Size(), StreamSeq: s.lastSeq})
+	data, _ := json.Marshal(now)
 	s.lastCkpt = s.cfg.Now()
-	return receipt.WriteFileAtomic(s.statePath, data, 0o644)
+	if err := receipt.WriteFileAtomic(s.statePath, data, 0o644); err != nil {
+		return err
+	}
+	s.synced = &now
+	return nil
+}
+
+// readState is the state file's record, when there is a readable one.
+func (s *Sequencer) readState() (state, bool) {
+	var st state
+	data, err := os.ReadFile(s.statePath)
+	return st, err == nil && json.Unmarshal(data, &st) == nil
 }
 
 // Run recovers from the stream, then sequences until ctx ends (returning nil) or the
@@ -269,31 +299,11 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return err
 	}
 	s.log.Info("sequencer ready", "size", s.tree.Size(), "streamSeq", s.lastSeq, "recovery", time.Since(start).Round(time.Millisecond))
-	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
-		Durable:       ConsumerName(s.cfg.Tenant),
-		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
-		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
-		AckWait:       5 * time.Second,
-		MaxAckPending: 1 << 16,
-		MaxDeliver:    -1,
-		// A running sequencer pulls without pause; the consumer of one that died with
-		// its process (kill -9) is removed by the broker after this long, so consumers
-		// never pile up for tenants that went idle that way.
-		InactiveThreshold: consumerInactive,
-	})
-	if err != nil {
-		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
-	}
-	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
-	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
-	// pull request it held is lost too and the client re-issues one only after two
-	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
-	// (docs/design/cluster.md).
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	in, stop, err := s.requests(ctx)
 	if err != nil {
 		return err
 	}
-	defer cc.Stop()
+	defer stop()
 	close(s.ready)
 	var carry jetstream.Msg
 	for {
@@ -303,8 +313,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 		} else {
 			select {
 			case <-ctx.Done():
-				cc.Stop()
-				handBack(in)
+				stop()
 				return nil
 			case m := <-in:
 				batch = append(batch, m)
@@ -336,6 +345,40 @@ func (s *Sequencer) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// requests is where Run takes its requests: cfg.Requests, or the tenant's own
+// durable consumer, which stop stops (handing back what it pulled; idempotent).
+func (s *Sequencer) requests(ctx context.Context) (<-chan jetstream.Msg, func(), error) {
+	if s.cfg.Requests != nil {
+		return s.cfg.Requests, func() {}, nil
+	}
+	cons, err := s.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(s.cfg.Tenant),
+		FilterSubject: pipeline.AppendSubject(s.cfg.Tenant),
+		AckPolicy:     jetstream.AckExplicitPolicy, // a work queue requires it
+		AckWait:       5 * time.Second,
+		MaxAckPending: 1 << 16,
+		MaxDeliver:    -1,
+		// A running sequencer pulls without pause; the consumer of one that died with
+		// its process (kill -9) is removed by the broker after this long, so consumers
+		// never pile up for tenants that went idle that way.
+		InactiveThreshold: consumerInactive,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
+	}
+	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
+	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
+	// pull request it held is lost too and the client re-issues one only after two
+	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
+	// (docs/design/cluster.md).
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	if err != nil {
+		return nil, nil, err
+	}
+	var once sync.Once
+	return in, func() { once.Do(func() { cc.Stop(); handBack(in) }) }, nil
 }
 
 // handBack returns the requests this sequencer pulled but did not take up (a clean
@@ -764,17 +807,20 @@ func (s *Sequencer) recover(ctx context.Context) error {
 		}
 		s.recent.add(h, i)
 	}
+	if st, ok := s.readState(); ok && s.replayed == 0 {
+		// The file was written after a sync of the store up to what it records.
+		s.synced = &st
+	} else if !ok && s.tree.Size() == 0 && s.lastSeq == 0 {
+		s.synced = &state{} // an empty log: nothing to record (replay starts at 1)
+	}
 	return s.checkpoint()
 }
 
 // replay appends the committed leaves [from, to) that the tree store lacks.
 func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 	startSeq := uint64(1)
-	if data, err := os.ReadFile(s.statePath); err == nil {
-		var st state
-		if json.Unmarshal(data, &st) == nil && st.TreeSize <= from && st.StreamSeq > 0 {
-			startSeq = st.StreamSeq + 1
-		}
+	if st, ok := s.readState(); ok && st.TreeSize <= from && st.StreamSeq > 0 {
+		startSeq = st.StreamSeq + 1
 	}
 	s.log.Info("replaying committed leaves into the tree store", "from", from, "to", to, "startSeq", startSeq)
 	it, done, err := pipeline.ReadFrom(ctx, s.stream, s.subject, pipeline.From{Seq: startSeq})

@@ -43,6 +43,7 @@ const (
 	exportConsumerPrefix    = "svc-export-"
 	receiptsStream          = "SVC_RECEIPTS"
 	appendStream            = "SVC_APPEND"
+	appendPrefix            = "svc.append."
 	leavesStream            = "SVC_LEAVES"
 )
 
@@ -197,8 +198,10 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer, g gauges) {
 	t.observeProjections(ctx, o, g, now, ps)
 	for _, b := range brokers {
 		var idle int64
+		seen := map[string]bool{}
 		observeConsumers(ctx, b.js, appendStream, func(name string, n uint64) {
 			if tenant, ok := strings.CutPrefix(name, sequencerConsumerPrefix); ok {
+				seen[tenant] = true
 				if n > 0 || active[tenant] {
 					o.ObserveInt64(g.seqPending, int64(n), metric.WithAttributeSet(attrs("tenant", tenant)))
 				} else {
@@ -206,6 +209,20 @@ func (t *Telemetry) observe(ctx context.Context, o metric.Observer, g gauges) {
 				}
 			}
 		})
+		// The hosted log's tenants share their process's consumers (no seq-<tenant>):
+		// a work queue keeps a request until it is answered and acknowledged, so the
+		// requests on a tenant's subject are its backlog.
+		waiting := appendWaiting(ctx, b.js)
+		for tenant := range active {
+			if !seen[tenant] {
+				o.ObserveInt64(g.seqPending, int64(waiting[tenant]), metric.WithAttributeSet(attrs("tenant", tenant)))
+			}
+		}
+		for tenant, n := range waiting {
+			if !seen[tenant] && !active[tenant] {
+				o.ObserveInt64(g.seqPending, int64(n), metric.WithAttributeSet(attrs("tenant", tenant)))
+			}
+		}
 		if idle > 0 {
 			o.ObserveInt64(g.seqPending, 0, metric.WithAttributeSet(attrs("tenant", Idle)))
 		}
@@ -324,6 +341,24 @@ func projectionLag(ctx context.Context, p projectionState) (time.Duration, bool)
 
 // observeConsumers reports each consumer of stream with what it has yet to finish
 // (pending plus delivered-unacknowledged). A missing stream reports nothing.
+// appendWaiting is how many requests SVC_APPEND holds per tenant (one stream-info
+// request for the subjects that hold any).
+func appendWaiting(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
+	s, err := js.Stream(ctx, appendStream)
+	if err != nil {
+		return nil
+	}
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(appendPrefix+"*"))
+	if err != nil {
+		return nil
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[strings.TrimPrefix(subj, appendPrefix)] = n
+	}
+	return out
+}
+
 func observeConsumers(ctx context.Context, js jetstream.JetStream, stream string, f func(name string, n uint64)) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {

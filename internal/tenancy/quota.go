@@ -2,12 +2,14 @@ package tenancy
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/pipeline"
@@ -18,7 +20,7 @@ import (
 // allowance. The sequencer is the only writer of a tenant's log and calls it once per
 // batch before committing, so the count it keeps is exact however many front ends
 // take appends. On the first batch of a month (and after a restart) it counts the
-// month's committed leaves from SVC_LEAVES (headers only: one message per batch).
+// month's committed leaves from SVC_LEAVES (the last batch and the month's first).
 type Quota struct {
 	View *View
 	JS   jetstream.JetStream
@@ -26,6 +28,7 @@ type Quota struct {
 
 	mu     sync.Mutex
 	counts map[string]*monthCount
+	leaves jetstream.Stream // SVC_LEAVES, looked up once
 }
 
 type monthCount struct {
@@ -71,7 +74,14 @@ func (q *Quota) AdmitUpTo(ctx context.Context, tenant string, n int) (int, error
 	}
 	c := q.counts[tenant]
 	if c == nil || c.month != month {
-		used, err := MonthAppends(ctx, q.JS, tenant, now)
+		if q.leaves == nil {
+			stream, err := q.JS.Stream(ctx, pipeline.LeavesStream)
+			if err != nil {
+				return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
+			}
+			q.leaves = stream
+		}
+		used, err := monthAppends(ctx, q.JS, q.leaves, tenant, now)
 		if err != nil {
 			return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
 		}
@@ -106,39 +116,97 @@ func (q *Quota) Used(tenant string) (month string, n uint64) {
 }
 
 // MonthAppends counts the leaves committed to tenant's log from the start of the
-// month of now (UTC, by the time the broker stored each batch) to now.
+// month of now (UTC, by the time the broker stored each batch) to now. Batches are
+// contiguous (each starts where the one before ended), so the count is where the log
+// ends less where the month's first batch starts: two message reads, whatever the
+// number of batches (a tenant's first append after a restart pays this).
 func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, now time.Time) (uint64, error) {
-	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	stream, last, err := pipeline.TenantLeaves(ctx, js, tenant)
-	if err != nil || last == nil {
-		return 0, err
-	}
-	subject := pipeline.LeavesSubject(tenant)
-	if last.Time.Before(start) {
-		return 0, nil
-	}
-	it, done, err := pipeline.ReadFrom(ctx, stream, subject, pipeline.From{Time: &start, HeadersOnly: true})
+	stream, err := js.Stream(ctx, pipeline.LeavesStream)
 	if err != nil {
 		return 0, err
 	}
-	defer done()
-	var total uint64
-	for {
-		m, err := it.Next()
-		if err != nil {
-			return 0, err
-		}
-		md, err := m.Metadata()
-		if err != nil {
-			return 0, err
-		}
-		cnt, err := strconv.ParseUint(m.Headers().Get(pipeline.HeaderCount), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("batch at stream seq %d lacks %s", md.Sequence.Stream, pipeline.HeaderCount)
-		}
-		total += cnt
-		if md.Sequence.Stream >= last.Sequence {
-			return total, nil
-		}
+	return monthAppends(ctx, js, stream, tenant, now)
+}
+
+// monthAppends is MonthAppends on SVC_LEAVES already looked up (stream).
+func monthAppends(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, tenant string, now time.Time) (uint64, error) {
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.LeavesSubject(tenant))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, nil
 	}
+	if err != nil {
+		return 0, err
+	}
+	if last.Time.Before(start) {
+		return 0, nil
+	}
+	lastFirst, err := batchHeader(last.Header, pipeline.HeaderFirst, last.Sequence)
+	if err != nil {
+		return 0, err
+	}
+	lastCount, err := batchHeader(last.Header, pipeline.HeaderCount, last.Sequence)
+	if err != nil {
+		return 0, err
+	}
+	first, seq, err := firstBatchSince(ctx, js, pipeline.LeavesSubject(tenant), start)
+	if err != nil {
+		return 0, err
+	}
+	from, err := batchHeader(first, pipeline.HeaderFirst, seq)
+	if err != nil {
+		return 0, err
+	}
+	if from > lastFirst+lastCount {
+		return 0, fmt.Errorf("batch at stream seq %d starts at %d, past the log's end %d", seq, from, lastFirst+lastCount)
+	}
+	return lastFirst + lastCount - from, nil
+}
+
+// batchHeader reads a batch's numeric header.
+func batchHeader(h nats.Header, key string, seq uint64) (uint64, error) {
+	n, err := strconv.ParseUint(h.Get(key), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("batch at stream seq %d lacks %s", seq, key)
+	}
+	return n, nil
+}
+
+// firstBatchSince reads the headers of the first message on subject stored at or
+// after start: one request to the stream's message API (start_time with
+// next_by_subj), where an ordered consumer cost a consumer's creation, reads and
+// deletion.
+func firstBatchSince(ctx context.Context, js jetstream.JetStream, subject string, start time.Time) (nats.Header, uint64, error) {
+	req, _ := json.Marshal(struct {
+		StartTime time.Time `json:"start_time"`
+		NextFor   string    `json:"next_by_subj"`
+	}{start, subject})
+	prefix := js.Options().APIPrefix
+	if prefix == "" {
+		prefix = jetstream.DefaultAPIPrefix
+	}
+	msg, err := js.Conn().RequestWithContext(ctx, prefix+"STREAM.MSG.GET."+pipeline.LeavesStream, req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the month's first batch: %w", err)
+	}
+	var resp struct {
+		Message *struct {
+			Header []byte `json:"hdrs"`
+			Seq    uint64 `json:"seq"`
+		} `json:"message"`
+		Error *struct {
+			Description string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("reading the month's first batch: %w", err)
+	}
+	if resp.Error != nil || resp.Message == nil {
+		return nil, 0, fmt.Errorf("reading the month's first batch of %s: %v", subject, resp.Error)
+	}
+	h, err := nats.DecodeHeadersMsg(resp.Message.Header)
+	if err != nil {
+		return nil, 0, fmt.Errorf("reading the month's first batch: %w", err)
+	}
+	return h, resp.Message.Seq, nil
 }
