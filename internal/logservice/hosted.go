@@ -116,10 +116,18 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
-	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"}); err != nil {
+	// Every broker-facing step of the start retries while the cluster elects or
+	// lacks a quorum (Retry); the process never exits for it.
+	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) (err error) {
+		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "which process runs each tenant's sequencer"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
-	if st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"}); err != nil {
+	if err := s.Retry(ctx, "process bucket", func(ctx context.Context) (err error) {
+		st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
@@ -128,8 +136,11 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
-	snaps, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
-	if err != nil {
+	var snaps jetstream.ObjectStore
+	if err := s.Retry(ctx, "admin snapshot bucket", func(ctx context.Context) (err error) {
+		snaps, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("admin snapshot bucket: %w", err)
 	}
 	st.view.WriteSnapshots(snaps)
@@ -146,7 +157,9 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
-	if err := st.view.Start(runCtx, s.errs); err != nil {
+	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
+	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
+	if err := s.Retry(ctx, "administrative events", func(context.Context) error { return st.view.Start(runCtx, s.errs) }); err != nil {
 		return err
 	}
 	return s.wakeOnAppend(runCtx)

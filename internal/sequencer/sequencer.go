@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -130,6 +131,7 @@ type Sequencer struct {
 	statePath string
 
 	ready    chan struct{} // closed once Run consumes requests
+	readyOne sync.Once     // Run may be called again after a broker failure
 	replayed uint64        // leaves replayed from the stream by the last recovery
 	active   atomic.Int64  // unix nanoseconds of the last batch taken up (or of Run's start)
 
@@ -238,7 +240,8 @@ func (s *Sequencer) checkpoint() error {
 }
 
 // Run recovers from the stream, then sequences until ctx ends (returning nil) or the
-// sequencer is fenced (ErrFenced) or the broker fails.
+// sequencer is fenced (ErrFenced) or the broker fails. After a broker failure Run may
+// be called again: it recovers from the stream again and goes on.
 func (s *Sequencer) Run(ctx context.Context) error {
 	err := s.run(ctx)
 	if ctx.Err() != nil && !errors.Is(err, ErrFenced) {
@@ -292,7 +295,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return err
 	}
 	defer cc.Stop()
-	close(s.ready)
+	s.readyOne.Do(func() { close(s.ready) })
 	var carry jetstream.Msg
 	for {
 		var batch []jetstream.Msg
@@ -818,7 +821,6 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 // adopt commits the part of cfg.Adopt the log lacks, after checking the rest.
 func (s *Sequencer) adopt(ctx context.Context) error {
 	leaves := s.cfg.Adopt
-	s.cfg.Adopt = nil
 	size := s.tree.Size()
 	for i := uint64(0); i < min(size, uint64(len(leaves))); i++ {
 		h, err := s.tree.LeafHash(i)
@@ -830,6 +832,7 @@ func (s *Sequencer) adopt(ctx context.Context) error {
 		}
 	}
 	if uint64(len(leaves)) <= size {
+		s.cfg.Adopt = nil
 		return nil
 	}
 	rest := leaves[size:]
@@ -857,5 +860,6 @@ func (s *Sequencer) adopt(ctx context.Context) error {
 		}
 		rest = rest[n:]
 	}
+	s.cfg.Adopt = nil // done: a Run after a broker failure has nothing left to adopt
 	return s.checkpoint()
 }
