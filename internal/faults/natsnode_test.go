@@ -325,3 +325,35 @@ func (c *cluster) watchElections(lost int, streams []string) func() string {
 		return strings.Join(out, ", ")
 	}
 }
+
+// healthy waits until every stream on the cluster has a leader and all its other
+// replicas are current: a node restarted a moment ago has caught up, so killing two
+// others next leaves a quorum of up-to-date peers for every stream.
+func (c *cluster) healthy(within time.Duration) {
+	c.t.Helper()
+	js, _ := jetstream.New(c.nc)
+	testkit.Eventually(c.t, within, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		names := js.StreamNames(ctx)
+		for name := range names.Name() {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", name, err)
+			}
+			info := st.CachedInfo()
+			if info.Cluster == nil || info.Cluster.Leader == "" {
+				return fmt.Errorf("stream %s has no leader", name)
+			}
+			if len(info.Cluster.Replicas) != c.n-1 {
+				return fmt.Errorf("stream %s: %d replicas besides the leader", name, len(info.Cluster.Replicas))
+			}
+			for _, r := range info.Cluster.Replicas {
+				if !r.Current || r.Offline {
+					return fmt.Errorf("stream %s: replica %s not current", name, r.Name)
+				}
+			}
+		}
+		return names.Err()
+	})
+}

@@ -31,6 +31,8 @@ type plainProc struct {
 	log  *testkit.LockedBuffer
 	cmd  *exec.Cmd
 	done chan struct{}
+	// started: the cleanup that stops it is registered
+	started bool
 }
 
 func newPlainProc(t testing.TB, env []string, args ...string) *plainProc {
@@ -59,7 +61,16 @@ func (p *plainProc) start() {
 	}()
 	cmd, done := p.cmd, p.done
 	go func() { _ = cmd.Wait(); pw.Close(); close(done) }()
-	p.t.Cleanup(func() { p.stop() })
+	if p.started {
+		return
+	}
+	p.started = true
+	p.t.Cleanup(func() {
+		p.stop()
+		if p.t.Failed() {
+			p.t.Logf("svc log's stderr:\n%s", tail(p.log.String(), 8000))
+		}
+	})
 }
 
 // stop ends the process with SIGTERM (SIGKILL after 10 s) and waits for it.
@@ -160,6 +171,7 @@ func TestStartWithoutQuorum(t *testing.T) {
 	})
 	p, token := fileModeLog(t, c, t.TempDir())
 	for round, what := range []string{"creating its streams", "looking its streams up"} {
+		c.healthy(60 * time.Second)
 		c.kill9(1)
 		c.kill9(2)
 		p.start()
@@ -214,6 +226,7 @@ func TestFileModeSurvivesBrokerLoss(t *testing.T) {
 	}
 	appendSome("before the faults", 60*time.Second)
 	for i := range 3 { // the node leading the streams is among them
+		c.healthy(60 * time.Second)
 		c.kill9(i)
 		appendSome(fmt.Sprintf("node n%d killed", i), 60*time.Second)
 		c.start(i)
