@@ -326,8 +326,8 @@ func (c *cluster) watchElections(lost int, streams []string) func() string {
 	}
 }
 
-// healthy waits until every stream on the cluster has a leader and all its other
-// replicas are current: a node restarted a moment ago has caught up, so killing two
+// healthy waits until every stream and consumer on the cluster has a leader and all
+// its other replicas are current: a node restarted a moment ago has caught up, so killing two
 // others next leaves a quorum of up-to-date peers for every stream.
 func (c *cluster) healthy(within time.Duration) {
 	c.t.Helper()
@@ -342,18 +342,36 @@ func (c *cluster) healthy(within time.Duration) {
 				return fmt.Errorf("stream %s: %w", name, err)
 			}
 			info := st.CachedInfo()
-			if info.Cluster == nil || info.Cluster.Leader == "" {
-				return fmt.Errorf("stream %s has no leader", name)
+			if err := replicasCurrent("stream "+name, info.Cluster, c.n); err != nil {
+				return err
 			}
-			if len(info.Cluster.Replicas) != c.n-1 {
-				return fmt.Errorf("stream %s: %d replicas besides the leader", name, len(info.Cluster.Replicas))
-			}
-			for _, r := range info.Cluster.Replicas {
-				if !r.Current || r.Offline {
-					return fmt.Errorf("stream %s: replica %s not current", name, r.Name)
+			consumers := st.ListConsumers(ctx)
+			for ci := range consumers.Info() {
+				if err := replicasCurrent("consumer "+name+"/"+ci.Name, ci.Cluster, min(c.n, max(ci.Config.Replicas, info.Config.Replicas))); err != nil {
+					return err
 				}
+			}
+			if err := consumers.Err(); err != nil {
+				return err
 			}
 		}
 		return names.Err()
 	})
+}
+
+// replicasCurrent says what is wrong with a Raft group of n peers: no leader, a
+// replica missing, offline or behind.
+func replicasCurrent(what string, ci *jetstream.ClusterInfo, n int) error {
+	if ci == nil || ci.Leader == "" {
+		return fmt.Errorf("%s has no leader", what)
+	}
+	if len(ci.Replicas) != n-1 {
+		return fmt.Errorf("%s: %d replicas besides the leader, want %d", what, len(ci.Replicas), n-1)
+	}
+	for _, r := range ci.Replicas {
+		if !r.Current || r.Offline {
+			return fmt.Errorf("%s: replica %s not current", what, r.Name)
+		}
+	}
+	return nil
 }
