@@ -146,7 +146,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	st.view.WriteSnapshots(snaps)
 	st.quota.View = st.view
 	st.admin = &tenancy.Admin{JS: js, View: st.view}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, ResendAfter: frontResend, Header: telemetry.InjectNATS}); err != nil {
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true,
@@ -652,6 +652,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 	renewed := time.Now()
 	var rev uint64
 	held := false // commits held, and said so
+	var failed <-chan time.Time
 	for first := true; ; first = false {
 		if !first { // the first renewal at once: the sequencer's start used up part of the lease
 			select {
@@ -662,15 +663,22 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 				st.release(tenant, rev)
 				return nil
 			case <-tick.C:
+			case <-failed:
 			}
 		}
-		// An attempt ends by the time commits are held, or after a third of the TTL
-		// once they are.
-		deadline := renewed.Add(st.cfg.LeaseTTL * 2 / 3)
-		if held {
-			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
+		// An attempt ends by the time commits are held, and within renewAttempt: a
+		// request sent while the bucket has no leader is never answered, and the
+		// attempt after it (renewRetry later, not the next tick) is the one that
+		// lets held commits go on once the bucket elected its leader.
+		deadline := time.Now().Add(renewAttempt)
+		if hold := renewed.Add(st.cfg.LeaseTTL * 2 / 3); !held && hold.Before(deadline) {
+			deadline = hold
 		}
 		next, mine, err := st.renewOnce(ctx, tenant, deadline)
+		failed = nil
+		if err != nil {
+			failed = time.After(renewRetry)
+		}
 		switch {
 		case ctx.Err() != nil:
 			if st.runCtx.Err() != nil {
@@ -693,6 +701,14 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		}
 	}
 }
+
+// A failed renewal is tried again after renewRetry, each attempt for at most
+// renewAttempt, so held commits go on within about renewRetry + a round trip of
+// the lease bucket's election instead of at the next tick (LeaseTTL/3).
+const (
+	renewAttempt = time.Second
+	renewRetry   = 100 * time.Millisecond
+)
 
 // renewOnce renews tenant's lease by compare-and-set: mine is false when another
 // process holds it. A lease that ran out (nobody took it) is taken again.

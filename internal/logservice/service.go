@@ -187,7 +187,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		tenants = append(tenants, t)
 	}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, ResendAfter: frontResend, Header: telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
 	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState}); err != nil {

@@ -89,3 +89,9 @@ func (s *Service) superviseSequencer(runCtx context.Context, seq *sequencer.Sequ
 		wait = min(2*wait, retryMost)
 	}
 }
+
+// frontResend is the HTTP front's pipeline.ClientConfig.ResendAfter: a request
+// SVC_APPEND did not acknowledge (its leader lost, an election under way) is
+// published again after half a second rather than the client's
+// default second, so an append waits at most that long past SVC_APPEND's election.
+const frontResend = 500 * time.Millisecond

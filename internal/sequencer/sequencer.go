@@ -286,11 +286,14 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
 	}
 	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
-	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
-	// pull request it held is lost too and the client re-issues one only after two
-	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
+	// PullExpiry 4 s, idle heartbeat 500 ms: when the consumer's leader node is lost,
+	// the pull request it held is lost too and the client re-issues one only after two
+	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s,
+	// and a 2 s heartbeat made the tenant wait for the consumer's election in steps of
+	// 4 s, since a pull re-issued before the election is lost again
 	// (docs/design/cluster.md).
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second),
+		jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return err
 	}
@@ -488,6 +491,13 @@ func (s *Sequencer) existing(h merkle.Hash) (uint64, bool) {
 // commitPatience is how long a commit is retried while the broker does not answer.
 const commitPatience = 20 * time.Second
 
+// commitAttempt bounds one attempt of a commit, as the raw JetStream publisher the
+// fault suite compares with does: a publication sent while the stream has no leader
+// is never answered, so an attempt that waited 5 s (nats.go's default) went on
+// waiting up to 5 s after the election (docs/measurements/2026-11-27-cluster-faults.md).
+// An attempt that timed out but landed is recognised by its Nats-Msg-Id.
+const commitAttempt = 2 * time.Second
+
 // commit writes b to the tenant's leaves subject, fenced by the last sequence.
 func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	data := b.Encode()
@@ -499,7 +509,7 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	start := time.Now()
 	for attempt := 0; attempt == 0 || time.Since(start) < commitPatience; attempt++ {
 		if attempt > 0 {
-			if err := client.Sleep(ctx, min(time.Duration(50<<min(attempt, 5))*time.Millisecond, time.Second)); err != nil {
+			if err := client.Sleep(ctx, min(time.Duration(20<<min(attempt, 4))*time.Millisecond, 250*time.Millisecond)); err != nil {
 				return err
 			}
 		}
@@ -514,7 +524,7 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.lastSeq, 10))
 		m.Header.Set(pipeline.HeaderFirst, strconv.FormatUint(b.First, 10))
 		m.Header.Set(pipeline.HeaderCount, strconv.Itoa(len(b.Leaves)))
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		cctx, cancel := context.WithTimeout(ctx, commitAttempt)
 		ack, err := s.js.PublishMsg(cctx, m)
 		cancel()
 		var apiErr *jetstream.APIError
