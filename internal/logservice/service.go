@@ -150,13 +150,16 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	if cfg.NATSURL != "" { // from the start: a start on a cut-off node would wait there
+		s.goRun("node watch", func() error { return s.watchNode(runCtx, js) })
+	}
 	if err := s.Retry(ctx, "streams", func(ctx context.Context) error {
 		return pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: cfg.Replicas})
 	}); err != nil {
 		return nil, err
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
 	if cfg.Hosted != nil {
 		if err := s.startHosted(ctx, runCtx, js); err != nil {
 			return nil, err

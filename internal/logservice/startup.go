@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/sequencer"
 	"svc.dev/svc/internal/telemetry"
@@ -95,3 +98,49 @@ func (s *Service) superviseSequencer(runCtx context.Context, seq *sequencer.Sequ
 // published again after half a second rather than the client's
 // default second, so an append waits at most that long past SVC_APPEND's election.
 const frontResend = 500 * time.Millisecond
+
+// isolateAfter is how long the node this process is connected to may answer
+// JetStream's account information with "temporarily unavailable" (it has no meta
+// leader) before the process moves to another node. A node cut off from its peers
+// answers pings but reaches no quorum for as long as the cut lasts; a meta leader's
+// election after a crash (4-9 s) looks the same on every node for its duration, and
+// a move then costs a reconnection and the re-issued pulls, well under a second.
+const isolateAfter = 5 * time.Second
+
+// watchNode moves the connection to another node of the cluster when the one it is
+// on stays without a JetStream meta leader for isolateAfter: a node partitioned from
+// its peers keeps its clients (it answers their pings), and every broker-facing loop
+// of the process would wait for the partition to heal.
+func (s *Service) watchNode(ctx context.Context, js jetstream.JetStream) error {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var since time.Time // the first failure of this streak
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if s.nc.Status() != nats.CONNECTED || len(s.nc.Servers()) < 2 {
+			since = time.Time{}
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := js.AccountInfo(actx)
+		cancel()
+		switch {
+		case err == nil || !pipeline.Transient(err):
+			since = time.Time{}
+		case since.IsZero():
+			since = time.Now()
+		case time.Since(since) >= isolateAfter:
+			telemetry.Current().BrokerRetry("node")
+			s.cfg.Logger.Warn("the NATS node this process is connected to has had no JetStream quorum for a while; moving to another node",
+				"node", s.nc.ConnectedServerName(), "for", time.Since(since).Round(time.Second), "err", err)
+			if err := s.nc.ForceReconnect(); err != nil {
+				s.cfg.Logger.Warn("reconnect failed", "err", err)
+			}
+			since = time.Time{}
+		}
+	}
+}
