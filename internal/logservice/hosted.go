@@ -341,22 +341,76 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 	tick := time.NewTicker(st.cfg.LeaseTTL / 8)
 	defer tick.Stop()
 	var freeSince time.Time
+	var grace leaseGrace
 	for n := 0; ; n++ {
 		woken := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if n%2 == 0 && freeSince.IsZero() {
+			if n%2 == 0 && freeSince.IsZero() && !grace.pending() {
 				continue // every LeaseTTL/4, unless a deferred free lease is pending
 			}
 		case <-released:
 			woken = true
 		}
-		if st.tryLease(ctx, tenant, woken, &freeSince) {
+		if grace.wait(ctx, st.kv, tenant) {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, renewAttempt)
+		took, err := st.tryLease(actx, tenant, woken, &freeSince)
+		cancel()
+		if took {
 			return nil
 		}
+		grace.failed(ctx.Err() == nil && pipeline.Transient(err))
 	}
+}
+
+// leaseGrace keeps a standby from taking a lease that ran out while the lease
+// bucket had no leader (a node's crash: an election longer than the TTL): the
+// holder, alive, retries its renewal every renewRetry and re-creates its lease
+// within about a second of the bucket's return, holding its commits meanwhile, so a
+// standby that could not reach the bucket lets it do so for graceAfterOutage before
+// it tries Create. Without it the standby won the race about one time in three and
+// the election cost a whole takeover (docs/measurements/2026-11-27-cluster-faults.md).
+// A holder that died meanwhile costs its tenants graceAfterOutage more.
+type leaseGrace struct {
+	down bool      // the last attempt found the bucket unreachable
+	back time.Time // when it answered again; zero: no grace under way
+}
+
+// graceAfterOutage is leaseGrace's wait after the lease bucket answers again.
+const graceAfterOutage = 1500 * time.Millisecond
+
+// failed records whether the last attempt on the bucket timed out.
+func (g *leaseGrace) failed(down bool) {
+	if down {
+		g.down, g.back = true, time.Time{}
+	}
+}
+
+// pending reports whether the bucket was down or a grace runs.
+func (g *leaseGrace) pending() bool { return g.down || !g.back.IsZero() }
+
+// wait reports whether this attempt must be skipped: the bucket is still down (it
+// probes it), it just came back, or the grace is not over.
+func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant string) bool {
+	if g.down {
+		actx, cancel := context.WithTimeout(ctx, renewAttempt)
+		_, err := kv.Get(actx, tenant)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return true
+		}
+		g.down, g.back = false, time.Now()
+		return true
+	}
+	if !g.back.IsZero() && time.Since(g.back) < graceAfterOutage {
+		return true
+	}
+	g.back = time.Time{}
+	return false
 }
 
 // holding is a tenant whose sequencer and checkpointer run here.
@@ -367,8 +421,8 @@ type holding struct {
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
-	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
-	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
+	// validUntil (Unix ns): the sequencer commits only before it, holdAfter past the
+	// sending of the last renewal, so a holder that cannot renew (cut off, or
 	// the broker electing the lease bucket's leader) commits nothing once another
 	// process could take the lease, and goes on the moment it renews again.
 	validUntil atomic.Int64
@@ -639,9 +693,10 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	}
 }
 
-// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from two
-// thirds of the TTL after the last renewal, before the lease can run out and be
-// taken; renewal goes on trying, and a renewal of this process's own lease (a
+// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from
+// holdAfter past the moment the last successful renewal was sent, before the lease
+// can run out and be taken (the broker stamps the renewal after it was sent, and
+// the lease runs out a TTL after that stamp); renewal goes on trying, and a renewal of this process's own lease (a
 // compare-and-set on its revision, or a new lease when it ran out and nobody took
 // it) lets the held commits go on: a broker election costs the election, not a
 // takeover. renew returns errLeaseLost when another process holds the lease.
@@ -671,9 +726,10 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		// attempt after it (renewRetry later, not the next tick) is the one that
 		// lets held commits go on once the bucket elected its leader.
 		deadline := time.Now().Add(renewAttempt)
-		if hold := renewed.Add(st.cfg.LeaseTTL * 2 / 3); !held && hold.Before(deadline) {
+		if hold := renewed.Add(st.holdAfter()); !held && hold.Before(deadline) {
 			deadline = hold
 		}
+		sent := time.Now()
 		next, mine, err := st.renewOnce(ctx, tenant, deadline)
 		failed = nil
 		if err != nil {
@@ -689,18 +745,26 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		case err == nil && !mine:
 			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
 		case err == nil:
-			rev, renewed = next, time.Now()
-			h.validUntil.Store(renewed.Add(st.cfg.LeaseTTL * 2 / 3).UnixNano())
+			rev, renewed = next, sent
+			h.validUntil.Store(renewed.Add(st.holdAfter()).UnixNano())
 			if held {
 				held = false
 				log.Info("lease renewed again; commits go on", "tenant", tenant)
 			}
-		case !held && time.Since(renewed) >= st.cfg.LeaseTTL*2/3:
+		case !held && time.Since(renewed) >= st.holdAfter():
 			held = true
 			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
 		}
 	}
 }
+
+// holdAfter is how long after sending its last successful renewal a holder may
+// commit: the lease is valid for the TTL from the broker's stamp of that renewal,
+// which comes after it was sent, so commits stop a tenth of the TTL (0.5 s at 5 s)
+// before anyone could take it. Two thirds of the TTL (an earlier choice) held the
+// commits 1.2 s sooner during every lease bucket election, for no safety: the lease
+// is still valid then, and the fence remains the safety net.
+func (st *hostedState) holdAfter() time.Duration { return st.cfg.LeaseTTL - st.cfg.LeaseTTL/10 }
 
 // A failed renewal is tried again after renewRetry, each attempt for at most
 // renewAttempt, so held commits go on within about renewRetry + a round trip of
