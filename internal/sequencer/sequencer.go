@@ -292,8 +292,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 	// and a 2 s heartbeat made the tenant wait for the consumer's election in steps of
 	// 4 s, since a pull re-issued before the election is lost again
 	// (docs/design/cluster.md).
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second),
-		jetstream.PullHeartbeat(500*time.Millisecond))
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return err
 	}
