@@ -67,7 +67,11 @@ same file to svc log-admin and svc portal). A cluster's --nats-url logs in with 
 user and password of its first URL on every node, or with --nats-nkey or --nats-creds.
 A lost node, or a broker without quorum for a while, never stops the process: every
 loop on the broker retries with backoff (svc_broker_retries_total; /health answers 503
-"broker unavailable" while the connection is down).
+"broker unavailable" while the connection is down). So does the start: the process
+listens at once and, while the cluster elects or lacks a quorum, /health answers 503
+"broker unavailable: starting: <step>: <error>; retrying" until it serves; a refused
+configuration, JetStream disabled or a wrong password still end it. A node that has had
+no JetStream quorum for 5 s (cut off from its peers) is left for another URL.
 
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
