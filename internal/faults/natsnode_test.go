@@ -347,7 +347,11 @@ func (c *cluster) healthy(within time.Duration) {
 			}
 			consumers := st.ListConsumers(ctx)
 			for ci := range consumers.Info() {
-				if err := replicasCurrent("consumer "+name+"/"+ci.Name, ci.Cluster, min(c.n, max(ci.Config.Replicas, info.Config.Replicas))); err != nil {
+				n := info.Config.Replicas // a consumer inherits its stream's, unless it sets its own (an ordered consumer: 1)
+				if ci.Config.Replicas > 0 {
+					n = ci.Config.Replicas
+				}
+				if err := replicasCurrent("consumer "+name+"/"+ci.Name, ci.Cluster, n); err != nil {
 					return err
 				}
 			}
