@@ -67,7 +67,11 @@ same file to svc log-admin and svc portal). A cluster's --nats-url logs in with 
 user and password of its first URL on every node, or with --nats-nkey or --nats-creds.
 A lost node, or a broker without quorum for a while, never stops the process: every
 loop on the broker retries with backoff (svc_broker_retries_total; /health answers 503
-"broker unavailable" while the connection is down).
+"broker unavailable" while the connection is down). So does the start: the process
+listens at once and, while the cluster elects or lacks a quorum, /health answers 503
+"broker unavailable: starting: <step>: <error>; retrying" until it serves; a refused
+configuration, JetStream disabled or a wrong password still end it. A node that has had
+no JetStream quorum for 5 s (cut off from its peers) is left for another URL.
 
 GET /metrics serves the service's metrics in Prometheus text form (append latency,
 batch sizes, sequencer, projection, checkpoint, witness and export lag, refusals by
@@ -99,7 +103,8 @@ type logOptions struct {
 	checkpointEvery, checkpointBeat     int
 	trustProxy                          proxyFlags
 	witnesses                           listFlag
-	tokenHashes                         [][32]byte // svc up: the hash of its generated token
+	tokenHashes                         [][32]byte  // svc up: the hash of its generated token
+	waiting                             func(error) // what the start waits for (logservice.Config.Waiting)
 	// The database-backed server (--db-env).
 	dbEnv, adminTokenEnv      string
 	publicURL, checkpointsURL string
@@ -241,37 +246,29 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 		return err
 	}
 	defer shutdownTelemetry(tel)
-	var (
-		svc     *logservice.Service
-		handler http.Handler
-		names   []string
-	)
-	if o.dbEnv != "" {
-		svc, handler, err = startHosted(ctx, o, headSigner, keys, logger, tel)
-		names = []string{"(from the database: svc log-admin tenant list)"}
-	} else {
-		svc, names, err = startFileMode(ctx, o, headSigner, keys, logger, tel)
-		if svc != nil {
-			handler = svc.Handler()
-		}
-	}
-	if err != nil {
-		return err
-	}
-	defer svc.Close()
-	handler = withTelemetry(o.telemetry, tel, svc, handler, logger)
 	ln, err := net.Listen("tcp", net.JoinHostPort(o.host, fmt.Sprint(o.port)))
 	if err != nil {
 		return fmt.Errorf("listen on %s:%d: %w (pick another --port)", o.host, o.port, err)
 	}
+	// Listening from the start: /health answers 503 with what the start waits for
+	// (the broker electing, no quorum) until the service is up.
+	gate := &startGate{}
+	o.waiting = gate.wait
 	// Headers within 10 s, a body (at most 64 KB on append) within 30 s, an answer
 	// within 2 min, idle connections closed after 2 min, --max-conns connections at once.
 	lim := httplimits.Default()
 	lim.MaxConns, lim.MaxConnsPerAddr = o.maxConns, connShare(o.maxConns, o.maxConnsPerAddr, o.trustProxy.proxy)
-	hs := lim.Server(handler)
+	hs := lim.Server(gate)
 	hs.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(lim.Listener(ln)) }()
+	defer hs.Close()
+	svc, handler, names, err := startService(ctx, o, headSigner, keys, logger, tel)
+	if err != nil {
+		return err
+	}
+	defer svc.Close()
+	gate.serve(withTelemetry(o.telemetry, tel, svc, handler, logger))
 	cps, cpAddr, err := serveCheckpoints(o, lim, errc)
 	if err != nil {
 		return err
@@ -299,6 +296,19 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	logger.Info("log server stopped")
 	return runErr
+}
+
+// startService starts the log service of --db-env (hosted) or --file.
+func startService(ctx context.Context, o logOptions, headSigner receipt.EnvelopeSigner, keys func(context.Context) (*signer.KeyDocument, error), logger *slog.Logger, tel *telemetry.Telemetry) (*logservice.Service, http.Handler, []string, error) {
+	if o.dbEnv != "" {
+		svc, handler, err := startHosted(ctx, o, headSigner, keys, logger, tel)
+		return svc, handler, []string{"(from the database: svc log-admin tenant list)"}, err
+	}
+	svc, names, err := startFileMode(ctx, o, headSigner, keys, logger, tel)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return svc, svc.Handler(), names, nil
 }
 
 // shutdownTelemetry pushes what OTLP has pending, within 5 s.
@@ -447,7 +457,7 @@ func startFileMode(ctx context.Context, o logOptions, headSigner receipt.Envelop
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
 		TrustProxy:      o.trustProxy.proxy, Logger: logger, Actor: commandLineActor(),
-		NoteKey: noteKey, Witnesses: o.witnesses, Telemetry: tel,
+		NoteKey: noteKey, Witnesses: o.witnesses, Telemetry: tel, Waiting: o.waiting,
 	})
 	if err != nil {
 		return nil, nil, err

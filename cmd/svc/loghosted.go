@@ -60,7 +60,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
-		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st}, Telemetry: tel,
+		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st}, Telemetry: tel, Waiting: o.waiting,
 		Witnesses: o.witnesses, // C2SP witnesses cosign each tenant's checkpoints
 	})
 	if err != nil {
@@ -68,7 +68,11 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		return nil, nil, err
 	}
 	// The default tenant (served at the root) exists from the first start on.
-	if _, err := svc.Admin().AddTenant(ctx, commandLineActor(), "default", ""); err != nil && !errors.Is(err, tenancy.ErrTenantExists) {
+	err = svc.Retry(ctx, "the default tenant", func(ctx context.Context) error {
+		_, err := svc.Admin().AddTenant(ctx, commandLineActor(), "default", "")
+		return err
+	})
+	if err != nil && !errors.Is(err, tenancy.ErrTenantExists) {
 		svc.Close()
 		st.Close()
 		return nil, nil, err

@@ -325,3 +325,57 @@ func (c *cluster) watchElections(lost int, streams []string) func() string {
 		return strings.Join(out, ", ")
 	}
 }
+
+// healthy waits until every stream and consumer on the cluster has a leader and all
+// its other replicas are current: a node restarted a moment ago has caught up, so killing two
+// others next leaves a quorum of up-to-date peers for every stream.
+func (c *cluster) healthy(within time.Duration) {
+	c.t.Helper()
+	js, _ := jetstream.New(c.nc)
+	testkit.Eventually(c.t, within, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		names := js.StreamNames(ctx)
+		for name := range names.Name() {
+			st, err := js.Stream(ctx, name)
+			if err != nil {
+				return fmt.Errorf("stream %s: %w", name, err)
+			}
+			info := st.CachedInfo()
+			if err := replicasCurrent("stream "+name, info.Cluster, c.n); err != nil {
+				return err
+			}
+			consumers := st.ListConsumers(ctx)
+			for ci := range consumers.Info() {
+				n := info.Config.Replicas // a consumer inherits its stream's, unless it sets its own (an ordered consumer: 1)
+				if ci.Config.Replicas > 0 {
+					n = ci.Config.Replicas
+				}
+				if err := replicasCurrent("consumer "+name+"/"+ci.Name, ci.Cluster, n); err != nil {
+					return err
+				}
+			}
+			if err := consumers.Err(); err != nil {
+				return err
+			}
+		}
+		return names.Err()
+	})
+}
+
+// replicasCurrent says what is wrong with a Raft group of n peers: no leader, a
+// replica missing, offline or behind.
+func replicasCurrent(what string, ci *jetstream.ClusterInfo, n int) error {
+	if ci == nil || ci.Leader == "" {
+		return fmt.Errorf("%s has no leader", what)
+	}
+	if len(ci.Replicas) != n-1 {
+		return fmt.Errorf("%s: %d replicas besides the leader, want %d", what, len(ci.Replicas), n-1)
+	}
+	for _, r := range ci.Replicas {
+		if !r.Current || r.Offline {
+			return fmt.Errorf("%s: replica %s not current", what, r.Name)
+		}
+	}
+	return nil
+}

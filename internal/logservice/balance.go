@@ -156,18 +156,20 @@ func (st *hostedState) shouldDefer(ctx context.Context) bool {
 // leaves it to the less loaded for LeaseTTL/2 (it is still taken when nobody else
 // does). A lease that ran out (its holder died) is taken at once: the outage already
 // lasted a TTL, and the spread is restored by hand-overs afterwards.
-func (st *hostedState) tryLease(ctx context.Context, tenant string, released bool, freeSince *time.Time) bool {
+// The error, when there is one, is why the lease could not be created (the broker's
+// or ErrKeyExists); false with nil: it was left to another process for now.
+func (st *hostedState) tryLease(ctx context.Context, tenant string, released bool, freeSince *time.Time) (bool, error) {
 	if (released || !freeSince.IsZero()) && st.shouldDefer(ctx) {
 		_, err := st.kv.Get(ctx, tenant)
 		if !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
 			*freeSince = time.Time{}
-			return false
+			return false, err
 		}
 		if freeSince.IsZero() {
 			*freeSince = time.Now()
 		}
 		if time.Since(*freeSince) < st.cfg.LeaseTTL/2 {
-			return false
+			return false, nil
 		}
 	}
 	_, err := st.kv.Create(ctx, tenant, []byte(st.id))
@@ -179,5 +181,5 @@ func (st *hostedState) tryLease(ctx context.Context, tenant string, released boo
 			_, err = st.kv.Update(ctx, tenant, []byte(st.id), e.Revision())
 		}
 	}
-	return err == nil
+	return err == nil, err
 }

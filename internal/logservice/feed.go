@@ -62,7 +62,7 @@ type appendFeed struct {
 	js   jetstream.JetStream
 	name string
 	log  *slog.Logger
-	tel  *telemetry.Telemetry // counts the broker retries; nil: none
+	tel  *telemetry.Telemetry                          // counts the broker retries; nil: none
 	owns func(ctx context.Context, tenant string) bool // this process holds tenant's lease
 	lost func(tenant string)                           // another process holds tenant's lease
 
@@ -357,10 +357,11 @@ func (f *appendFeed) applyLane(ctx context.Context, l *lane, subjects []string) 
 	if err != nil {
 		return fmt.Errorf("append consumer %s: %w", l.name, err)
 	}
-	// PullExpiry 4 s: when the consumer's leader node is lost, the pull request it
-	// held is lost too, and the client re-issues one only after two missed
-	// heartbeats (docs/design/cluster.md).
-	cc, err := c.Consume(f.dispatch, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(4*time.Second))
+	// PullExpiry 4 s, idle heartbeat 500 ms: when the consumer's leader node is lost,
+	// the pull request it held is lost too, and the client re-issues one only after
+	// two missed heartbeats; a longer heartbeat made the tenants wait for the
+	// consumer's election in steps of 4 s (docs/design/cluster.md).
+	cc, err := c.Consume(f.dispatch, jetstream.PullMaxMessages(4096), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return fmt.Errorf("append consumer %s: %w", l.name, err)
 	}

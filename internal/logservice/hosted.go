@@ -139,11 +139,19 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
-	if st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: leaseStorage(ctx, js),
-		Description: "which process runs each tenant's sequencer"}); err != nil {
+	// Every broker-facing step of the start retries while the cluster elects or
+	// lacks a quorum (Retry); the process never exits for it.
+	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) (err error) {
+		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: leaseStorage(ctx, js),
+			Description: "which process runs each tenant's sequencer"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("lease bucket: %w", err)
 	}
-	if st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"}); err != nil {
+	if err := s.Retry(ctx, "process bucket", func(ctx context.Context) (err error) {
+		st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
@@ -166,14 +174,17 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	st.quota = &tenancy.Quota{JS: js, Now: h.Now}
 	st.view = tenancy.NewView(js, s.cfg.Logger, st.known)
 	st.view.Telemetry = s.cfg.Telemetry
-	snaps, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
-	if err != nil {
+	var snaps jetstream.ObjectStore
+	if err := s.Retry(ctx, "admin snapshot bucket", func(ctx context.Context) (err error) {
+		snaps, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: tenancy.SnapshotBucket, Replicas: max(s.cfg.Replicas, 1), Description: "the fold of SVC_ADMIN with its stream position"})
+		return err
+	}); err != nil {
 		return fmt.Errorf("admin snapshot bucket: %w", err)
 	}
 	st.view.WriteSnapshots(snaps)
 	st.quota.View = st.view
 	st.admin = &tenancy.Admin{JS: js, View: st.view}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, Header: s.cfg.Telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: s.cfg.AppendTimeout, ResendAfter: frontResend, Header: s.cfg.Telemetry.InjectNATS}); err != nil {
 		return err
 	}
 	if s.http, err = logserver.New(logserver.Config{Append: s.client, Checkpoints: true, TrustProxy: s.cfg.TrustProxy, Logger: s.cfg.Logger, Dynamic: true, Telemetry: s.cfg.Telemetry,
@@ -184,7 +195,9 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
-	if err := st.view.Start(runCtx, s.errs); err != nil {
+	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
+	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
+	if err := s.Retry(ctx, "administrative events", func(context.Context) error { return st.view.Start(runCtx, s.errs) }); err != nil {
 		return err
 	}
 	return s.wakeOnAppend(runCtx)
@@ -391,22 +404,76 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 	tick := time.NewTicker(st.cfg.LeaseTTL / 8)
 	defer tick.Stop()
 	var freeSince time.Time
+	var grace leaseGrace
 	for n := 0; ; n++ {
 		woken := false
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if n%2 == 0 && freeSince.IsZero() {
+			if n%2 == 0 && freeSince.IsZero() && !grace.pending() {
 				continue // every LeaseTTL/4, unless a deferred free lease is pending
 			}
 		case <-released:
 			woken = true
 		}
-		if st.tryLease(ctx, tenant, woken, &freeSince) {
+		if grace.wait(ctx, st.kv, tenant) {
+			continue
+		}
+		actx, cancel := context.WithTimeout(ctx, renewAttempt)
+		took, err := st.tryLease(actx, tenant, woken, &freeSince)
+		cancel()
+		if took {
 			return nil
 		}
+		grace.failed(ctx.Err() == nil && pipeline.Transient(err))
 	}
+}
+
+// leaseGrace keeps a standby from taking a lease that ran out while the lease
+// bucket had no leader (a node's crash: an election longer than the TTL): the
+// holder, alive, retries its renewal every renewRetry and re-creates its lease
+// within about a second of the bucket's return, holding its commits meanwhile, so a
+// standby that could not reach the bucket lets it do so for graceAfterOutage before
+// it tries Create. Without it the standby won the race about one time in three and
+// the election cost a whole takeover (docs/measurements/2026-11-27-cluster-faults.md).
+// A holder that died meanwhile costs its tenants graceAfterOutage more.
+type leaseGrace struct {
+	down bool      // the last attempt found the bucket unreachable
+	back time.Time // when it answered again; zero: no grace under way
+}
+
+// graceAfterOutage is leaseGrace's wait after the lease bucket answers again.
+const graceAfterOutage = 1500 * time.Millisecond
+
+// failed records whether the last attempt on the bucket timed out.
+func (g *leaseGrace) failed(down bool) {
+	if down {
+		g.down, g.back = true, time.Time{}
+	}
+}
+
+// pending reports whether the bucket was down or a grace runs.
+func (g *leaseGrace) pending() bool { return g.down || !g.back.IsZero() }
+
+// wait reports whether this attempt must be skipped: the bucket is still down (it
+// probes it), it just came back, or the grace is not over.
+func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant string) bool {
+	if g.down {
+		actx, cancel := context.WithTimeout(ctx, renewAttempt)
+		_, err := kv.Get(actx, tenant)
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+			return true
+		}
+		g.down, g.back = false, time.Now()
+		return true
+	}
+	if !g.back.IsZero() && time.Since(g.back) < graceAfterOutage {
+		return true
+	}
+	g.back = time.Time{}
+	return false
 }
 
 // holding is a tenant whose sequencer and checkpointer run here.
@@ -418,8 +485,8 @@ type holding struct {
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
 	rev       uint64             // the lease's revision when it was won (0: unknown)
-	// validUntil (Unix ns): the sequencer commits only before it, two thirds of the
-	// lease TTL after the last renewal, so a holder that cannot renew (cut off, or
+	// validUntil (Unix ns): the sequencer commits only before it, holdAfter past the
+	// sending of the last renewal, so a holder that cannot renew (cut off, or
 	// the broker electing the lease bucket's leader) commits nothing once another
 	// process could take the lease, and goes on the moment it renews again.
 	validUntil atomic.Int64
@@ -706,9 +773,10 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	}
 }
 
-// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from two
-// thirds of the TTL after the last renewal, before the lease can run out and be
-// taken; renewal goes on trying, and a renewal of this process's own lease (a
+// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from
+// holdAfter past the moment the last successful renewal was sent, before the lease
+// can run out and be taken (the broker stamps the renewal after it was sent, and
+// the lease runs out a TTL after that stamp); renewal goes on trying, and a renewal of this process's own lease (a
 // compare-and-set on its revision, or a new lease when it ran out and nobody took
 // it) lets the held commits go on: a broker election costs the election, not a
 // takeover. renew returns errLeaseLost when another process holds the lease.
@@ -719,6 +787,7 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 	renewed := time.Now()
 	rev := h.rev
 	held := false // commits held, and said so
+	var failed <-chan time.Time
 	for first := true; ; first = false {
 		if !first { // the first renewal at once: the sequencer's start used up part of the lease
 			select {
@@ -729,15 +798,23 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 				st.release(tenant, rev)
 				return nil
 			case <-tick.C:
+			case <-failed:
 			}
 		}
-		// An attempt ends by the time commits are held, or after a third of the TTL
-		// once they are.
-		deadline := renewed.Add(st.cfg.LeaseTTL * 2 / 3)
-		if held {
-			deadline = time.Now().Add(st.cfg.LeaseTTL / 3)
+		// An attempt ends by the time commits are held, and within renewAttempt: a
+		// request sent while the bucket has no leader is never answered, and the
+		// attempt after it (renewRetry later, not the next tick) is the one that
+		// lets held commits go on once the bucket elected its leader.
+		deadline := time.Now().Add(renewAttempt)
+		if hold := renewed.Add(st.holdAfter()); !held && hold.Before(deadline) {
+			deadline = hold
 		}
+		sent := time.Now()
 		next, mine, err := st.renewOnce(ctx, tenant, rev, deadline)
+		failed = nil
+		if err != nil {
+			failed = time.After(renewRetry)
+		}
 		switch {
 		case ctx.Err() != nil:
 			if st.runCtx.Err() != nil {
@@ -748,18 +825,34 @@ func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) 
 		case err == nil && !mine:
 			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
 		case err == nil:
-			rev, renewed = next, time.Now()
-			h.validUntil.Store(renewed.Add(st.cfg.LeaseTTL * 2 / 3).UnixNano())
+			rev, renewed = next, sent
+			h.validUntil.Store(renewed.Add(st.holdAfter()).UnixNano())
 			if held {
 				held = false
 				log.Info("lease renewed again; commits go on", "tenant", tenant)
 			}
-		case !held && time.Since(renewed) >= st.cfg.LeaseTTL*2/3:
+		case !held && time.Since(renewed) >= st.holdAfter():
 			held = true
 			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
 		}
 	}
 }
+
+// holdAfter is how long after sending its last successful renewal a holder may
+// commit: the lease is valid for the TTL from the broker's stamp of that renewal,
+// which comes after it was sent, so commits stop a tenth of the TTL (0.5 s at 5 s)
+// before anyone could take it. Two thirds of the TTL (an earlier choice) held the
+// commits 1.2 s sooner during every lease bucket election, for no safety: the lease
+// is still valid then, and the fence remains the safety net.
+func (st *hostedState) holdAfter() time.Duration { return st.cfg.LeaseTTL - st.cfg.LeaseTTL/10 }
+
+// A failed renewal is tried again after renewRetry, each attempt for at most
+// renewAttempt, so held commits go on within about renewRetry + a round trip of
+// the lease bucket's election instead of at the next tick (LeaseTTL/3).
+const (
+	renewAttempt = time.Second
+	renewRetry   = 100 * time.Millisecond
+)
 
 // renewOnce renews tenant's lease by compare-and-set: mine is false when another
 // process holds it. A lease that ran out (nobody took it) is taken again. With the

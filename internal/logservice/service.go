@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -126,6 +127,11 @@ type Config struct {
 	// NoSync turns off fsync in the embedded server (tests that measure something
 	// else); never in production: an acknowledged batch could be lost in a crash.
 	NoSync bool
+	// Waiting, when set, is called with what the service waits for while a
+	// broker-facing step fails transiently (Service.Retry: a cluster without quorum
+	// or electing a leader), and with nil once that step succeeded: `svc log` answers
+	// /health with it while Start has not returned.
+	Waiting func(error)
 }
 
 // Service is a running log service.
@@ -145,6 +151,15 @@ type Service struct {
 	wg       sync.WaitGroup
 	errs     chan error
 	closers  []func() error // run by Close after the components stopped
+	// failing is the last transient broker failure a retrying step saw (Retry,
+	// superviseSequencer), with when: /health reports it while it is fresh.
+	failing atomic.Pointer[brokerFailure]
+}
+
+// brokerFailure is a transient broker failure and when it was seen.
+type brokerFailure struct {
+	err error
+	at  time.Time
 }
 
 // Start starts everything and returns once every sequencer takes requests and
@@ -173,11 +188,16 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: cfg.Replicas}); err != nil {
-		return nil, err
-	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
+	if cfg.NATSURL != "" { // from the start: a start on a cut-off node would wait there
+		s.goRun("node watch", func() error { return s.watchNode(runCtx, js) })
+	}
+	if err := s.Retry(ctx, "streams", func(ctx context.Context) error {
+		return pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: cfg.Replicas})
+	}); err != nil {
+		return nil, err
+	}
 	if cfg.Hosted != nil {
 		if err := s.startHosted(ctx, runCtx, js); err != nil {
 			return nil, err
@@ -194,12 +214,12 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	}
 	s.goRun("metering", func() error { return s.metering.Run(runCtx) })
 	s.audit = &projections.Audit{JS: js}
-	if err := s.audit.Load(ctx); err != nil {
+	if err := s.Retry(ctx, "audit trail", s.audit.Load); err != nil {
 		return nil, err
 	}
 	var tenants []*logserver.Tenant
 	for _, spec := range cfg.Tenants {
-		if err := s.reconcileAudit(ctx, spec); err != nil {
+		if err := s.Retry(ctx, "audit trail of "+spec.ID, func(ctx context.Context) error { return s.reconcileAudit(ctx, spec) }); err != nil {
 			return nil, fmt.Errorf("audit trail of %s: %w", spec.ID, err)
 		}
 		t, err := s.startTenant(ctx, runCtx, js, spec)
@@ -208,7 +228,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 		}
 		tenants = append(tenants, t)
 	}
-	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, Header: cfg.Telemetry.InjectNATS}); err != nil {
+	if s.client, err = pipeline.NewClient(s.nc, pipeline.ClientConfig{Bundle: pipeline.DefaultBundle, Retries: -1, Timeout: cfg.AppendTimeout, ResendAfter: frontResend, Header: cfg.Telemetry.InjectNATS}); err != nil {
 		return nil, err
 	}
 	if s.http, err = logserver.New(logserver.Config{Tenants: tenants, Append: s.client, Checkpoints: true, TrustProxy: cfg.TrustProxy, Logger: cfg.Logger, Broker: s.brokerState, Telemetry: cfg.Telemetry}); err != nil {
@@ -235,13 +255,21 @@ func (s *Service) connect() error {
 	return err
 }
 
-// brokerState is nil while the connection to the broker is up, else its state.
+// brokerState is nil while the connection to the broker is up and no retrying step
+// saw the broker fail in the last brokerFresh, else what is wrong.
 func (s *Service) brokerState() error {
 	if st := s.nc.Status(); st != nats.CONNECTED {
 		return fmt.Errorf("the connection is %s; retrying", st)
 	}
+	if f := s.failing.Load(); f != nil && time.Since(f.at) < brokerFresh {
+		return fmt.Errorf("%w; retrying", f.err)
+	}
 	return nil
 }
+
+// brokerFresh is how long /health reports a retrying step's last broker failure:
+// longer than the longest backoff between two attempts (retryMost).
+const brokerFresh = 5 * time.Second
 
 // creds are the broker credentials of Config.
 func (s *Service) creds() pipeline.Credentials {
@@ -306,11 +334,7 @@ func (s *Service) startSequencer(ctx, runCtx context.Context, spec TenantSpec, d
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := seq.Run(runCtx)
-		if err != nil {
-			failed <- err
-			s.report(fmt.Errorf("sequencer %s: %w", spec.ID, err))
-		}
+		s.superviseSequencer(runCtx, seq, spec.ID, failed)
 	}()
 	select {
 	case <-seq.Ready():

@@ -3,13 +3,13 @@ package projections
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
@@ -71,7 +71,9 @@ func (a *Audit) Load(ctx context.Context) error {
 			a.add(e)
 		}
 		if n == 0 {
-			return errors.New("audit: the admin stream stopped answering")
+			// A broker that stops answering mid-read (an election) is retried by the
+			// caller like any other timeout (pipeline.Transient).
+			return fmt.Errorf("audit: the admin stream stopped answering: %w", nats.ErrTimeout)
 		}
 		read += uint64(n)
 	}

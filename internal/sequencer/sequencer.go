@@ -141,6 +141,7 @@ type Sequencer struct {
 	synced    *state // what the state file records, once known to hold the store synced to it
 
 	ready    chan struct{} // closed once Run consumes requests
+	readyOne sync.Once     // Run may be called again after a broker failure
 	replayed uint64        // leaves replayed from the stream by the last recovery
 	active   atomic.Int64  // unix nanoseconds of the last batch taken up (or of Run's start)
 
@@ -270,7 +271,8 @@ func (s *Sequencer) readState() (state, bool) {
 }
 
 // Run recovers from the stream, then sequences until ctx ends (returning nil) or the
-// sequencer is fenced (ErrFenced) or the broker fails.
+// sequencer is fenced (ErrFenced) or the broker fails. After a broker failure Run may
+// be called again: it recovers from the stream again and goes on.
 func (s *Sequencer) Run(ctx context.Context) error {
 	err := s.run(ctx)
 	if ctx.Err() != nil && !errors.Is(err, ErrFenced) {
@@ -304,7 +306,7 @@ func (s *Sequencer) run(ctx context.Context) error {
 		return err
 	}
 	defer stop()
-	close(s.ready)
+	s.readyOne.Do(func() { close(s.ready) })
 	var carry jetstream.Msg
 	for {
 		var batch []jetstream.Msg
@@ -369,11 +371,13 @@ func (s *Sequencer) requests(ctx context.Context) (<-chan jetstream.Msg, func(),
 		return nil, nil, fmt.Errorf("sequencer %s: consumer: %w", s.cfg.Tenant, err)
 	}
 	in := make(chan jetstream.Msg, 2*s.cfg.MaxBatch)
-	// PullExpiry 4 s (idle heartbeat 2 s): when the consumer's leader node is lost, the
-	// pull request it held is lost too and the client re-issues one only after two
-	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s
+	// PullExpiry 4 s, idle heartbeat 500 ms: when the consumer's leader node is lost,
+	// the pull request it held is lost too and the client re-issues one only after two
+	// missed heartbeats; nats.go's default (30 s expiry) stalled the tenant for 30 s,
+	// and a 2 s heartbeat made the tenant wait for the consumer's election in steps of
+	// 4 s, since a pull re-issued before the election is lost again
 	// (docs/design/cluster.md).
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second))
+	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(s.cfg.MaxBatch), jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(500*time.Millisecond))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -530,6 +534,13 @@ func (s *Sequencer) existing(h merkle.Hash) (uint64, bool) {
 // commitPatience is how long a commit is retried while the broker does not answer.
 const commitPatience = 20 * time.Second
 
+// commitAttempt bounds one attempt of a commit, as the raw JetStream publisher the
+// fault suite compares with does: a publication sent while the stream has no leader
+// is never answered, so an attempt that waited 5 s (nats.go's default) went on
+// waiting up to 5 s after the election (docs/measurements/2026-11-27-cluster-faults.md).
+// An attempt that timed out but landed is recognised by its Nats-Msg-Id.
+const commitAttempt = 2 * time.Second
+
 // commit writes b to the tenant's leaves subject, fenced by the last sequence.
 func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	data := b.Encode()
@@ -541,7 +552,7 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 	start := time.Now()
 	for attempt := 0; attempt == 0 || time.Since(start) < commitPatience; attempt++ {
 		if attempt > 0 {
-			if err := client.Sleep(ctx, min(time.Duration(50<<min(attempt, 5))*time.Millisecond, time.Second)); err != nil {
+			if err := client.Sleep(ctx, min(time.Duration(20<<min(attempt, 3))*time.Millisecond, 100*time.Millisecond)); err != nil {
 				return err
 			}
 		}
@@ -556,8 +567,10 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(s.lastSeq, 10))
 		m.Header.Set(pipeline.HeaderFirst, strconv.FormatUint(b.First, 10))
 		m.Header.Set(pipeline.HeaderCount, strconv.Itoa(len(b.Leaves)))
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		ack, err := s.js.PublishMsg(cctx, m)
+		cctx, cancel := context.WithTimeout(ctx, commitAttempt)
+		// No retry inside nats.go (two more tries 250 ms apart on "no responders"):
+		// this loop's own 100 ms pauses find a newly elected leader sooner.
+		ack, err := s.js.PublishMsg(cctx, m, jetstream.WithRetryAttempts(0))
 		cancel()
 		var apiErr *jetstream.APIError
 		switch {
@@ -594,7 +607,9 @@ func (s *Sequencer) commit(ctx context.Context, b *pipeline.Batch) error {
 			return ErrFenced
 		default:
 			lastErr = err
-			s.log.Warn("commit failed; retrying", "first", b.First, "attempt", attempt+1, "err", err)
+			if attempt%10 == 0 { // every second or so through an election
+				s.log.Warn("commit failed; retrying", "first", b.First, "attempt", attempt+1, "err", err)
+			}
 		}
 	}
 	return fmt.Errorf("commit of leaves %d..%d: %w", b.First, b.First+uint64(len(b.Leaves))-1, lastErr)
@@ -857,7 +872,6 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 // adopt commits the part of cfg.Adopt the log lacks, after checking the rest.
 func (s *Sequencer) adopt(ctx context.Context) error {
 	leaves := s.cfg.Adopt
-	s.cfg.Adopt = nil
 	size := s.tree.Size()
 	for i := uint64(0); i < min(size, uint64(len(leaves))); i++ {
 		h, err := s.tree.LeafHash(i)
@@ -869,6 +883,7 @@ func (s *Sequencer) adopt(ctx context.Context) error {
 		}
 	}
 	if uint64(len(leaves)) <= size {
+		s.cfg.Adopt = nil
 		return nil
 	}
 	rest := leaves[size:]
@@ -896,5 +911,6 @@ func (s *Sequencer) adopt(ctx context.Context) error {
 		}
 		rest = rest[n:]
 	}
+	s.cfg.Adopt = nil // done: a Run after a broker failure has nothing left to adopt
 	return s.checkpoint()
 }
