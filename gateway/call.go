@@ -9,18 +9,21 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
+	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 )
 
-// A call is one tools/call on its way through the gateway: what the receipt records
+// A toolCall is one tools/call on its way through the gateway: what the receipt records
 // and what the steps after the decision need.
-type call struct {
+type toolCall struct {
 	s         *Session
 	tool      string
 	args      json.RawMessage
 	agentMeta map[string]any
-	up        Upstream                   // nil when no upstream offers the tool
+	up        upstream.Upstream          // nil when no upstream offers the tool
 	record    receipt.Call               // what the receipt records, filled in step by step
 	meta      map[string]any             // the svc/ meta keys the upstream receives
 	facts     map[string]json.RawMessage // fact values observed for the policy
@@ -31,15 +34,51 @@ type call struct {
 // "Gateway MCP behaviour": recordable arguments, scope, facts, policy, pre-commit,
 // forward, receipt, result.
 func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
-	res, _ := g.call(ctx, s, tool, args, agentMeta)
+	res, _ := g.runCall(ctx, s, tool, args, agentMeta, false)
 	return res
 }
 
-// call is Call, also returning the upstream's result as the upstream sent it when the
-// receipt recorded it so (nil otherwise: a refusal, an upstream error, a result the
-// receipt holds as parsed, a REST upstream's). A front may answer with it, its
-// _meta["svc/receipt"] set (withReceiptMeta), instead of encoding res.
-func (g *Gateway) call(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) (*mcp.CallToolResult, *rawResult) {
+// addTools registers every upstream tool with a handler that runs the call path for
+// the session of the request.
+func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {
+	for _, u := range g.upstreams {
+		for _, t := range u.Tools() {
+			name := t.Name
+			srv.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				s := session(ctx)
+				if s == nil {
+					return errorResult("Denied by policy: no grant was presented for this request"), nil
+				}
+				return g.Call(ctx, s, name, requestArgs(req), requestMeta(req)), nil
+			})
+		}
+	}
+}
+
+func requestArgs(req mcp.CallToolRequest) json.RawMessage {
+	if len(req.Params.RawArguments) > 0 {
+		return req.Params.RawArguments
+	}
+	if req.Params.Arguments == nil {
+		return nil
+	}
+	b, _ := json.Marshal(req.Params.Arguments)
+	return b
+}
+
+func requestMeta(req mcp.CallToolRequest) map[string]any {
+	if req.Params.Meta == nil {
+		return nil
+	}
+	return req.Params.Meta.AdditionalFields
+}
+
+// runCall is Call, also returning the upstream's Result when the receipt recorded its
+// raw result as the upstream sent it (nil otherwise: a refusal, an upstream error, a
+// result the receipt holds as parsed, a REST upstream's). A front may answer with
+// it, its _meta["svc/receipt"] set (withReceiptMeta), instead of encoding res;
+// answersRaw says the front will, so the upstream may parse only the result's head.
+func (g *Gateway) runCall(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any, answersRaw bool) (*mcp.CallToolResult, *upstream.Result) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
@@ -54,11 +93,10 @@ func (g *Gateway) call(ctx context.Context, s *Session, tool string, args json.R
 	if res := g.precommit(ctx, c, p); res != nil {
 		return res, nil
 	}
-	fwdCtx, raw := withRawResult(ctx)
-	out, callErr := c.up.Call(fwdCtx, tool, args, c.forwardMeta())
+	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw})
 	// Once the call was forwarded its receipt is owed even if the agent gave up on it
 	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
-	return g.finish(context.WithoutCancel(ctx), c, p, out, raw, callErr)
+	return g.finish(context.WithoutCancel(ctx), c, p, out, callErr)
 }
 
 // refuseUnrecordable answers a call no receipt may be issued for: outside the grant's
@@ -76,10 +114,10 @@ func (g *Gateway) refuseUnrecordable(s *Session, tool string, args json.RawMessa
 }
 
 // newCall starts the receipt's record of a call from the session's grant chain.
-func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *call {
+func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *toolCall {
 	leaf := s.chain.Leaf()
 	principal := s.chain.Root().Principal
-	c := &call{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.owner[tool]}
+	c := &toolCall{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.owner[tool]}
 	c.record = receipt.Call{
 		Principal:  receipt.Principal{ID: &principal, KeyID: s.principal.KeyID, Provenance: receipt.Attested},
 		Agent:      receipt.Agent{ID: leaf.Agent, Provenance: receipt.Attested},
@@ -105,7 +143,7 @@ func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMe
 // decide runs steps 2 to 5 (arguments, scope, facts, policy) and returns the pending
 // receipt of an allowed call, or the answer to a refused one (whose denied receipt is
 // already logged).
-func (g *Gateway) decide(ctx context.Context, c *call) (*receipt.Pending, *mcp.CallToolResult) {
+func (g *Gateway) decide(ctx context.Context, c *toolCall) (*receipt.Pending, *mcp.CallToolResult) {
 	deny := func(p *receipt.Pending, why string) *mcp.CallToolResult {
 		return g.finishDenied(ctx, p, why, c.record.Policy.Reasons)
 	}
@@ -165,7 +203,7 @@ func (g *Gateway) decide(ctx context.Context, c *call) (*receipt.Pending, *mcp.C
 // tool's authorization is logged before anything reaches the upstream; when the log
 // does not take it, the call is withheld (and its receipt says so). Nil when the call
 // may be forwarded.
-func (g *Gateway) precommit(ctx context.Context, c *call, p *receipt.Pending) *mcp.CallToolResult {
+func (g *Gateway) precommit(ctx context.Context, c *toolCall, p *receipt.Pending) *mcp.CallToolResult {
 	if why := g.checkReceiptFits(p, c.tool); why != "" {
 		return errorResult(why)
 	}
@@ -186,9 +224,34 @@ func (g *Gateway) precommit(ctx context.Context, c *call, p *receipt.Pending) *m
 	return errorResult(fmt.Sprintf("%s (receipt %s)", reason, p.ReceiptID))
 }
 
+// checkReceiptFits is the step before forwarding: with a capped remote log that keeps
+// whole receipts, a call whose receipt would be over the cap before any result is
+// added is refused ("" when it fits or the log takes such receipts by hash).
+func (g *Gateway) checkReceiptFits(p *receipt.Pending, tool string) string {
+	if g.leafFits == nil || g.cfg.Log == nil || g.cfg.Log.Oversize == OversizeHash {
+		return ""
+	}
+	leaf, err := g.issuer.Leaf(p, receipt.Execution{Status: receipt.StatusExecuted, Result: json.RawMessage(`null`), Provenance: receipt.Observed})
+	if err != nil {
+		return fmt.Sprintf("Not executed: the receipt of %s cannot be built: %v; nothing was forwarded", tool, err)
+	}
+	size := len(leaf)
+	fits := g.leafFits(leaf)
+	if g.cfg.IsPrecommit(tool) {
+		// The receipt will embed the authorization (about the same statement again,
+		// base64 in the payload) with its tree head and proof.
+		size += (len(leaf) + 2048) * 4 / 3
+		fits = size+64 <= pipeline.MaxLeafBytes // 64: JSON escapes of the envelope's quotes
+	}
+	if fits {
+		return ""
+	}
+	return fmt.Sprintf("Not executed: the receipt of this call would be about %d bytes before any result, more than the log takes in one append (%d bytes); nothing was forwarded and no receipt was issued. Send smaller arguments (or the operator sets log.oversize to \"hash\")", size, pipeline.MaxLeafBytes)
+}
+
 // forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set,
 // then the gateway's own and the facts it observed.
-func (c *call) forwardMeta() map[string]any {
+func (c *toolCall) forwardMeta() map[string]any {
 	fwd := map[string]any{}
 	for k, v := range c.agentMeta {
 		if !strings.HasPrefix(k, "svc/") {
@@ -209,7 +272,7 @@ func (c *call) forwardMeta() map[string]any {
 // execution records what the upstream did, and (step 8) remembers the facts it
 // declares it served for the session's later receipts. raw is the result as the
 // upstream sent it (nil: res re-encoded is recorded).
-func (c *call) execution(res *mcp.CallToolResult, raw json.RawMessage, callErr error) receipt.Execution {
+func (c *toolCall) execution(res *mcp.CallToolResult, raw json.RawMessage, callErr error) receipt.Execution {
 	if callErr != nil {
 		return receipt.Execution{Status: receipt.StatusError, Error: callErr.Error(), Provenance: receipt.Observed}
 	}
@@ -254,17 +317,19 @@ func marshalResult(res *mcp.CallToolResult) json.RawMessage {
 // when there is one, or, if a receipt cannot record it as it stands (invalid UTF-8,
 // duplicate names, which mcp-go's parse repaired or dropped), the result as mcp-go
 // parsed it. The raw result is returned too when the receipt recorded it.
-func (g *Gateway) finish(ctx context.Context, c *call, p *receipt.Pending, res *mcp.CallToolResult, raw *rawResult, callErr error) (*mcp.CallToolResult, *rawResult) {
-	if raw.json == nil {
-		raw = nil
-	}
+func (g *Gateway) finish(ctx context.Context, c *toolCall, p *receipt.Pending, out *upstream.Result, callErr error) (*mcp.CallToolResult, *upstream.Result) {
+	var res *mcp.CallToolResult
+	var raw *upstream.Result // out, when it carries the raw result
 	var rawJSON json.RawMessage
-	if raw != nil {
-		rawJSON = raw.json
+	if callErr == nil {
+		res = out.Parsed
+		if out.Raw != nil {
+			raw, rawJSON = out, out.Raw
+		}
 	}
 	b, err := g.issuer.Finish(ctx, p, c.execution(res, rawJSON, callErr))
 	if errors.Is(err, receipt.ErrResultJSON) && raw != nil && callErr == nil {
-		res, callErr = raw.full() // a head-only parse has no content to record
+		res, callErr = raw.Full() // a head-only parse has no content to record
 		raw = nil
 		b, err = g.issuer.Finish(ctx, p, c.execution(res, nil, callErr))
 	}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"svc.dev/svc/gateway/upstream"
 )
 
 // MaxConfigSize caps the config file.
@@ -69,67 +71,13 @@ type Config struct {
 	dir string // the config file's directory
 }
 
-// UpstreamConfig is one of SPEC's three upstream shapes: exactly one of Command, URL
-// and Rest.
-type UpstreamConfig struct {
-	// Name names the upstream in receipts (tool.upstream). Required in Upstreams;
-	// optional for a single Upstream.
-	Name string `json:"name,omitempty"`
-
-	// Command spawns an MCP server over stdio with Args. Env is added to the
-	// gateway's environment for that process only and is never shown to the agent.
-	// A relative Command is looked up on PATH, not against the config file.
-	Command string            `json:"command,omitempty"`
-	Args    []string          `json:"args,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-
-	// URL connects to an MCP server over Streamable HTTP (http:// or https://).
-	// TokenEnv, optional, names the environment variable holding its bearer token,
-	// read once at start; a variable that is unset fails the start.
-	URL      string `json:"url,omitempty"`
-	TokenEnv string `json:"tokenEnv,omitempty"`
-
-	// Rest describes a plain HTTP API as tools.
-	Rest *RestConfig `json:"rest,omitempty"`
-}
-
-// RestConfig is SPEC's REST upstream description.
-type RestConfig struct {
-	// BaseURL is the API's root (http:// or https://); each tool's Path is appended.
-	// Required.
-	BaseURL string `json:"baseUrl"`
-	// HeaderEnv maps a header name to an environment variable read once at start; a
-	// variable that is unset fails the start. Optional.
-	HeaderEnv map[string]string `json:"headerEnv,omitempty"`
-	// Headers are sent with every request as written. Optional.
-	Headers map[string]string `json:"headers,omitempty"`
-	// TimeoutMs bounds one request, in milliseconds. Optional; default 30000.
-	TimeoutMs int `json:"timeoutMs,omitempty"`
-	// Tools are the endpoints offered as tools. Required, at least one.
-	Tools []RestTool `json:"tools"`
-}
-
-// RestTool is one REST endpoint offered as a tool.
-type RestTool struct {
-	// Name is the tool's name, unique across all upstreams. Required.
-	Name string `json:"name"`
-	// Method is the HTTP method (GET, POST, PUT, PATCH, DELETE). Required.
-	Method string `json:"method"`
-	// Path is appended to BaseURL; {name} segments are filled from the call's
-	// arguments (escaped). Required.
-	Path string `json:"path"`
-	// InputSchema is the JSON Schema shown to the agent. Optional; default an object
-	// schema that takes any arguments.
-	InputSchema json.RawMessage `json:"inputSchema,omitempty"`
-	// Description is shown to the agent. Optional.
-	Description string `json:"description,omitempty"`
-	// Body "none" sends no body. Optional; by default the arguments left after Path
-	// and Query go to a JSON body, except on GET and DELETE, where they go to the
-	// query string.
-	Body string `json:"body,omitempty"`
-	// Query names the arguments that go to the query string. Optional.
-	Query []string `json:"query,omitempty"`
-}
+// UpstreamConfig, RestConfig and RestTool are package upstream's, where the
+// upstreams they describe are dialled.
+type (
+	UpstreamConfig = upstream.Config
+	RestConfig     = upstream.RestConfig
+	RestTool       = upstream.RestTool
+)
 
 // FactConfig is a lookup the gateway makes before deciding.
 type FactConfig struct {
@@ -248,7 +196,7 @@ func (c *Config) checkUpstreams(p *problems) {
 	case c.Upstream == nil && len(c.Upstreams) == 0:
 		p.add("one of upstream or upstreams is required")
 	case c.Upstream != nil:
-		if err := c.Upstream.check("upstream"); err != nil {
+		if err := c.Upstream.Check("upstream"); err != nil {
 			*p = append(*p, err)
 		}
 	default:
@@ -262,7 +210,7 @@ func (c *Config) checkUpstreams(p *problems) {
 				p.add("%s.name %q is used twice", field, u.Name)
 			}
 			names[u.Name] = true
-			if err := u.check(field); err != nil {
+			if err := u.Check(field); err != nil {
 				*p = append(*p, err)
 			}
 		}
@@ -310,41 +258,6 @@ func (c *Config) checkFacts(p *problems) {
 			}
 		}
 	}
-}
-
-func (u *UpstreamConfig) check(field string) error {
-	shapes := 0
-	for _, b := range []bool{u.Command != "", u.URL != "", u.Rest != nil} {
-		if b {
-			shapes++
-		}
-	}
-	if shapes != 1 {
-		return fmt.Errorf("%s: give exactly one of command, url and rest", field)
-	}
-	if u.Rest != nil {
-		r := u.Rest
-		if !strings.HasPrefix(r.BaseURL, "http://") && !strings.HasPrefix(r.BaseURL, "https://") {
-			return fmt.Errorf("%s.rest.baseUrl %q: want an http(s) URL", field, r.BaseURL)
-		}
-		if len(r.Tools) == 0 {
-			return fmt.Errorf("%s.rest.tools: no tools", field)
-		}
-		for i, t := range r.Tools {
-			if t.Name == "" || t.Path == "" {
-				return fmt.Errorf("%s.rest.tools[%d]: name and path are required", field, i)
-			}
-			switch strings.ToUpper(t.Method) {
-			case "GET", "POST", "PUT", "PATCH", "DELETE":
-			default:
-				return fmt.Errorf("%s.rest.tools[%d].method %q: want GET, POST, PUT, PATCH or DELETE", field, i, t.Method)
-			}
-			if t.Body != "" && t.Body != "none" {
-				return fmt.Errorf("%s.rest.tools[%d].body %q: the only value is \"none\"", field, i, t.Body)
-			}
-		}
-	}
-	return nil
 }
 
 // Path resolves p against the config file's directory.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/receipt"
 )
 
@@ -39,7 +40,11 @@ func (g *Gateway) lookupFacts(ctx context.Context, tool string, args json.RawMes
 		if up == nil {
 			return facts, values, fmt.Sprintf("fact %s: no upstream offers tool %s", f.Name, f.Tool)
 		}
-		res, err := up.Call(ctx, f.Tool, fargs, meta)
+		var res *mcp.CallToolResult
+		out, err := up.Call(ctx, upstream.Call{Tool: f.Tool, Args: fargs, Meta: meta})
+		if err == nil {
+			res = out.Parsed
+		}
 		if err == nil && res.IsError {
 			err = fmt.Errorf("%s answered with an error: %s", f.Tool, resultText(res))
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/gateway/upstream"
 )
 
 // What the stdio and Streamable HTTP fronts' tools/call fast paths share: the calls
@@ -85,6 +87,45 @@ func (g *Gateway) answerCall(ctx context.Context, log *slog.Logger, s *Session, 
 		}
 	}()
 	g.fastCalls.Add(1)
-	res, raw := g.call(context.WithValue(ctx, answersRawKey{}, true), s, req.name, requestArgsRaw(req.args), req.meta)
+	res, raw := g.runCall(ctx, s, req.name, requestArgsRaw(req.args), req.meta, true)
 	return resultLine(req.id, res, raw)
+}
+
+// requestArgsRaw is requestArgs for a decoded request: the raw arguments (mcp-go's
+// RawArguments) when present.
+func requestArgsRaw(args json.RawMessage) json.RawMessage {
+	if len(args) == 0 {
+		return nil
+	}
+	return args
+}
+
+// resultLine is the answer to a request: the upstream's raw result with the receipt's
+// id in its _meta when the call returned one, else res as mcp-go encodes it.
+func resultLine(id json.RawMessage, res *mcp.CallToolResult, raw *upstream.Result) []byte {
+	if raw != nil && res.Meta != nil {
+		if rid, ok := res.Meta.AdditionalFields[MetaReceipt].(string); ok {
+			if b, ok := withReceiptMeta(raw.Raw, rid, raw.NoMeta); ok {
+				return appendResultLine(make([]byte, 0, len(b)+len(id)+32), id, b)
+			}
+		}
+	}
+	if raw != nil && raw.HeadOnly {
+		if full, err := raw.Full(); err == nil { // res holds only the head
+			res.Content, res.StructuredContent = full.Content, full.StructuredContent
+		}
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return errorLine(id, mcp.INTERNAL_ERROR, fmt.Sprintf("encoding the result: %v", err))
+	}
+	return appendResultLine(make([]byte, 0, len(b)+len(id)+32), id, b)
+}
+
+// errorLine is a JSON-RPC error answer as mcp-go writes one.
+func errorLine(id json.RawMessage, code int, message string) []byte {
+	var v any
+	_ = json.Unmarshal(id, &v)
+	b, _ := json.Marshal(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(v), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)})
+	return append(b, '\n')
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -29,6 +30,14 @@ const (
 	MetaFacts             = "svc/facts"
 	MetaModel             = "svc/model"
 	MetaUpstreamSignature = "svc/upstream-signature"
+)
+
+// maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
+// held in memory at once (64 bodies at the cap, many more small ones). A request that
+// cannot reserve room within the body read timeout gets 503 with Retry-After.
+const (
+	maxMCPBody   = 4 << 20
+	maxBodyBytes = 256 << 20
 )
 
 // Decider evaluates the policy for one call. It never fails: an evaluation error is a
@@ -68,8 +77,8 @@ type Gateway struct {
 	principalKeys []signer.PublicKey
 	policy        Decider
 	policyDigest  string
-	upstreams     []Upstream
-	owner         map[string]Upstream // tool → the one upstream offering it
+	upstreams     []upstream.Upstream
+	owner         map[string]upstream.Upstream // tool → the one upstream offering it
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time
@@ -157,6 +166,17 @@ func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 		all = append(all, u.Tools()...)
 	}
 	return grantedTools(s, all)
+}
+
+// grantedTools keeps the tools the session's grant names.
+func grantedTools(s *Session, tools []mcp.Tool) []mcp.Tool {
+	out := []mcp.Tool{}
+	for _, t := range tools {
+		if s != nil && s.chain.Leaf().HasScope(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // jsonKind names the kind of a valid JSON value: object, array, string, number,

@@ -46,14 +46,6 @@ type HTTPConfig struct {
 	noFastPath bool // tests: no tools/call fast path, every request to mcp-go
 }
 
-// maxMCPBody caps one MCP request body; maxBodyBytes caps the bodies of all requests
-// held in memory at once (64 bodies at the cap, many more small ones). A request that
-// cannot reserve room within the body read timeout gets 503 with Retry-After.
-const (
-	maxMCPBody   = 4 << 20
-	maxBodyBytes = 256 << 20
-)
-
 type ctxKey struct{}
 
 // httpFront serves MCP Streamable HTTP on /mcp: one mcp-go server for every session,
@@ -63,10 +55,9 @@ type httpFront struct {
 	mcp  *server.StreamableHTTPServer
 	idle time.Duration // session idle time
 
-	bodyTimeout  time.Duration // HTTPConfig.BodyReadTimeout
-	requireProof bool
-	seen         seenProofs          // proofs of possession accepted, against replays
-	bodyBytes    *semaphore.Weighted // request bodies held in memory, all clients together
+	bodyTimeout time.Duration // HTTPConfig.BodyReadTimeout
+	proofs      proofChecker
+	bodyBytes   *semaphore.Weighted // request bodies held in memory, all clients together
 
 	sessions *httpSessions // by MCP session id; mcp-go's SessionIdManager
 	noFast   bool          // tests: every request goes to mcp-go
@@ -118,7 +109,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
-	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, requireProof: cfg.RequireProof,
+	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, proofs: proofChecker{require: cfg.RequireProof, now: g.now},
 		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath}
 	f.sessions = &httpSessions{idle: cfg.Idle, expire: f.expire, live: map[string]*httpSession{}, ended: map[string]struct{}{}}
 	hooks := &server.Hooks{}
@@ -207,8 +198,8 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeGrantRejection(w, errNoProof)
 		return
 	}
-	if v.agentKey == nil && f.requireProof {
-		writeGrantRejection(w, f.checkProof(r, v, nil))
+	if v.agentKey == nil && f.proofs.require {
+		writeGrantRejection(w, f.proofs.check(r, v, nil))
 		return
 	}
 	var body []byte
@@ -220,7 +211,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer release()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 	}
-	if err := f.checkProof(r, v, body); err != nil {
+	if err := f.proofs.check(r, v, body); err != nil {
 		writeGrantRejection(w, err)
 		return
 	}
@@ -230,8 +221,8 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		hs.touch()
 	}
 	if hs != nil && r.Method == http.MethodPost && !f.noFast {
-		if req, ok := f.fastCall(r, body); ok {
-			f.serveCall(w, r, hs, req)
+		if req, ok := f.g.httpFastCall(r, body); ok {
+			f.g.serveFastCall(w, r, hs.s, &hs.calls, req)
 			return
 		}
 		hs.calls.noteCancel(body)
@@ -358,6 +349,17 @@ func writeGrantRejection(w http.ResponseWriter, err error) {
 		"error":   map[string]any{"code": -32000, "message": err.Error()},
 		"id":      nil,
 	})
+}
+
+// expire ends an idle session in mcp-go as a DELETE does (its SessionIdManager,
+// httpSessions, terminates it; its transport state is dropped).
+func (f *httpFront) expire(id string) {
+	r, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
+	if err != nil {
+		return
+	}
+	r.Header.Set(server.HeaderKeySessionID, id)
+	f.mcp.ServeHTTP(&discardResponse{}, r)
 }
 
 // ServeHTTP listens and serves until ctx ends. ready, when set, gets the address.

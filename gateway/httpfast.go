@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/mark3labs/mcp-go/mcp"
-	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/httplimits"
 )
@@ -29,9 +28,9 @@ import (
 // The gateway never sends the agent a notification or a request while a call runs,
 // so mcp-go would not turn such a response into an event stream either.
 
-// fastCall decodes a POST on a live session as a tools/call the fast path answers
-// (false: mcp-go's).
-func (f *httpFront) fastCall(r *http.Request, body []byte) (*toolCallRequest, bool) {
+// httpFastCall decodes a POST on a live session as a tools/call the fast path
+// answers (false: mcp-go's).
+func (g *Gateway) httpFastCall(r *http.Request, body []byte) (*toolCallRequest, bool) {
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
 		return nil, false
 	}
@@ -42,25 +41,26 @@ func (f *httpFront) fastCall(r *http.Request, body []byte) (*toolCallRequest, bo
 		return nil, false
 	}
 	req, ok := decodeToolCall(body)
-	if !ok || f.g.owner[req.name] == nil {
+	if !ok || g.owner[req.name] == nil {
 		return nil, false
 	}
 	return req, true
 }
 
-// serveCall answers one fast-path call: 200, application/json, the JSON-RPC answer
-// as mcp-go's encoder ends it (a newline), with its Content-Length: net/http would
-// send an answer over 2 KB without one in chunks. The call is cancelled when the
-// client goes away or sends notifications/cancelled naming it.
-func (f *httpFront) serveCall(w http.ResponseWriter, r *http.Request, hs *httpSession, req *toolCallRequest) {
-	ctx, done := hs.calls.start(r.Context(), req.id)
+// serveFastCall answers one fast-path call of session s: 200, application/json, the
+// JSON-RPC answer as mcp-go's encoder ends it (a newline), with its Content-Length:
+// net/http would send an answer over 2 KB without one in chunks. The call is
+// cancelled when the client goes away or sends notifications/cancelled naming it
+// (calls: the session's calls in flight).
+func (g *Gateway) serveFastCall(w http.ResponseWriter, r *http.Request, s *Session, calls *inflightCalls, req *toolCallRequest) {
+	ctx, done := calls.start(r.Context(), req.id)
 	defer done()
-	line := f.g.answerCall(ctx, f.g.log, hs.s, req)
+	line := g.answerCall(ctx, g.log, s, req)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(line); err != nil {
-		f.g.log.Warn("writing the answer to a tool call", "err", err)
+		g.log.Warn("writing the answer to a tool call", "err", err)
 	}
 }
 
@@ -70,15 +70,4 @@ func (f *httpFront) serveCall(w http.ResponseWriter, r *http.Request, hs *httpSe
 func rebinding(r *http.Request) bool {
 	local, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
 	return ok && local != nil && httplimits.LoopbackHost(local.String()) && !httplimits.LoopbackHost(r.Host)
-}
-
-// expire ends an idle session in mcp-go as a DELETE does (its SessionIdManager,
-// httpSessions, terminates it; its transport state is dropped).
-func (f *httpFront) expire(id string) {
-	r, err := http.NewRequest(http.MethodDelete, "/mcp", nil)
-	if err != nil {
-		return
-	}
-	r.Header.Set(server.HeaderKeySessionID, id)
-	f.mcp.ServeHTTP(&discardResponse{}, r)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/gateway/internal/wire"
 )
 
 // The agent-facing fast path of tools/call (stdiofast.go): a request line is decoded
@@ -212,4 +214,45 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// scanToolCall is decodeToolCall without decoding, for a request of the usual shape:
+// exactly the members "jsonrpc":"2.0", "id" (one plainID takes), "method":"tools/call"
+// and "params", in any order, each once, params holding exactly "name" (a string of
+// printable ASCII without escapes) and "arguments" (any value), each once, the line
+// valid JSON (package wire scans it). False: decode it (FuzzDecodeToolCall holds
+// both to mcp-go's decoding).
+func scanToolCall(line []byte) (*toolCallRequest, bool) {
+	req := &toolCallRequest{}
+	version, method, params := false, false, false
+	ok := wire.ScanObject(line, func(name string, v []byte) bool {
+		switch {
+		case name == "jsonrpc" && !version && string(v) == `"2.0"`:
+			version = true
+		case name == "method" && !method && string(v) == `"tools/call"`:
+			method = true
+		case name == "id" && req.id == nil && plainID(v):
+			req.id = v
+		case name == "params" && !params:
+			params = true
+			return wire.ScanObject(v, func(name string, v []byte) bool {
+				switch {
+				case name == "name" && req.name == "" && len(v) > 2 && wire.PlainASCIIString(v):
+					req.name = string(v[1 : len(v)-1])
+				case name == "arguments" && req.args == nil:
+					req.args = v
+				default:
+					return false
+				}
+				return true
+			})
+		default:
+			return false
+		}
+		return true
+	})
+	if !ok || !version || !method || req.id == nil || req.name == "" || !json.Valid(line) {
+		return nil, false
+	}
+	return req, true
 }

@@ -13,6 +13,7 @@ import (
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
+	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -42,7 +43,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]Upstream{}}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]upstream.Upstream{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -121,7 +122,7 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 	}
 	g.multi = len(ups) > 1
 	for i := range ups {
-		u, err := dialUpstream(ctx, &ups[i])
+		u, err := upstream.Dial(ctx, &ups[i])
 		if err != nil {
 			return err
 		}
@@ -201,15 +202,6 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 	return nil
 }
 
-func dialUpstream(ctx context.Context, u *UpstreamConfig) (Upstream, error) {
-	if u.Rest != nil {
-		return newRestUpstream(u.Name, u.Rest)
-	}
-	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	return dialMCP(dctx, u.Name, u)
-}
-
 func (g *Gateway) openLog() (receipt.Log, error) {
 	c := g.cfg
 	if c.LogFile != "" {
@@ -222,7 +214,7 @@ func (g *Gateway) openLog() (receipt.Log, error) {
 	}
 	token := ""
 	if c.Log.TokenEnv != "" {
-		v, err := configEnv("log.tokenEnv", c.Log.TokenEnv)
+		v, err := upstream.Env("log.tokenEnv", c.Log.TokenEnv)
 		if err != nil {
 			return nil, err
 		}

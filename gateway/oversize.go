@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 
 	"svc.dev/svc/pipeline"
@@ -47,28 +46,3 @@ func httpAppendFits(leaf []byte) bool {
 
 // natsAppendFits reports whether a leaf is within the pipeline's cap.
 func natsAppendFits(leaf []byte) bool { return len(leaf) <= pipeline.MaxLeafBytes }
-
-// checkReceiptFits is the step before forwarding: with a capped remote log that keeps
-// whole receipts, a call whose receipt would be over the cap before any result is
-// added is refused ("" when it fits or the log takes such receipts by hash).
-func (g *Gateway) checkReceiptFits(p *receipt.Pending, tool string) string {
-	if g.leafFits == nil || g.cfg.Log == nil || g.cfg.Log.Oversize == OversizeHash {
-		return ""
-	}
-	leaf, err := g.issuer.Leaf(p, receipt.Execution{Status: receipt.StatusExecuted, Result: json.RawMessage(`null`), Provenance: receipt.Observed})
-	if err != nil {
-		return fmt.Sprintf("Not executed: the receipt of %s cannot be built: %v; nothing was forwarded", tool, err)
-	}
-	size := len(leaf)
-	fits := g.leafFits(leaf)
-	if g.cfg.IsPrecommit(tool) {
-		// The receipt will embed the authorization (about the same statement again,
-		// base64 in the payload) with its tree head and proof.
-		size += (len(leaf) + 2048) * 4 / 3
-		fits = size+64 <= pipeline.MaxLeafBytes // 64: JSON escapes of the envelope's quotes
-	}
-	if fits {
-		return ""
-	}
-	return fmt.Sprintf("Not executed: the receipt of this call would be about %d bytes before any result, more than the log takes in one append (%d bytes); nothing was forwarded and no receipt was issued. Send smaller arguments (or the operator sets log.oversize to \"hash\")", size, pipeline.MaxLeafBytes)
-}

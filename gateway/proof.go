@@ -85,10 +85,17 @@ func parseProof(v string) (int64, []byte, error) {
 // errNoProof: the grant names an agentKey and the request carries no proof.
 var errNoProof = errors.New("grant rejected: the grant names an agentKey, so every request must carry " + HeaderProof + ": t=<unix seconds>, sig=<Ed25519 signature by that key over the method, path, session, t and body digest>")
 
-// checkProof verifies a request's proof of possession for grant v.
-func (f *httpFront) checkProof(r *http.Request, v *verifiedGrant, body []byte) error {
+// proofChecker checks the HTTP front's proofs of possession (X-Svc-Proof).
+type proofChecker struct {
+	require bool             // HTTPConfig.RequireProof
+	now     func() time.Time // the gateway's clock
+	seen    seenProofs       // proofs of possession accepted, against replays
+}
+
+// check verifies a request's proof of possession for grant v.
+func (f *proofChecker) check(r *http.Request, v *verifiedGrant, body []byte) error {
 	if v.agentKey == nil {
-		if f.requireProof {
+		if f.require {
 			return errors.New("grant rejected: this gateway requires proof of possession and the grant names no agentKey; ask the principal for a grant with --agent-key")
 		}
 		return nil
@@ -101,7 +108,7 @@ func (f *httpFront) checkProof(r *http.Request, v *verifiedGrant, body []byte) e
 	if err != nil {
 		return fmt.Errorf("grant rejected: %w", err)
 	}
-	now := f.g.now()
+	now := f.now()
 	if d := now.Sub(time.Unix(t, 0)); d > ProofSkew || d < -ProofSkew {
 		return fmt.Errorf("grant rejected: %s t=%d is %v from the gateway's clock (at most %v)", HeaderProof, t, d.Round(time.Second), ProofSkew)
 	}

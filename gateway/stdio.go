@@ -1,14 +1,17 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"svc.dev/svc/gateway/internal/wire"
 	"svc.dev/svc/receipt"
 )
 
@@ -24,52 +27,6 @@ func (g *Gateway) mcpServer(s *Session) *server.MCPServer {
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
 	g.addTools(srv, func(context.Context) *Session { return s })
 	return srv
-}
-
-// addTools registers every upstream tool with a handler that runs the call path for
-// the session of the request.
-func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {
-	for _, u := range g.upstreams {
-		for _, t := range u.Tools() {
-			name := t.Name
-			srv.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				s := session(ctx)
-				if s == nil {
-					return errorResult("Denied by policy: no grant was presented for this request"), nil
-				}
-				return g.Call(ctx, s, name, requestArgs(req), requestMeta(req)), nil
-			})
-		}
-	}
-}
-
-// grantedTools keeps the tools the session's grant names.
-func grantedTools(s *Session, tools []mcp.Tool) []mcp.Tool {
-	out := []mcp.Tool{}
-	for _, t := range tools {
-		if s != nil && s.chain.Leaf().HasScope(t.Name) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func requestArgs(req mcp.CallToolRequest) json.RawMessage {
-	if len(req.Params.RawArguments) > 0 {
-		return req.Params.RawArguments
-	}
-	if req.Params.Arguments == nil {
-		return nil
-	}
-	b, _ := json.Marshal(req.Params.Arguments)
-	return b
-}
-
-func requestMeta(req mcp.CallToolRequest) map[string]any {
-	if req.Params.Meta == nil {
-		return nil
-	}
-	return req.Params.Meta.AdditionalFields
 }
 
 // ServeStdio serves the grant in the config file over stdin/stdout until ctx ends or
@@ -88,7 +45,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 	stdio.SetErrorLogger(log.New(errOut, "gateway: ", log.LstdFlags))
 	// Plain tools/call requests take the fast path (stdiofast.go); mcp-go serves
 	// every other line, passed on through a pipe.
-	lw := &lineWriter{w: out}
+	lw := wire.NewLineWriter(out)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
@@ -124,4 +81,38 @@ func (g *Gateway) CheckGrant() error {
 	}
 	_, err = g.NewSession("", grant)
 	return err
+}
+
+// startupErrorCode is the JSON-RPC error code of RefuseStdio's answer (the range
+// JSON-RPC leaves to servers).
+const startupErrorCode = -32000
+
+// RefuseStdio is a stdio gateway that could not start: it reads the client's
+// messages from in until the first request (initialize, from an MCP client) and
+// answers it on out with a JSON-RPC error carrying "svc gateway cannot start: " and
+// cause, so the client shows why instead of "Connection closed". Notifications are
+// ignored; it returns at the first request, at the end of in, or at a line that is
+// not JSON-RPC (or over 4 MiB).
+func RefuseStdio(in io.Reader, out io.Writer, cause error) error {
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 0, 64<<10), maxMCPBody)
+	for sc.Scan() {
+		var msg struct {
+			ID json.RawMessage `json:"id"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &msg); err != nil {
+			return fmt.Errorf("not a JSON-RPC message on stdin: %w", err)
+		}
+		if len(msg.ID) == 0 || string(msg.ID) == "null" {
+			continue // a notification: nothing to answer
+		}
+		answer, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": msg.ID,
+			"error": map[string]any{"code": startupErrorCode, "message": "svc gateway cannot start: " + cause.Error()}})
+		if err != nil {
+			return err
+		}
+		_, err = out.Write(append(answer, '\n'))
+		return err
+	}
+	return sc.Err()
 }

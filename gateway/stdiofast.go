@@ -3,14 +3,13 @@ package gateway
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
+	"svc.dev/svc/gateway/internal/wire"
 )
 
 // The stdio front reads the agent's lines itself. A plain tools/call request
@@ -28,33 +27,11 @@ import (
 // (mcp-go's stdio server runs 5 and queues 100).
 const maxFastCalls = 32
 
-// lineWriter writes whole lines to the agent or to a stdio upstream, one writer at
-// a time: the fast path and mcp-go each write a message with one Write.
-type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lineWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// Close closes the underlying writer when it is a Closer, without waiting for a
-// write in progress (one blocked on a stuck reader fails instead).
-func (l *lineWriter) Close() error {
-	if c, ok := l.w.(io.Closer); ok {
-		return c.Close()
-	}
-	return nil
-}
-
 // stdioFront is the fast path of one stdio session.
 type stdioFront struct {
 	g     *Gateway
 	s     *Session
-	out   *lineWriter
+	out   *wire.LineWriter
 	log   *slog.Logger
 	slots chan struct{}
 	calls sync.WaitGroup
@@ -178,43 +155,4 @@ func (w *callWorkers) close() {
 		close(inbox)
 	}
 	w.idle = nil
-}
-
-// requestArgsRaw is requestArgs for a decoded request: the raw arguments (mcp-go's
-// RawArguments) when present.
-func requestArgsRaw(args json.RawMessage) json.RawMessage {
-	if len(args) == 0 {
-		return nil
-	}
-	return args
-}
-
-// resultLine is the answer to a request: the upstream's raw result with the receipt's
-// id in its _meta when the call returned one, else res as mcp-go encodes it.
-func resultLine(id json.RawMessage, res *mcp.CallToolResult, raw *rawResult) []byte {
-	if raw != nil && res.Meta != nil {
-		if rid, ok := res.Meta.AdditionalFields[MetaReceipt].(string); ok {
-			if b, ok := withReceiptMeta(raw.json, rid, raw.noMeta); ok {
-				return appendResultLine(make([]byte, 0, len(b)+len(id)+32), id, b)
-			}
-		}
-	}
-	if raw != nil && raw.headOnly {
-		if full, err := raw.full(); err == nil { // res holds only the head
-			res.Content, res.StructuredContent = full.Content, full.StructuredContent
-		}
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return errorLine(id, mcp.INTERNAL_ERROR, fmt.Sprintf("encoding the result: %v", err))
-	}
-	return appendResultLine(make([]byte, 0, len(b)+len(id)+32), id, b)
-}
-
-// errorLine is a JSON-RPC error answer as mcp-go writes one.
-func errorLine(id json.RawMessage, code int, message string) []byte {
-	var v any
-	_ = json.Unmarshal(id, &v)
-	b, _ := json.Marshal(mcp.JSONRPCError{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(v), Error: mcp.NewJSONRPCErrorDetails(code, message, nil)})
-	return append(b, '\n')
 }

@@ -29,4 +29,29 @@
 // pre-committed call first signs and logs the authorization statement, appends the
 // receipt's leaf to a [Log], and writes receipts/<id>.json atomically. A leaf the log
 // refuses yields no receipt.
+//
+// # References and their fast twins
+//
+// The encodings on the call path are written and read directly, in one pass, by fast
+// twins of a general reference; each twin declines (and the reference runs) whatever
+// it is not sure of, and a fuzz target holds it to its reference:
+//
+//   - RFC 8785: the reference is github.com/gowebpki/jcs; its twin transformJCS
+//     (CanonicalizeJSON), held by FuzzCanonicalizeMatchesReference.
+//   - Canonical forms: the reference is [Canonical] (encoding/json, then RFC 8785);
+//     the twins are the direct writers of the statement (FuzzStatementCanonical), the
+//     receipt and authorization predicates (appendCanonicalPredicate,
+//     appendCanonicalAuthorization: FuzzPredicateCanonical), an envelope
+//     (Envelope.Canonical: FuzzEnvelopeCanonical) and a tree head payload
+//     (treeHeadPayload: FuzzTreeHeadPayload).
+//   - Bundle files: the reference is json.MarshalIndent; the twin bundleFile
+//     (appendIndentedBundle), held by FuzzBundleFile and FuzzIndentedBundleExact.
+//   - Reading: the reference is encoding/json; the twins are parseFileForm
+//     (FuzzParseFileForm), parseSignedStatement (FuzzParseSignedStatement),
+//     decodeCanonicalPredicate and decodeCanonicalAuthorization
+//     (FuzzDecodeCanonicalPredicate), [DecodeReceipt] (FuzzDecodeReceipt, against
+//     DecodeStatement and DecodePredicate) and Base64's plain path (FuzzBase64Plain).
+//
+// The gateway's own fast paths and their references are listed in package gateway's
+// documentation.
 package receipt

@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"bufio"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/gateway/internal/wire"
 )
 
 // A stdio upstream is a child process the gateway starts. Its tools/call requests
@@ -36,7 +38,7 @@ const firstRawID = 1 << 40
 // childProcess is a stdio upstream's process and its pipes, demultiplexed.
 type childProcess struct {
 	cmd   *exec.Cmd
-	stdin *lineWriter
+	stdin *wire.LineWriter
 	rest  *io.PipeWriter // the lines for mcp-go's transport
 
 	next    atomic.Int64
@@ -73,7 +75,7 @@ func startChild(command string, env, args []string) (*childProcess, *transport.S
 		return nil, nil, fmt.Errorf("starting %s: %w", command, err)
 	}
 	pr, pw := io.Pipe()
-	p := &childProcess{cmd: cmd, stdin: &lineWriter{w: stdin}, rest: pw,
+	p := &childProcess{cmd: cmd, stdin: wire.NewLineWriter(stdin), rest: pw,
 		pending: map[int64]chan rawAnswer{}, exited: make(chan struct{})}
 	p.next.Store(firstRawID)
 	go p.read(stdout)

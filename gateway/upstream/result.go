@@ -1,56 +1,10 @@
-package gateway
+package upstream
 
 import (
-	"context"
 	"encoding/json"
 
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
-
-// The receipt records the upstream's result as the upstream sent it: mcp-go's client
-// returns it parsed (*mcp.CallToolResult), and re-encoding that costs a second
-// marshal per call and drops what mcp-go does not model (a content field it does not
-// know, for one, which an upstream signature's contentDigest covers). The transports
-// below are mcp-go's own with SendRequest wrapped: the raw result of a tools/call goes
-// into the slot its context carries. Embedding keeps every other method, so mcp-go
-// sees the same capabilities (bidirectional requests, HTTP session, stderr).
-
-type rawResultKey struct{}
-
-// rawResult receives the raw JSON result of the tools/call made with its context (the
-// last one, when the upstream asked for input in between), and that result parsed in
-// one pass (nil when parseCallToolResult left it to mcp-go).
-type rawResult struct {
-	json   json.RawMessage
-	parsed *mcp.CallToolResult
-	noMeta bool // the result has no member named _meta in any case (known when parsed)
-	// headOnly: the front answers with json, so parsed may hold only what the call
-	// path reads (isError, _meta, resultType), without the content (parseHead).
-	headOnly bool
-}
-
-// answersRawKey marks the context of a call whose front answers the agent with the
-// upstream's raw result (the stdio fast path).
-type answersRawKey struct{}
-
-func withRawResult(ctx context.Context) (context.Context, *rawResult) {
-	slot := &rawResult{headOnly: ctx.Value(answersRawKey{}) != nil}
-	return context.WithValue(ctx, rawResultKey{}, slot), slot
-}
-
-// full is the result parsed in full: the slot's parse, or the content too when the
-// slot held only its head.
-func (r *rawResult) full() (*mcp.CallToolResult, error) {
-	if r.parsed != nil && r.parsed.Content != nil {
-		return r.parsed, nil
-	}
-	if res, _, ok := parseCallToolResult(r.json); ok {
-		return res, nil
-	}
-	raw := r.json
-	return mcp.ParseCallToolResult(&raw)
-}
 
 // resultHead is a tools/call result as parseHead decodes it: the members the call
 // path reads, and of each content item what shows it is plain text.
@@ -71,9 +25,9 @@ type contentHead struct {
 	Meta        json.RawMessage `json:"_meta"`
 }
 
-// parseHead is parseCallToolResult for a result the front answers with as sent: one
+// parseHead is ParseCallToolResult for a result the front answers with as sent: one
 // decoding of the result, returning isError, _meta and resultType (no content) and
-// whether it has a member named _meta, when parseCallToolResult would surely parse
+// whether it has a member named _meta, when ParseCallToolResult would surely parse
 // it (FuzzParseHead): every content item plain text (type "text", a string text, no
 // annotations or _meta, which TextContent always decodes), structured content whose
 // numbers surely fit a float64 (the full parse decodes it into an any). False: parse
@@ -109,35 +63,13 @@ func decodeHead(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
 	return res, r.Meta != nil, true
 }
 
-func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
-	if resp == nil || resp.Error != nil || req.Method != string(mcp.MethodToolsCall) {
-		return
-	}
-	slot, ok := ctx.Value(rawResultKey{}).(*rawResult)
-	if !ok {
-		return
-	}
-	slot.json, slot.parsed, slot.noMeta = resp.Result, nil, false
-	if res, hasMeta, ok := parseCallToolResult(resp.Result); ok {
-		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
-		// validates it three times (its content a fourth); it now parses a stub,
-		// and mcpUpstream.Call returns this parse instead (nothing else reads what
-		// the client returns for a call made with a slot).
-		slot.parsed, slot.noMeta = res, !hasMeta
-		resp.Result = parsedStub
-	}
-}
-
-// parsedStub is the smallest result mcp-go's client parses as a complete one.
-var parsedStub = json.RawMessage(`{"content":[]}`)
-
-// parseCallToolResult parses a complete tools/call result into what
+// ParseCallToolResult parses a complete tools/call result into what
 // mcp.ParseCallToolResult returns for it (the same decoding of each member, content
 // items through mcp.UnmarshalContent) in one pass over the result, and whether it has
 // a member named _meta (matched as encoding/json matches names: in any case). It
 // declines (false) what it leaves to mcp-go: a result asking for input (multi round
 // trip), one without content, one that does not parse.
-func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
+func ParseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) {
 	var r struct {
 		Meta              json.RawMessage   `json:"_meta,omitempty"`
 		ResultType        mcp.ResultType    `json:"resultType,omitempty"`
@@ -176,28 +108,6 @@ func parseCallToolResult(raw json.RawMessage) (*mcp.CallToolResult, bool, bool) 
 		}
 	}
 	return res, r.Meta != nil, true
-}
-
-// rawStdio is mcp-go's stdio transport keeping tools/call results.
-type rawStdio struct{ *transport.Stdio }
-
-func (t rawStdio) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	resp, err := t.Stdio.SendRequest(ctx, req)
-	if err == nil {
-		keepRawResult(ctx, req, resp)
-	}
-	return resp, err
-}
-
-// rawHTTP is mcp-go's Streamable HTTP transport keeping tools/call results.
-type rawHTTP struct{ *transport.StreamableHTTP }
-
-func (t rawHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
-	resp, err := t.StreamableHTTP.SendRequest(ctx, req)
-	if err == nil {
-		keepRawResult(ctx, req, resp)
-	}
-	return resp, err
 }
 
 // numbersFitFloat reports, conservatively, that every number in a valid JSON value

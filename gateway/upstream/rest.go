@@ -1,4 +1,4 @@
-package gateway
+package upstream
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func newRestUpstream(name string, cfg *RestConfig) (*restUpstream, error) {
 		u.headers.Set(k, v)
 	}
 	for h, env := range cfg.HeaderEnv {
-		v, err := configEnv(fmt.Sprintf("upstream %s: rest.headerEnv for header %s", name, h), env)
+		v, err := Env(fmt.Sprintf("upstream %s: rest.headerEnv for header %s", name, h), env)
 		if err != nil {
 			return nil, err
 		}
@@ -68,12 +68,13 @@ func (u *restUpstream) Close() error      { return nil }
 // names in `query` to the query string, the rest to the query string on GET and DELETE
 // and to a JSON body otherwise (none with body: "none"). The response body is the tool
 // result, JSON kept as JSON; a non-2xx status is a failed execution carrying it.
-func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessage, _ map[string]any) (*mcp.CallToolResult, error) {
-	t, ok := u.byName[tool]
+// The result has no Raw: it is made here.
+func (u *restUpstream) Call(ctx context.Context, c Call) (*Result, error) {
+	t, ok := u.byName[c.Tool]
 	if !ok {
-		return nil, fmt.Errorf("upstream %s has no tool %s", u.name, tool)
+		return nil, fmt.Errorf("upstream %s has no tool %s", u.name, c.Tool)
 	}
-	req, path, err := u.request(ctx, t, raw)
+	req, path, err := u.request(ctx, t, c.Args)
 	if err != nil {
 		return nil, err
 	}
@@ -86,7 +87,7 @@ func (u *restUpstream) Call(ctx context.Context, tool string, raw json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	return restResult(req.Method, path, resp, data), nil
+	return &Result{Parsed: restResult(req.Method, path, resp, data)}, nil
 }
 
 // request maps a tool call onto the HTTP request its description names: path

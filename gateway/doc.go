@@ -1,0 +1,72 @@
+// Package gateway is the MCP gateway: it stands between an agent and its tool
+// providers (upstreams), decides every tools/call under the agent's grant and a Cedar
+// policy, forwards the allowed ones, and issues a signed receipt of each call into a
+// Merkle log before the agent sees the result (SPEC.md, "Gateway MCP behaviour").
+//
+// # The call path
+//
+// An agent speaks MCP over stdio (Gateway.ServeStdio) or Streamable HTTP
+// (Gateway.Handler, Gateway.ServeHTTP). Each front opens a Session under a verified
+// grant and hands every tools/call to one call path, Gateway.Call (call.go):
+//
+//	front (stdio.go, http.go)
+//	  -> Gateway.Call / runCall    refuse what no receipt can record (grant window, JSON)
+//	  -> decide                    arguments, scope, facts (facts.go), policy (policy.go)
+//	  -> precommit                 receipt fits the log; a pre-committed tool's authorization logged
+//	  -> upstream.Upstream.Call    forward (package upstream); its Result: parsed and raw
+//	  -> finish                    the receipt logged (receipt.Issuer over the log), exported
+//	  -> the front answers         mcp-go's encoding of the result, or the raw result (fast path)
+//
+// # Files
+//
+// Core: gateway.go (Gateway, Session, the policy types, the limits of an agent's
+// message), call.go (the call path, and the handlers that mcp-go's servers call into
+// it), facts.go (fact lookups before the policy), policy.go (the Cedar Decider),
+// config.go (the config file), new.go (New: keys, policy, log, upstreams, exporters),
+// pollable_*.go (the agent's stdin through the runtime's poller).
+//
+// Fronts: stdio.go (the stdio front: mcp-go's stdio server for every line the fast
+// path leaves, RefuseStdio), http.go (the Streamable HTTP front: grant, proof and
+// body checks before mcp-go's handler), httpsessions.go (the HTTP sessions, which are
+// the gateway's so that the fast path and mcp-go share them), proof.go (proof of
+// possession, X-Svc-Proof).
+//
+// Fast paths: jsonrpc.go (a plain tools/call request decoded once, scanned when it has
+// the usual shape; the answer with the receipt's id set in the upstream's raw result),
+// fastcalls.go (what both fast paths share: calls in flight, cancellation, the answer
+// line), stdiofast.go (the stdio front's reader and its call workers), httpfast.go
+// (the HTTP front's fast path).
+//
+// Upstreams: package upstream (gateway/upstream): an MCP server over stdio or
+// Streamable HTTP, or a REST API, behind one interface; a stdio upstream's tools/call
+// takes a fast path of its own (child.go there).
+//
+// Log: oversize.go (capLog, a remote log whose appends are capped); the log itself is
+// opened in new.go.
+//
+// Below both ends, package wire (gateway/internal/wire) writes whole lines and scans
+// JSON objects of the usual shape. Imports run one way: fronts -> fast paths -> core ->
+// upstream -> wire; the core knows no front and no fast path.
+//
+// # References and their fast twins
+//
+// Each fast path answers as its reference would, and a fuzz target holds the two
+// together; the reference is what runs whenever the fast twin declines.
+//
+//   - Agent side, stdio and HTTP: the reference is mcp-go's server (its stdio server,
+//     its Streamable HTTP handler, Handler without the fast path); the fast twins are
+//     stdiofast.go and httpfast.go. FuzzHTTPFastPath compares whole HTTP answers with
+//     and without the fast path; FuzzDecodeToolCall holds decodeToolCall (and its scan,
+//     scanToolCall) to mcp-go's decoding of the request; FuzzWithReceiptMeta holds the
+//     raw answer (withReceiptMeta) to the result it carries; TestResultLineMatchesMCPGo
+//     the answer built from a parsed result to mcp-go's line.
+//   - Upstream side (package upstream): the reference is mcp-go's client; the fast twin
+//     is a stdio upstream's tools/call path (childProcess.call, toolCallLine,
+//     scanAnswer) and the one-pass parses of its result. FuzzToolCallLine holds the
+//     request to mcp-go's, FuzzScanAnswer the scanned answer line to encoding/json,
+//     FuzzParseCallToolResult the one-pass parse to mcp.ParseCallToolResult, and
+//     FuzzParseHead the head-only parse (and its scan) to the full one.
+//
+// The receipts themselves have their own reference encodings and fast twins, listed
+// in package receipt's documentation.
+package gateway

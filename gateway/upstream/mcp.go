@@ -1,0 +1,228 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// mcpUpstream is an MCP server reached over stdio or Streamable HTTP.
+type mcpUpstream struct {
+	name  string
+	c     *client.Client
+	tools []mcp.Tool
+	// child is a stdio upstream's process; with raw set, tools/call takes the fast
+	// path (upstreamstdio.go), which speaks only the protocol versions before
+	// 2026-07-28 (the later ones put more into every request's _meta).
+	child *childProcess
+	raw   bool
+}
+
+// dialMCP starts (stdio) or connects to (HTTP) an MCP upstream and lists its tools.
+func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) {
+	var c *client.Client
+	var child *childProcess
+	var err error
+	closeAll := func() {
+		c.Close()
+		if child != nil {
+			_ = child.stop()
+		}
+	}
+	switch {
+	case u.Command != "":
+		env := make([]string, 0, len(u.Env))
+		for k, v := range u.Env {
+			env = append(env, k+"="+v)
+		}
+		sort.Strings(env)
+		// client.NewStdioMCPClient, with the transport keeping raw results, over
+		// pipes the tools/call fast path shares.
+		var t *transport.Stdio
+		if child, t, err = startChild(u.Command, env, u.Args); err == nil {
+			c = client.NewClient(rawStdio{t})
+		}
+	default:
+		var opts []transport.StreamableHTTPCOption
+		if u.TokenEnv != "" {
+			tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
+			if err != nil {
+				return nil, err
+			}
+			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+		}
+		// client.NewStreamableHttpClient, with the transport keeping raw results.
+		var t *transport.StreamableHTTP
+		if t, err = transport.NewStreamableHTTP(u.URL, opts...); err == nil {
+			c = client.NewClient(rawHTTP{t})
+			err = c.Start(ctx)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("upstream %s: %w", name, err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
+	ir, err := c.Initialize(ctx, init)
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("upstream %s: initialize: %w", name, err)
+	}
+	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("upstream %s: tools/list: %w", name, err)
+	}
+	return &mcpUpstream{name: name, c: c, tools: res.Tools, child: child, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
+}
+
+func (u *mcpUpstream) Name() string      { return u.name }
+func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
+
+func (u *mcpUpstream) Close() error {
+	err := u.c.Close()
+	if u.child != nil {
+		err = errors.Join(err, u.child.stop())
+	}
+	return err
+}
+
+// Call forwards one tools/call: over the stdio fast path when the upstream takes it
+// (callRaw), else through mcp-go's client, whose transport keeps the raw result
+// (keepRaw) for the Result.
+func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
+	if u.raw {
+		return u.callRaw(ctx, call)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = call.Tool
+	req.Params.Arguments = call.Args
+	req.Params.Meta = &mcp.Meta{AdditionalFields: call.Meta}
+	ctx, slot := withRawSlot(ctx)
+	res, err := u.c.CallTool(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, errors.New("empty result")
+	}
+	out := &Result{Parsed: res, Raw: slot.json, NoMeta: slot.noMeta}
+	if slot.parsed != nil {
+		out.Parsed = slot.parsed // parsed in one pass by the transport (keepRawResult)
+	}
+	return out, nil
+}
+
+// callRaw is Call over the stdio fast path: the raw result is parsed once, as
+// mcp-go's client would parse it; only its head when the front answers with the raw
+// result and the content is plain text.
+func (u *mcpUpstream) callRaw(ctx context.Context, call Call) (*Result, error) {
+	raw, err := u.child.call(ctx, call.Tool, call.Args, call.Meta)
+	if err != nil {
+		return nil, err
+	}
+	var res *mcp.CallToolResult
+	var hasMeta, onePass, head bool
+	if call.HeadOnly {
+		res, hasMeta, head = parseHead(raw)
+		onePass = head
+	}
+	if !head {
+		res, hasMeta, onePass = ParseCallToolResult(raw)
+	}
+	if !onePass {
+		if needsInput(raw) {
+			return nil, errors.New("the upstream asked for more input (a multi round trip result), which the gateway does not give")
+		}
+		if res, err = mcp.ParseCallToolResult(&raw); err != nil {
+			return nil, err
+		}
+	}
+	return &Result{Parsed: res, Raw: raw, NoMeta: onePass && !hasMeta, HeadOnly: head}, nil
+}
+
+// needsInput reports whether a tools/call result asks the client for more input.
+func needsInput(raw json.RawMessage) bool {
+	var r struct {
+		ResultType    mcp.ResultType  `json:"resultType"`
+		InputRequests json.RawMessage `json:"inputRequests"`
+		RequestState  json.RawMessage `json:"requestState"`
+	}
+	return json.Unmarshal(raw, &r) == nil && (r.ResultType == mcp.ResultTypeInputRequired || r.InputRequests != nil || r.RequestState != nil)
+}
+
+// rawStdio and rawHTTP are mcp-go's transports of an MCP upstream with
+// SendRequest wrapped (sendKeepingRaw): the raw result of a tools/call goes into the
+// slot its context carries (withRawSlot, set by mcpUpstream.Call alone). mcp-go
+// looks for a transport's capabilities by type assertion (bidirectional requests;
+// the HTTP connection, whose protocol version header it sets and to which it sends
+// no notifications/cancelled; the legacy protocol), so a wrapper must keep every
+// other method of the transport it wraps, as embedding does; Go cannot embed a type
+// parameter, hence one embedding type per transport around the one SendRequest.
+type rawStdio struct{ *transport.Stdio }
+
+func (t rawStdio) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return sendKeepingRaw(ctx, req, t.Stdio.SendRequest)
+}
+
+type rawHTTP struct{ *transport.StreamableHTTP }
+
+func (t rawHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+	return sendKeepingRaw(ctx, req, t.StreamableHTTP.SendRequest)
+}
+
+// sendKeepingRaw sends a request through a transport's own SendRequest and keeps
+// the raw result of a tools/call in the context's slot.
+func sendKeepingRaw(ctx context.Context, req transport.JSONRPCRequest,
+	send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
+	resp, err := send(ctx, req)
+	if err == nil {
+		keepRawResult(ctx, req, resp)
+	}
+	return resp, err
+}
+
+// rawSlot receives the raw JSON result of the tools/call made with its context (the
+// last one, when the upstream asked for input in between), and that result parsed in
+// one pass (nil when ParseCallToolResult left it to mcp-go).
+type rawSlot struct {
+	json   json.RawMessage
+	parsed *mcp.CallToolResult
+	noMeta bool // the result has no member named _meta in any case (known when parsed)
+}
+
+type rawSlotKey struct{}
+
+func withRawSlot(ctx context.Context) (context.Context, *rawSlot) {
+	slot := &rawSlot{}
+	return context.WithValue(ctx, rawSlotKey{}, slot), slot
+}
+
+func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
+	if resp == nil || resp.Error != nil || req.Method != string(mcp.MethodToolsCall) {
+		return
+	}
+	slot, ok := ctx.Value(rawSlotKey{}).(*rawSlot)
+	if !ok {
+		return
+	}
+	slot.json, slot.parsed, slot.noMeta = resp.Result, nil, false
+	if res, hasMeta, ok := ParseCallToolResult(resp.Result); ok {
+		// mcp-go's own parse (ParseCallToolResult) decodes the result twice and
+		// validates it three times (its content a fourth); it now parses a stub,
+		// and mcpUpstream.Call returns this parse instead (nothing else reads what
+		// the client returns for a call made with a slot).
+		slot.parsed, slot.noMeta = res, !hasMeta
+		resp.Result = parsedStub
+	}
+}
+
+// parsedStub is the smallest result mcp-go's client parses as a complete one.
+var parsedStub = json.RawMessage(`{"content":[]}`)
