@@ -209,7 +209,7 @@ func TestMCPConformance(t *testing.T) {
 	passed := 0
 	var wrong []string
 	for _, sc := range names {
-		ok, out := runConformance(t, dir, through, sc, 2*time.Minute)
+		ok, out := runConformance(t, dir, through, sc, 90*time.Second)
 		if ok {
 			passed++
 		}

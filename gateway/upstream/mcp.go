@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -17,17 +19,25 @@ type mcpUpstream struct {
 	name  string
 	c     *client.Client
 	tools []mcp.Tool
+	// rawTools are the tools as the upstream sent them (tools.go), in tools' order;
+	// nil when it refused the raw listing.
+	rawTools []json.RawMessage
 	// child is a stdio upstream's process; with raw set, tools/call takes the fast
 	// path (upstreamstdio.go), which speaks only the protocol versions before
 	// 2026-07-28 (the later ones put more into every request's _meta).
 	child *childProcess
 	raw   bool
+	// http makes a Streamable HTTP upstream's tools/call (httpcall.go); nil for stdio.
+	http *httpCaller
+	// timeout bounds one tools/call (Config.TimeoutMs).
+	timeout time.Duration
 }
 
 // dialMCP starts (stdio) or connects to (HTTP) an MCP upstream and lists its tools.
 func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) {
 	var c *client.Client
 	var child *childProcess
+	var hc *httpCaller
 	var err error
 	closeAll := func() {
 		c.Close()
@@ -50,16 +60,19 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		}
 	default:
 		var opts []transport.StreamableHTTPCOption
+		hc = &httpCaller{url: u.URL, headers: map[string]string{}, client: &http.Client{}, userName: name}
 		if u.TokenEnv != "" {
 			tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
 			if err != nil {
 				return nil, err
 			}
-			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+			hc.headers["Authorization"] = "Bearer " + tok
+			opts = append(opts, transport.WithHTTPHeaders(hc.headers))
 		}
 		// client.NewStreamableHttpClient, with the transport keeping raw results.
 		var t *transport.StreamableHTTP
 		if t, err = transport.NewStreamableHTTP(u.URL, opts...); err == nil {
+			hc.t = t
 			c = client.NewClient(rawHTTP{t})
 			err = c.Start(ctx)
 		}
@@ -70,20 +83,35 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
+	if u.URL != "" {
+		// Relayed to the agent within the call (Call.Ask); an agent that does not
+		// offer them answers with an error the upstream gets.
+		init.Params.Capabilities.Sampling = &mcp.SamplingCapability{}
+		init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+	}
 	ir, err := c.Initialize(ctx, init)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("upstream %s: initialize: %w", name, err)
 	}
-	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	tools, rawTools, err := listTools(ctx, c)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("upstream %s: tools/list: %w", name, err)
 	}
-	return &mcpUpstream{name: name, c: c, tools: res.Tools, child: child, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
+	if hc != nil {
+		hc.version = ir.ProtocolVersion
+	}
+	return &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
 }
 
-func (u *mcpUpstream) Name() string      { return u.name }
+func (u *mcpUpstream) Name() string { return u.name }
+
+// Relays reports whether the upstream may send notifications or requests within a
+// call (a Streamable HTTP upstream: its call's event stream), which the gateway
+// relays to the agent.
+func (u *mcpUpstream) Relays() bool { return u.http != nil }
+
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
 
 func (u *mcpUpstream) Close() error {
@@ -98,8 +126,28 @@ func (u *mcpUpstream) Close() error {
 // (callRaw), else through mcp-go's client, whose transport keeps the raw result
 // (keepRaw) for the Result.
 func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, u.timeout, errCallTimeout{u.timeout})
+	defer cancel()
+	res, err := u.call(ctx, call)
+	if err != nil && context.Cause(ctx) != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// errCallTimeout is a call that had no answer within the upstream's timeoutMs.
+type errCallTimeout struct{ d time.Duration }
+
+func (e errCallTimeout) Error() string {
+	return fmt.Sprintf("no answer within %s (the upstream's timeoutMs); the upstream was told the call is cancelled", e.d)
+}
+
+func (u *mcpUpstream) call(ctx context.Context, call Call) (*Result, error) {
 	if u.raw {
 		return u.callRaw(ctx, call)
+	}
+	if u.http != nil {
+		return u.callHTTP(ctx, call)
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name = call.Tool
@@ -118,6 +166,22 @@ func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
 		out.Parsed = slot.parsed // parsed in one pass by the transport (keepRawResult)
 	}
 	return out, nil
+}
+
+// callHTTP is Call to a Streamable HTTP upstream (httpcall.go), the raw result
+// parsed once as mcp-go's client would parse it.
+func (u *mcpUpstream) callHTTP(ctx context.Context, call Call) (*Result, error) {
+	raw, err := u.http.call(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	res, hasMeta, onePass := ParseCallToolResult(raw)
+	if !onePass {
+		if res, err = mcp.ParseCallToolResult(&raw); err != nil {
+			return nil, err
+		}
+	}
+	return &Result{Parsed: res, Raw: raw, NoMeta: onePass && !hasMeta}, nil
 }
 
 // callRaw is Call over the stdio fast path: the raw result is parsed once, as
