@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,13 @@ type HTTPConfig struct {
 	// MaxBodyBytes caps the request bodies held in memory at once, all clients
 	// together; each body reserves the 4 MiB cap while it is read. Default 256 MiB.
 	MaxBodyBytes int64
+	// AllowedOrigins are the browser origins (scheme://host[:port]) whose requests
+	// are served besides the gateway's own (an Origin naming the Host the request was
+	// sent to). A request with any other Origin header gets 403 before its grant is
+	// read: a page in the user's browser must not drive the gateway (DNS rebinding,
+	// cross-site requests). Requests without Origin (MCP clients outside a browser)
+	// are not affected.
+	AllowedOrigins []string
 
 	noFastPath bool // tests: no tools/call fast path, every request to mcp-go
 }
@@ -58,6 +67,7 @@ type httpFront struct {
 	bodyTimeout time.Duration // HTTPConfig.BodyReadTimeout
 	proofs      proofChecker
 	bodyBytes   *semaphore.Weighted // request bodies held in memory, all clients together
+	origins     []string            // HTTPConfig.AllowedOrigins
 
 	sessions *httpSessions // by MCP session id; mcp-go's SessionIdManager
 	noFast   bool          // tests: every request goes to mcp-go
@@ -110,7 +120,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, proofs: proofChecker{require: cfg.RequireProof, now: g.now},
-		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath}
+		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath, origins: cfg.AllowedOrigins}
 	f.sessions = &httpSessions{idle: cfg.Idle, expire: f.expire, live: map[string]*httpSession{}, ended: map[string]struct{}{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
@@ -173,6 +183,10 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Allow", "POST, GET, DELETE")
 		http.Error(w, "/mcp takes POST, GET or DELETE", http.StatusMethodNotAllowed)
+		return
+	}
+	if err := f.checkOrigin(r); err != nil {
+		writeGrantRejection(w, err)
 		return
 	}
 	v, key, err := f.presentedGrant(r)
@@ -342,6 +356,22 @@ func (f *httpFront) presentedGrant(r *http.Request) (*verifiedGrant, [32]byte, e
 		f.grants.put(key, v)
 	}
 	return v, key, nil
+}
+
+// checkOrigin refuses a request whose Origin header names neither the gateway itself
+// (the request's Host) nor one of HTTPConfig.AllowedOrigins.
+func (f *httpFront) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host == r.Host {
+		return nil
+	}
+	if slices.Contains(f.origins, origin) {
+		return nil
+	}
+	return fmt.Errorf("origin refused: %q is not allowed to use this gateway (svc gateway --allow-origin %s adds it)", origin, origin)
 }
 
 func writeGrantRejection(w http.ResponseWriter, err error) {

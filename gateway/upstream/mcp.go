@@ -27,7 +27,9 @@ type mcpUpstream struct {
 	// 2026-07-28 (the later ones put more into every request's _meta).
 	child *childProcess
 	raw   bool
-	// http makes a Streamable HTTP upstream's tools/call (httpcall.go); nil for stdio.
+	// http makes a Streamable HTTP upstream's tools/call (httpcall.go); nil for stdio
+	// and for an upstream on the stateless revision (2026-07-28), which mcp-go's
+	// client serves.
 	http *httpCaller
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
@@ -101,6 +103,12 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 	}
 	if hc != nil {
 		hc.version = ir.ProtocolVersion
+		if mcp.IsModernProtocol(ir.ProtocolVersion) {
+			// The stateless revision puts the protocol's own keys into every
+			// request's _meta and asks for input in its result, not on a stream:
+			// mcp-go's client speaks it.
+			hc = nil
+		}
 	}
 	return &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
 }
