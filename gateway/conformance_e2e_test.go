@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -175,9 +176,10 @@ func TestMCPConformance(t *testing.T) {
 		"policyFile":           "policy.cedar",
 		"receiptsDir":          "receipts",
 		"logFile":              "receipts.log",
+		"passThrough":          []string{"resources", "prompts", "completion"},
 	})
 	addr := testkit.StartProcess(t, exec.Command(svcBin, "gateway", "--config", f.config, "--http", "--port", "0"), regexp.MustCompile(`msg="gateway listening" addr=(\S+)`))
-	grant := f.writeGrant(t, "grant.json", everythingTools, time.Now().Add(-time.Minute), time.Hour, nil)
+	grant := f.writeGrant(t, "grant.json", append(slices.Clone(everythingTools), "resources", "prompts", "completion"), time.Now().Add(-time.Minute), time.Hour, nil)
 	through := grantProxy(t, "http://"+addr+"/mcp", grantHeader(grant))
 	baseline := filepath.Join(dir, "gateway-expected-failures.yml")
 

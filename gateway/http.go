@@ -137,7 +137,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = grantedTools(f.session(ctx), res.Tools)
 	})
-	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))
+	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, f.session)
 	// The session ids and their idle time are the gateway's (httpSessions): the
 	// fast path answers without mcp-go, which would not see those requests.
@@ -234,7 +234,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// travels in receipts, so a refused request (no proof of possession) must not.
 		hs.touch()
 	}
-	if hs != nil && r.Method == http.MethodPost && f.g.serveToolsList(w, r, hs.s, body) {
+	if hs != nil && r.Method == http.MethodPost && (f.g.serveToolsList(w, r, hs.s, body) || f.g.servePassThrough(w, r, hs.s, body)) {
 		return
 	}
 	if hs != nil && r.Method == http.MethodPost && !f.noFast {

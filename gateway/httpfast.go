@@ -72,6 +72,23 @@ func (g *Gateway) serveToolsList(w http.ResponseWriter, r *http.Request, s *Sess
 	return true
 }
 
+// servePassThrough answers a request of a passed-through feature on a live session
+// (passthrough.go); false: mcp-go's.
+func (g *Gateway) servePassThrough(w http.ResponseWriter, r *http.Request, s *Session, body []byte) bool {
+	if !fastHTTPRequest(r) {
+		return false
+	}
+	line, ok := g.passThrough(r.Context(), s, body)
+	if !ok {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(line)
+	return true
+}
+
 // serveFastCall answers one fast-path call of session s: 200, application/json, the
 // JSON-RPC answer as mcp-go's encoder ends it (a newline), with its Content-Length:
 // net/http would send an answer over 2 KB without one in chunks. The call is

@@ -77,6 +77,12 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 			}
 			continue
 		}
+		if ans, ok := f.g.passThrough(ctx, f.s, line); ok {
+			if _, err := f.out.Write(ans); err != nil {
+				return fmt.Errorf("answering a passed-through request: %w", err)
+			}
+			continue
+		}
 		if req, ok := decodeToolCall(line); ok && f.g.fastTool(req.name) {
 			select {
 			case f.slots <- struct{}{}:

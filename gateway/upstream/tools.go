@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -78,4 +79,34 @@ func RawTools(u Upstream) []json.RawMessage {
 		out = append(out, b)
 	}
 	return out
+}
+
+// Forwarder passes one request of a feature besides tools (resources, prompts,
+// completion) to an MCP upstream as sent, and returns its result or its JSON-RPC
+// error as sent; err is a failure to get either.
+type Forwarder interface {
+	Forward(ctx context.Context, method string, params json.RawMessage) (result, rpcErr json.RawMessage, err error)
+}
+
+// forwards numbers the requests Forward sends (ids of its own, never the client's).
+var forwards atomic.Int64
+
+// Forward implements Forwarder through the client's transport, within the call
+// timeout.
+func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-fwd-%d", forwards.Add(1))), Method: method}
+	if len(params) > 0 && string(params) != "null" {
+		req.Params = params
+	}
+	resp, err := u.c.GetTransport().SendRequest(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.Error != nil {
+		b, err := json.Marshal(resp.Error)
+		return nil, b, err
+	}
+	return resp.Result, nil, nil
 }
