@@ -18,6 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -164,6 +168,47 @@ func expectedFailures(t *testing.T, path string) map[string]bool {
 	return out
 }
 
+// latencyCalls is how many sequential calls callLatency times.
+const latencyCalls = 300
+
+// callLatency is the median time of one tools/call test_simple_text over Streamable
+// HTTP at u (an mcp-go client on the 2025-11-25 revision, as the suite's client).
+func callLatency(t *testing.T, u string, headers map[string]string) time.Duration {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(u, transport.WithHTTPHeaders(headers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.NewClient(tr)
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-11-25"
+	init.Params.ClientInfo = mcp.Implementation{Name: "latency", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatal(err)
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "test_simple_text"
+	times := make([]time.Duration, 0, latencyCalls)
+	for i := 0; i < latencyCalls+20; i++ {
+		start := time.Now()
+		res, err := c.CallTool(ctx, req)
+		took := time.Since(start)
+		if err != nil || res.IsError {
+			t.Fatalf("tools/call at %s: %v %+v", u, err, res)
+		}
+		if i >= 20 { // the first calls warm both up
+			times = append(times, took)
+		}
+	}
+	slices.Sort(times)
+	return times[len(times)/2]
+}
+
 func TestMCPConformance(t *testing.T) {
 	dir := conformanceDir(t)
 	upstream := startEverythingServer(t, dir)
@@ -225,6 +270,14 @@ func TestMCPConformance(t *testing.T) {
 	t.Logf("through svc gateway --http: %d of %d scenarios pass", passed, len(names))
 	if len(wrong) > 0 {
 		t.Fatalf("%d scenarios differ from %s:\n%s", len(wrong), baseline, strings.Join(wrong, "\n"))
+	}
+	if os.Getenv("SVC_MCP_CONFORMANCE") == "all" {
+		// The added latency of one tools/call, measured from this process (not the
+		// gateway's nor the server's) in the same run: no assertion, a figure.
+		direct := callLatency(t, upstream, nil)
+		gw := callLatency(t, "http://"+addr+"/mcp", map[string]string{"X-Svc-Grant": grantHeader(grant)})
+		t.Logf("one tools/call test_simple_text, median of %d sequential: directly %s, through the gateway %s (+%s, x%.2f)",
+			latencyCalls, direct, gw, gw-direct, float64(gw)/float64(direct))
 	}
 	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
 	if len(files) == 0 {
