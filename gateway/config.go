@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"svc.dev/svc/gateway/upstream"
