@@ -94,9 +94,11 @@ func grantProxy(t *testing.T, gatewayURL, grant string) string {
 	t.Helper()
 	target, _ := url.Parse(gatewayURL)
 	rp := &httputil.ReverseProxy{
-		Director: func(r *http.Request) {
-			r.URL.Scheme, r.URL.Host = target.Scheme, target.Host
-			r.Header.Set("X-Svc-Grant", grant)
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.URL.Path = pr.In.URL.Path
+			pr.Out.Host = pr.In.Host
+			pr.Out.Header.Set("X-Svc-Grant", grant)
 		},
 		FlushInterval: -1,
 	}

@@ -62,6 +62,7 @@ func askAgent(ctx context.Context, srv *server.MCPServer, method string, params 
 		if err := json.Unmarshal(params, &req.CreateMessageParams); err != nil {
 			return nil, fmt.Errorf("params: %w", err)
 		}
+		//lint:ignore SA1019 relayed for upstreams on the revisions that have sampling (before 2026-07-28)
 		return srv.RequestSampling(ctx, req)
 	case string(mcp.MethodElicitationCreate):
 		var req mcp.ElicitationRequest
