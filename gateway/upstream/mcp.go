@@ -35,6 +35,8 @@ type mcpUpstream struct {
 	http *httpCaller
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
+	// stopListen ends a Streamable HTTP upstream's standalone stream (httpCaller.listen).
+	stopListen context.CancelFunc
 	// progress routes a stdio upstream's notifications/progress to the call that
 	// asked for them: the gateway's own token for the call (progressTokens) → the
 	// call's relay. The upstream's stdout is shared by every call.
@@ -168,6 +170,11 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		}
 	}
 	up := &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	if hc != nil {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		up.stopListen = stop
+		go hc.listen(lctx)
+	}
 	if child != nil {
 		up.relayProgress()
 	}
@@ -184,6 +191,9 @@ func (u *mcpUpstream) Relays() bool { return u.http != nil }
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
 
 func (u *mcpUpstream) Close() error {
+	if u.stopListen != nil {
+		u.stopListen()
+	}
 	err := u.c.Close()
 	if u.child != nil {
 		err = errors.Join(err, u.child.stop())
