@@ -38,6 +38,14 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 	return res
 }
 
+// callRelaying is Call from mcp-go's tool handler: what the upstream sends within the
+// call is relayed to the agent of ctx (relay.go).
+func (g *Gateway) callRelaying(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
+	notify, ask := relayTo(ctx)
+	res, _ := g.runCallWith(ctx, s, tool, args, agentMeta, false, notify, ask)
+	return res
+}
+
 // addTools registers every upstream tool with a handler that runs the call path for
 // the session of the request.
 func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {
@@ -49,7 +57,7 @@ func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) 
 				if s == nil {
 					return errorResult("Denied by policy: no grant was presented for this request"), nil
 				}
-				return g.Call(ctx, s, name, requestArgs(req), requestMeta(req)), nil
+				return g.callRelaying(ctx, s, name, requestArgs(req), requestMeta(req)), nil
 			})
 		}
 	}
@@ -66,11 +74,22 @@ func requestArgs(req mcp.CallToolRequest) json.RawMessage {
 	return b
 }
 
+// requestMeta is the request's _meta as the agent sent it, its progressToken included
+// (mcp-go holds that apart): forwarded, it has the upstream's progress notifications
+// name the agent's token.
 func requestMeta(req mcp.CallToolRequest) map[string]any {
 	if req.Params.Meta == nil {
 		return nil
 	}
-	return req.Params.Meta.AdditionalFields
+	if req.Params.Meta.ProgressToken == nil {
+		return req.Params.Meta.AdditionalFields
+	}
+	m := make(map[string]any, len(req.Params.Meta.AdditionalFields)+1)
+	for k, v := range req.Params.Meta.AdditionalFields {
+		m[k] = v
+	}
+	m["progressToken"] = req.Params.Meta.ProgressToken
+	return m
 }
 
 // runCall is Call, also returning the upstream's Result when the receipt recorded its
@@ -79,6 +98,13 @@ func requestMeta(req mcp.CallToolRequest) map[string]any {
 // it, its _meta["svc/receipt"] set (withReceiptMeta), instead of encoding res;
 // answersRaw says the front will, so the upstream may parse only the result's head.
 func (g *Gateway) runCall(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any, answersRaw bool) (*mcp.CallToolResult, *upstream.Result) {
+	return g.runCallWith(ctx, s, tool, args, agentMeta, answersRaw, nil, nil)
+}
+
+// runCallWith is runCall with the relay of what the upstream sends within the call
+// (upstream.Call's Notify and Ask; nil: dropped, refused).
+func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any, answersRaw bool,
+	notify func(string, json.RawMessage), ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) (*mcp.CallToolResult, *upstream.Result) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
@@ -93,7 +119,7 @@ func (g *Gateway) runCall(ctx context.Context, s *Session, tool string, args jso
 	if res := g.precommit(ctx, c, p); res != nil {
 		return res, nil
 	}
-	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw})
+	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: ask})
 	// Once the call was forwarded its receipt is owed even if the agent gave up on it
 	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
 	return g.finish(context.WithoutCancel(ctx), c, p, out, callErr)
@@ -249,12 +275,14 @@ func (g *Gateway) checkReceiptFits(p *receipt.Pending, tool string) string {
 	return fmt.Sprintf("Not executed: the receipt of this call would be about %d bytes before any result, more than the log takes in one append (%d bytes); nothing was forwarded and no receipt was issued. Send smaller arguments (or the operator sets log.oversize to \"hash\")", size, pipeline.MaxLeafBytes)
 }
 
-// forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set,
-// then the gateway's own and the facts it observed.
+// forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set
+// and the io.modelcontextprotocol/ ones of the agent's hop (its protocol revision,
+// which the gateway's hop to the upstream negotiated for itself), then the gateway's
+// own and the facts it observed.
 func (c *toolCall) forwardMeta() map[string]any {
 	fwd := map[string]any{}
 	for k, v := range c.agentMeta {
-		if !strings.HasPrefix(k, "svc/") {
+		if !strings.HasPrefix(k, "svc/") && !strings.HasPrefix(k, "io.modelcontextprotocol/") {
 			fwd[k] = v
 		}
 	}

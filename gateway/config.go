@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"svc.dev/svc/exporters"
@@ -52,6 +53,16 @@ type Config struct {
 	// Precommit lists consequential tools, whose signed authorization is logged before
 	// the call is forwarded, or the single entry "*" for all. Optional; default none.
 	Precommit []string `json:"precommit,omitempty"`
+
+	// PassThrough names the MCP features besides tools that the gateway passes
+	// between agent and upstream unchanged, unenforced and without receipts:
+	// "resources" (resources/list, resources/templates/list, resources/read,
+	// resources/subscribe, resources/unsubscribe), "prompts" (prompts/list,
+	// prompts/get) and "completion" (completion/complete). A session gets one only
+	// when its grant's scopes also name it (a scope "resources", "prompts" or
+	// "completion"). Optional; default none: SPEC scopes the gateway to tools, and
+	// the agent is then told of no such capability.
+	PassThrough []string `json:"passThrough,omitempty"`
 
 	// ReceiptsDir receives <receiptId>.json per receipt and
 	// <receiptId>.authorization.json per pre-committed call; created when absent.
@@ -159,6 +170,11 @@ func ParseConfig(data []byte, dir string) (*Config, error) {
 	}
 	c.checkLog(&p)
 	c.checkFacts(&p)
+	for i, f := range c.PassThrough {
+		if !slices.Contains(passThroughFeatures, f) {
+			p.add("passThrough[%d]: %q is not one of resources, prompts, completion", i, f)
+		}
+	}
 	for i, pc := range c.Precommit {
 		if pc == "*" && len(c.Precommit) > 1 {
 			p.add("precommit[%d]: \"*\" must be the only entry", i)

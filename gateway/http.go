@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,13 @@ type HTTPConfig struct {
 	// MaxBodyBytes caps the request bodies held in memory at once, all clients
 	// together; each body reserves the 4 MiB cap while it is read. Default 256 MiB.
 	MaxBodyBytes int64
+	// AllowedOrigins are the browser origins (scheme://host[:port]) whose requests
+	// are served besides the gateway's own (an Origin naming the Host the request was
+	// sent to). A request with any other Origin header gets 403 before its grant is
+	// read: a page in the user's browser must not drive the gateway (DNS rebinding,
+	// cross-site requests). Requests without Origin (MCP clients outside a browser)
+	// are not affected.
+	AllowedOrigins []string
 
 	noFastPath bool // tests: no tools/call fast path, every request to mcp-go
 }
@@ -58,6 +67,7 @@ type httpFront struct {
 	bodyTimeout time.Duration // HTTPConfig.BodyReadTimeout
 	proofs      proofChecker
 	bodyBytes   *semaphore.Weighted // request bodies held in memory, all clients together
+	origins     []string            // HTTPConfig.AllowedOrigins
 
 	sessions *httpSessions // by MCP session id; mcp-go's SessionIdManager
 	noFast   bool          // tests: every request goes to mcp-go
@@ -110,7 +120,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 		cfg.BodyReadTimeout = 30 * time.Second
 	}
 	f := &httpFront{g: g, idle: cfg.Idle, bodyTimeout: cfg.BodyReadTimeout, proofs: proofChecker{require: cfg.RequireProof, now: g.now},
-		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath}
+		bodyBytes: semaphore.NewWeighted(cfg.MaxBodyBytes), noFast: cfg.noFastPath, origins: cfg.AllowedOrigins}
 	f.sessions = &httpSessions{idle: cfg.Idle, expire: f.expire, live: map[string]*httpSession{}, ended: map[string]struct{}{}}
 	hooks := &server.Hooks{}
 	hooks.AddAfterInitialize(func(ctx context.Context, _ any, _ *mcp.InitializeRequest, _ *mcp.InitializeResult) {
@@ -127,13 +137,16 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = grantedTools(f.session(ctx), res.Tools)
 	})
-	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
+	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, f.session)
 	// The session ids and their idle time are the gateway's (httpSessions): the
 	// fast path answers without mcp-go, which would not see those requests.
 	f.mcp = server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManager(f.sessions),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if a := askerFrom(r.Context()); a != nil {
+				ctx = context.WithValue(ctx, askerKey{}, a)
+			}
 			if s, ok := r.Context().Value(ctxKey{}).(*Session); ok {
 				return context.WithValue(ctx, ctxKey{}, s)
 			}
@@ -175,6 +188,10 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "/mcp takes POST, GET or DELETE", http.StatusMethodNotAllowed)
 		return
 	}
+	if err := f.checkOrigin(r); err != nil {
+		writeGrantRejection(w, err)
+		return
+	}
 	v, key, err := f.presentedGrant(r)
 	if err != nil {
 		writeGrantRejection(w, err)
@@ -185,6 +202,9 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
+	if hs != nil {
+		r = r.WithContext(context.WithValue(r.Context(), askerKey{}, hs.asks))
+	}
 	rc := http.NewResponseController(w)
 	if r.Method == http.MethodGet {
 		// The session's event stream lives at most one idle period; the client opens
@@ -219,6 +239,17 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only a request that passed every check keeps its session alive: a grant
 		// travels in receipts, so a refused request (no proof of possession) must not.
 		hs.touch()
+	}
+	if hs != nil && r.Method == http.MethodGet {
+		f.serveEventStream(w, r, hs)
+		return
+	}
+	if hs != nil && r.Method == http.MethodPost && hs.asks.answer(body) {
+		w.WriteHeader(http.StatusAccepted) // the agent's answer to the gateway's request
+		return
+	}
+	if hs != nil && r.Method == http.MethodPost && (f.g.serveToolsList(w, r, hs.s, body) || f.g.servePassThrough(w, r, hs.s, body)) {
+		return
 	}
 	if hs != nil && r.Method == http.MethodPost && !f.noFast {
 		if req, ok := f.g.httpFastCall(r, body); ok {
@@ -339,6 +370,68 @@ func (f *httpFront) presentedGrant(r *http.Request) (*verifiedGrant, [32]byte, e
 		f.grants.put(key, v)
 	}
 	return v, key, nil
+}
+
+// serveEventStream serves a live session's standalone event stream (GET /mcp) here,
+// not in mcp-go: the gateway sends on it only its own relayed requests
+// (httpasks.go), and mcp-go's stream would
+// read the session's notifications from the channel its calls' streams read too, so
+// a call's relayed progress would be split between the two streams and reach the
+// agent out of order. A server request within a call goes on the call's own stream
+// either way (mcp-go scopes it to the POST). The stream stays open, a comment every
+// 30 s, until the client goes, the session ends or the write deadline (the idle time)
+// passes; the client then opens it again.
+func (f *httpFront) serveEventStream(w http.ResponseWriter, r *http.Request, hs *httpSession) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		http.Error(w, "Not Acceptable: the client must accept text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Mcp-Session-Id", hs.s.ID)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	hs.asks.open.Add(1)
+	defer hs.asks.open.Add(-1)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-r.Context().Done():
+			return
+		case msg := <-hs.asks.events:
+			if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg); err != nil || rc.Flush() != nil {
+				return
+			}
+			continue
+		case <-tick.C:
+		}
+		if live, _ := f.sessions.get(hs.s.ID); live != hs {
+			return // terminated or expired
+		}
+		if n%30 == 0 {
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}
+
+// checkOrigin refuses a request whose Origin header names neither the gateway itself
+// (the request's Host) nor one of HTTPConfig.AllowedOrigins.
+func (f *httpFront) checkOrigin(r *http.Request) error {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return nil
+	}
+	if u, err := url.Parse(origin); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host == r.Host {
+		return nil
+	}
+	if slices.Contains(f.origins, origin) {
+		return nil
+	}
+	return fmt.Errorf("origin refused: %q is not allowed to use this gateway (svc gateway --allow-origin %s adds it)", origin, origin)
 }
 
 func writeGrantRejection(w http.ResponseWriter, err error) {

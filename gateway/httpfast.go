@@ -31,20 +31,62 @@ import (
 // httpFastCall decodes a POST on a live session as a tools/call the fast path
 // answers (false: mcp-go's).
 func (g *Gateway) httpFastCall(r *http.Request, body []byte) (*toolCallRequest, bool) {
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return nil, false
-	}
-	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
-		return nil, false
-	}
-	if rebinding(r) {
+	if !fastHTTPRequest(r) {
 		return nil, false
 	}
 	req, ok := decodeToolCall(body)
-	if !ok || g.owner[req.name] == nil {
+	if !ok || !g.fastTool(req.name) {
 		return nil, false
 	}
 	return req, true
+}
+
+// fastHTTPRequest reports whether mcp-go would answer the POST r as a plain
+// request of the stateful revisions: a JSON body, a protocol version header of
+// those revisions (or none), a Host its DNS rebinding protection takes.
+func fastHTTPRequest(r *http.Request) bool {
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return false
+	}
+	if v := r.Header.Get(mcp.HeaderProtocolVersion); v != "" && (!mcp.IsValidProtocolVersion(v) || mcp.IsModernProtocol(v)) {
+		return false
+	}
+	return !rebinding(r)
+}
+
+// serveToolsList answers a plain tools/list on a live session with the granted tools
+// as their upstreams sent them (toolslist.go); false: mcp-go's.
+func (g *Gateway) serveToolsList(w http.ResponseWriter, r *http.Request, s *Session, body []byte) bool {
+	if !fastHTTPRequest(r) {
+		return false
+	}
+	id, ok := decodeToolsList(body)
+	if !ok {
+		return false
+	}
+	line := g.toolsListLine(s, id)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(line)
+	return true
+}
+
+// servePassThrough answers a request of a passed-through feature on a live session
+// (passthrough.go); false: mcp-go's.
+func (g *Gateway) servePassThrough(w http.ResponseWriter, r *http.Request, s *Session, body []byte) bool {
+	if !fastHTTPRequest(r) {
+		return false
+	}
+	line, ok := g.passThrough(r.Context(), s, body)
+	if !ok {
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(line)
+	return true
 }
 
 // serveFastCall answers one fast-path call of session s: 200, application/json, the

@@ -128,7 +128,7 @@ func TestHTTPFastPathDecisions(t *testing.T) {
 	}{
 		{body: call(`7`, `{"name":"echo","arguments":{"a":1}}`), took: true},
 		{body: call(`"s-1"`, `{"name":"echo","arguments":{}}`), took: true},
-		{body: call(`8`, `{"name":"echo","arguments":{"a":1},"_meta":{"progressToken":3,"svc/receipt":"forged"}}`), took: true},
+		{body: call(`8`, `{"name":"echo","arguments":{"a":1},"_meta":{"progressToken":3,"svc/receipt":"forged"}}`)}, // progress to relay: mcp-go's
 		{body: call(`9`, `{"name":"echo"}`), ct: 1, proto: 1, took: true},
 		{body: call(`10`, `{"name":"echo","arguments":[1]}`), proto: 2, took: true}, // a denial, with its receipt
 		{body: call(`11`, `{"name":"big","arguments":{}}`), took: true},

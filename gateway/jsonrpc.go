@@ -81,7 +81,9 @@ func decodeToolCall(line []byte) (*toolCallRequest, bool) {
 		if _, ok := req.meta[mcp.MetaKeyProtocolVersion]; ok {
 			return nil, false // the stateless era's request: mcp-go's
 		}
-		delete(req.meta, "progressToken")
+		if _, ok := req.meta["progressToken"]; ok {
+			return nil, false // progress to relay: mcp-go's (relay.go)
+		}
 	}
 	return req, true
 }

@@ -110,7 +110,7 @@ func TestDecodeToolCallDeclines(t *testing.T) {
 		_, ok := decodeToolCall([]byte(s))
 		taken[s] = ok
 	}
-	for i, want := range []bool{true, true, true, true, false, false, false, false, false, false, false, false, true,
+	for i, want := range []bool{true, false, true, true, false, false, false, false, false, false, false, false, true,
 		false, false, false, false, false, true, false, false, false, false, true,
 		true, true, false, true, false, true} {
 		if taken[toolCallSeeds[i]] != want {

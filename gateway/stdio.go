@@ -24,7 +24,7 @@ func (g *Gateway) mcpServer(s *Session) *server.MCPServer {
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = grantedTools(s, res.Tools)
 	})
-	srv := server.NewMCPServer("svc-gateway", receipt.Version, server.WithToolCapabilities(false), server.WithHooks(hooks))
+	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, func(context.Context) *Session { return s })
 	return srv
 }

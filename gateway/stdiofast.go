@@ -71,7 +71,19 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 			}
 			return fmt.Errorf("reading stdin: %w", err)
 		}
-		if req, ok := decodeToolCall(line); ok && f.g.owner[req.name] != nil {
+		if id, ok := decodeToolsList(line); ok {
+			if _, err := f.out.Write(f.g.toolsListLine(f.s, id)); err != nil {
+				return fmt.Errorf("answering tools/list: %w", err)
+			}
+			continue
+		}
+		if ans, ok := f.g.passThrough(ctx, f.s, line); ok {
+			if _, err := f.out.Write(ans); err != nil {
+				return fmt.Errorf("answering a passed-through request: %w", err)
+			}
+			continue
+		}
+		if req, ok := decodeToolCall(line); ok && f.g.fastTool(req.name) {
 			select {
 			case f.slots <- struct{}{}:
 				f.start(ctx, req)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"svc.dev/svc/gateway"
 )
@@ -56,6 +58,8 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	port := fs.Int("port", 8090, "HTTP mode: `port` (0: any free port)")
 	idle := fs.Int("idle-minutes", 30, "HTTP mode: close a session after this many `minutes` without a request")
 	requireProof := fs.Bool("require-proof", false, "HTTP mode: refuse grants without agentKey; every request then carries X-Svc-Proof")
+	var origins originList
+	fs.Var(&origins, "allow-origin", "HTTP mode: a browser origin (scheme://host[:port]) allowed besides the gateway's own; repeat for more. Requests with any other Origin header get 403")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the gateway to `file` until it stops (performance work)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -87,7 +91,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	defer g.Close()
 	if *httpMode {
-		return g.ServeHTTP(ctx, gateway.HTTPConfig{Host: *host, Port: *port, IdleMinutes: *idle, RequireProof: *requireProof}, func(addr string) {
+		return g.ServeHTTP(ctx, gateway.HTTPConfig{Host: *host, Port: *port, IdleMinutes: *idle, RequireProof: *requireProof, AllowedOrigins: origins}, func(addr string) {
 			logger.Info("gateway listening", "addr", addr, "keyid", g.KeyID())
 		})
 	}
@@ -131,4 +135,18 @@ func refuseStdio(cause error, stdout, stderr io.Writer) error {
 		}
 	}
 	return exitCode(1)
+}
+
+// originList is the repeatable --allow-origin flag.
+type originList []string
+
+func (o *originList) String() string { return strings.Join(*o, ",") }
+
+func (o *originList) Set(v string) error {
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("--allow-origin %q: want an origin, scheme://host[:port], e.g. https://app.example.com", v)
+	}
+	*o = append(*o, strings.TrimSuffix(v, "/"))
+	return nil
 }

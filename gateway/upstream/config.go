@@ -27,6 +27,12 @@ type Config struct {
 	URL      string `json:"url,omitempty"`
 	TokenEnv string `json:"tokenEnv,omitempty"`
 
+	// TimeoutMs bounds one tools/call to an MCP upstream (Command or URL), in
+	// milliseconds, from the moment it is forwarded until the upstream's answer;
+	// past it the agent gets `Upstream error: no answer within … (receipt <id>)` and
+	// the receipt says error. Optional; default 120000 (DefaultCallTimeout).
+	TimeoutMs int `json:"timeoutMs,omitempty"`
+
 	// Rest describes a plain HTTP API as tools.
 	Rest *RestConfig `json:"rest,omitempty"`
 }

@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -17,17 +21,84 @@ type mcpUpstream struct {
 	name  string
 	c     *client.Client
 	tools []mcp.Tool
+	// rawTools are the tools as the upstream sent them (tools.go), in tools' order;
+	// nil when it refused the raw listing.
+	rawTools []json.RawMessage
 	// child is a stdio upstream's process; with raw set, tools/call takes the fast
 	// path (upstreamstdio.go), which speaks only the protocol versions before
 	// 2026-07-28 (the later ones put more into every request's _meta).
 	child *childProcess
 	raw   bool
+	// http makes a Streamable HTTP upstream's tools/call (httpcall.go); nil for stdio
+	// and for an upstream on the stateless revision (2026-07-28), which mcp-go's
+	// client serves.
+	http *httpCaller
+	// timeout bounds one tools/call (Config.TimeoutMs).
+	timeout time.Duration
+	// stopListen ends a Streamable HTTP upstream's standalone stream (httpCaller.listen).
+	stopListen context.CancelFunc
+	// progress routes a stdio upstream's notifications/progress to the call that
+	// asked for them: the gateway's own token for the call (progressTokens) → the
+	// call's relay. The upstream's stdout is shared by every call.
+	progress sync.Map
+}
+
+// progressTokens numbers the tokens the gateway gives stdio upstreams.
+var progressTokens atomic.Int64
+
+// relayProgress installs the routing of a stdio upstream's progress notifications.
+func (u *mcpUpstream) relayProgress() {
+	// On the transport: mcp-go's client installs its own handlers in Start, which a
+	// stdio upstream's client is not given (its process is started here).
+	u.c.GetTransport().SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		if n.Method != string(mcp.MethodNotificationProgress) {
+			return
+		}
+		tok, _ := n.Params.AdditionalFields["progressToken"].(string)
+		if f, ok := u.progress.Load(tok); ok {
+			params, err := json.Marshal(n.Params)
+			if err == nil {
+				f.(func(json.RawMessage))(params)
+			}
+		}
+	})
+}
+
+// withProgress gives a stdio upstream's call a progress token of the gateway's own
+// in place of the agent's (tokens of different agents may be equal), and routes the
+// progress for it back to call.Notify with the agent's token; the returned func
+// ends the routing.
+func (u *mcpUpstream) withProgress(call Call) (Call, func()) {
+	agentToken, ok := call.Meta["progressToken"]
+	if !ok || call.Notify == nil || u.http != nil {
+		return call, func() {}
+	}
+	tok := fmt.Sprintf("svc-progress-%d", progressTokens.Add(1))
+	meta := make(map[string]any, len(call.Meta))
+	for k, v := range call.Meta {
+		meta[k] = v
+	}
+	meta["progressToken"] = tok
+	notify := call.Notify
+	u.progress.Store(tok, func(params json.RawMessage) {
+		var p map[string]any
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		p["progressToken"] = agentToken
+		if b, err := json.Marshal(p); err == nil {
+			notify(string(mcp.MethodNotificationProgress), b)
+		}
+	})
+	call.Meta = meta
+	return call, func() { u.progress.Delete(tok) }
 }
 
 // dialMCP starts (stdio) or connects to (HTTP) an MCP upstream and lists its tools.
 func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) {
 	var c *client.Client
 	var child *childProcess
+	var hc *httpCaller
 	var err error
 	closeAll := func() {
 		c.Close()
@@ -49,19 +120,8 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			c = client.NewClient(rawStdio{t})
 		}
 	default:
-		var opts []transport.StreamableHTTPCOption
-		if u.TokenEnv != "" {
-			tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
-			if err != nil {
-				return nil, err
-			}
-			opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
-		}
-		// client.NewStreamableHttpClient, with the transport keeping raw results.
-		var t *transport.StreamableHTTP
-		if t, err = transport.NewStreamableHTTP(u.URL, opts...); err == nil {
-			c = client.NewClient(rawHTTP{t})
-			err = c.Start(ctx)
+		if c, hc, err = dialHTTP(ctx, name, u); hc == nil {
+			return nil, err // the token's variable, named in err
 		}
 	}
 	if err != nil {
@@ -70,23 +130,80 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
+	if u.URL != "" {
+		// Relayed to the agent within the call (Call.Ask); an agent that does not
+		// offer them answers with an error the upstream gets.
+		init.Params.Capabilities.Sampling = &mcp.SamplingCapability{}
+		init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+	}
 	ir, err := c.Initialize(ctx, init)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("upstream %s: initialize: %w", name, err)
 	}
-	res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	tools, rawTools, err := listTools(ctx, c)
 	if err != nil {
 		closeAll()
 		return nil, fmt.Errorf("upstream %s: tools/list: %w", name, err)
 	}
-	return &mcpUpstream{name: name, c: c, tools: res.Tools, child: child, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
+	if hc != nil {
+		hc.version = ir.ProtocolVersion
+		if mcp.IsModernProtocol(ir.ProtocolVersion) {
+			// The stateless revision puts the protocol's own keys into every
+			// request's _meta and asks for input in its result, not on a stream:
+			// mcp-go's client speaks it.
+			hc = nil
+		}
+	}
+	up := &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	if hc != nil {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		up.stopListen = stop
+		go hc.listen(lctx)
+	}
+	if child != nil {
+		up.relayProgress()
+	}
+	return up, nil
 }
 
-func (u *mcpUpstream) Name() string      { return u.name }
+// dialHTTP starts mcp-go's client of a Streamable HTTP upstream (its transport
+// keeping raw results) and the httpCaller that makes its tools/call requests; hc is
+// nil when the token's environment variable is missing (err says which).
+func dialHTTP(ctx context.Context, name string, u *Config) (*client.Client, *httpCaller, error) {
+	var opts []transport.StreamableHTTPCOption
+	hc := &httpCaller{url: u.URL, headers: map[string]string{}, client: &http.Client{}, userName: name}
+	if u.TokenEnv != "" {
+		tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
+		if err != nil {
+			return nil, nil, err
+		}
+		hc.headers["Authorization"] = "Bearer " + tok
+		opts = append(opts, transport.WithHTTPHeaders(hc.headers))
+	}
+	// client.NewStreamableHttpClient, with the transport keeping raw results.
+	t, err := transport.NewStreamableHTTP(u.URL, opts...)
+	if err != nil {
+		return nil, hc, err
+	}
+	hc.t = t
+	c := client.NewClient(rawHTTP{t})
+	return c, hc, c.Start(ctx)
+}
+
+func (u *mcpUpstream) Name() string { return u.name }
+
+// Relays reports whether the upstream may send notifications or requests within a
+// call (a Streamable HTTP upstream: its call's event stream), which the gateway
+// relays to the agent.
+func (u *mcpUpstream) Relays() bool { return u.http != nil }
+
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
 
 func (u *mcpUpstream) Close() error {
+	if u.stopListen != nil {
+		u.stopListen()
+	}
 	err := u.c.Close()
 	if u.child != nil {
 		err = errors.Join(err, u.child.stop())
@@ -98,8 +215,30 @@ func (u *mcpUpstream) Close() error {
 // (callRaw), else through mcp-go's client, whose transport keeps the raw result
 // (keepRaw) for the Result.
 func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, u.timeout, errCallTimeout{u.timeout})
+	defer cancel()
+	call, done := u.withProgress(call)
+	defer done()
+	res, err := u.call(ctx, call)
+	if err != nil && context.Cause(ctx) != nil && ctx.Err() == context.DeadlineExceeded {
+		return nil, context.Cause(ctx)
+	}
+	return res, err
+}
+
+// errCallTimeout is a call that had no answer within the upstream's timeoutMs.
+type errCallTimeout struct{ d time.Duration }
+
+func (e errCallTimeout) Error() string {
+	return fmt.Sprintf("no answer within %s (the upstream's timeoutMs); the upstream was told the call is cancelled", e.d)
+}
+
+func (u *mcpUpstream) call(ctx context.Context, call Call) (*Result, error) {
 	if u.raw {
 		return u.callRaw(ctx, call)
+	}
+	if u.http != nil {
+		return u.callHTTP(ctx, call)
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name = call.Tool
@@ -118,6 +257,22 @@ func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
 		out.Parsed = slot.parsed // parsed in one pass by the transport (keepRawResult)
 	}
 	return out, nil
+}
+
+// callHTTP is Call to a Streamable HTTP upstream (httpcall.go), the raw result
+// parsed once as mcp-go's client would parse it.
+func (u *mcpUpstream) callHTTP(ctx context.Context, call Call) (*Result, error) {
+	raw, err := u.http.call(ctx, call)
+	if err != nil {
+		return nil, err
+	}
+	res, hasMeta, onePass := ParseCallToolResult(raw)
+	if !onePass {
+		if res, err = mcp.ParseCallToolResult(&raw); err != nil {
+			return nil, err
+		}
+	}
+	return &Result{Parsed: res, Raw: raw, NoMeta: onePass && !hasMeta}, nil
 }
 
 // callRaw is Call over the stdio fast path: the raw result is parsed once, as

@@ -9,7 +9,9 @@
 // mcp-go's client, its transport keeping raw results), child.go (a stdio upstream's
 // process and its tools/call fast path), result.go (the one-pass and head-only parses
 // of a raw result), scan.go (the upstream's answer line and its result's head read
-// without decoding), rest.go (a REST upstream), config.go (the config and Env).
+// without decoding), rest.go (a REST upstream), config.go (the config and Env),
+// httpcall.go (a Streamable HTTP upstream's tools/call, what its streams send handed
+// to the call), tools.go (the tools as the upstream sent them; Forward).
 package upstream
 
 import (
@@ -40,6 +42,15 @@ type Call struct {
 	// hold only what the call path reads (isError, _meta, resultType) when its content
 	// is plain text (parseHead).
 	HeadOnly bool
+	// Notify, when set, receives each notification the upstream sends within the
+	// call (notifications/progress for Meta's progressToken, notifications/message),
+	// params as sent. Nil: they are dropped.
+	Notify func(method string, params json.RawMessage)
+	// Ask, when set, answers a request the upstream makes within the call
+	// (sampling/createMessage, elicitation/create, roots/list) by relaying it to the
+	// agent; its result goes back to the upstream as sent, an error from
+	// NewRPCError as that JSON-RPC error. Nil: such requests get method-not-found.
+	Ask func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
 // Result is an upstream's answer to a tools/call.
@@ -76,6 +87,11 @@ func (r *Result) Full() (*mcp.CallToolResult, error) {
 	return mcp.ParseCallToolResult(&raw)
 }
 
+// DefaultCallTimeout bounds one tools/call to an MCP upstream when its config sets no
+// timeoutMs: past it the call is an upstream error (SPEC's `Upstream error: …`) with
+// an error receipt, and the upstream is told the call was cancelled.
+const DefaultCallTimeout = 120 * time.Second
+
 // Dial connects the upstream u describes: a REST description is served at once; an
 // MCP server is started (stdio) or connected to (HTTP) and its tools listed, within
 // 60 seconds.
@@ -85,5 +101,13 @@ func Dial(ctx context.Context, u *Config) (Upstream, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	return dialMCP(dctx, u.Name, u)
+	up, err := dialMCP(dctx, u.Name, u)
+	if err != nil {
+		return nil, err
+	}
+	up.timeout = DefaultCallTimeout
+	if u.TimeoutMs > 0 {
+		up.timeout = time.Duration(u.TimeoutMs) * time.Millisecond
+	}
+	return up, nil
 }

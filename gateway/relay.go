@@ -1,0 +1,103 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"svc.dev/svc/gateway/upstream"
+)
+
+// What an upstream sends within a tools/call besides its answer goes to the agent
+// that made the call, within its session: the notifications (notifications/progress
+// for the call's progressToken, which is forwarded as the agent set it, and
+// notifications/message) as sent, and the upstream's requests (sampling,
+// elicitation, roots) as requests to the agent, whose answer goes back upstream. Only
+// mcp-go's server can send to the agent mid-call (over HTTP it turns the call's
+// response into an event stream), so a call whose upstream may send such messages
+// (a Streamable HTTP one) or that carries a progressToken takes mcp-go's path, not a
+// fast one (fastTool, decodeToolCall).
+
+// relayTo returns the upstream.Call fields that relay to the agent of ctx, the
+// context mcp-go's server gave the tool handler (no relay without one).
+func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) {
+	srv := server.ServerFromContext(ctx)
+	if srv == nil {
+		return nil, nil
+	}
+	notify = func(method string, params json.RawMessage) {
+		if method == string(mcp.MethodNotificationMessage) && !logLevelWanted(ctx, params) {
+			return
+		}
+		var p map[string]any
+		if len(params) > 0 && json.Unmarshal(params, &p) != nil {
+			return
+		}
+		_ = srv.SendNotificationToClient(ctx, method, p)
+	}
+	ask = func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		// Under the call's context, which names the agent's session (the upstream's
+		// may be its standalone stream's) and ends with the call.
+		if a := askerFrom(ctx); a != nil && askedByFront(method) {
+			return a.ask(ctx, method, params) // the agent's error as it sent it
+		}
+		res, err := askAgent(ctx, srv, method, params)
+		if err != nil {
+			return nil, upstream.NewRPCError(mcp.INTERNAL_ERROR, "the agent did not answer "+method+": "+err.Error(), nil)
+		}
+		return json.Marshal(res)
+	}
+	return notify, ask
+}
+
+// logLevelWanted reports whether the agent of ctx asked for log messages of the level
+// params names (logging/setLevel, which the gateway takes; mcp-go's default is error).
+func logLevelWanted(ctx context.Context, params json.RawMessage) bool {
+	var p struct {
+		Level mcp.LoggingLevel `json:"level"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	if sl, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
+		return p.Level.ShouldSendTo(sl.GetLogLevel())
+	}
+	return true
+}
+
+// askAgent sends the upstream's request to the agent through mcp-go's server.
+func askAgent(ctx context.Context, srv *server.MCPServer, method string, params json.RawMessage) (any, error) {
+	switch method {
+	case string(mcp.MethodSamplingCreateMessage):
+		var req mcp.CreateMessageRequest
+		if err := json.Unmarshal(params, &req.CreateMessageParams); err != nil {
+			return nil, fmt.Errorf("params: %w", err)
+		}
+		//lint:ignore SA1019 relayed for upstreams on the revisions that have sampling (before 2026-07-28)
+		return srv.RequestSampling(ctx, req)
+	case string(mcp.MethodElicitationCreate):
+		var req mcp.ElicitationRequest
+		if err := json.Unmarshal(params, &req.Params); err != nil {
+			return nil, fmt.Errorf("params: %w", err)
+		}
+		return srv.RequestElicitation(ctx, req)
+	case string(mcp.MethodListRoots):
+		return srv.RequestRoots(ctx, mcp.ListRootsRequest{})
+	}
+	return nil, errors.New("the gateway relays no such request")
+}
+
+// fastTool reports whether a fast path may answer a call of tool: an upstream offers
+// it and cannot send the agent anything mid-call.
+func (g *Gateway) fastTool(tool string) bool {
+	up := g.owner[tool]
+	if up == nil {
+		return false
+	}
+	r, ok := up.(interface{ Relays() bool })
+	return !ok || !r.Relays()
+}

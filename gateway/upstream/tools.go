@@ -1,0 +1,112 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// SPEC: tools/list returns the upstreams' tools filtered to the grant, unchanged. So
+// an MCP upstream's tools are kept as it sent them (RawTools), every member of each
+// tool and of its schemas included, and the fronts answer tools/list with those;
+// mcp-go's Tool, which keeps only some members of a schema, serves the call path
+// (names) and mcp-go's own server.
+
+// maxToolPages bounds the pages of one tools/list.
+const maxToolPages = 100
+
+// listTools lists the upstream's tools, every page, each as sent and parsed. It asks
+// through the transport (mcp-go's client would return them parsed only), with ids of
+// its own that the client's never are; an upstream that refuses such a request (a
+// revision that wants more in every request) is asked through the client, and its
+// tools are then mcp-go's encoding (raw nil).
+func listTools(ctx context.Context, c *client.Client) ([]mcp.Tool, []json.RawMessage, error) {
+	var tools []mcp.Tool
+	var raws []json.RawMessage
+	cursor := ""
+	for page := 0; page < maxToolPages; page++ {
+		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-tools-list-%d", page)), Method: string(mcp.MethodToolsList)}
+		if cursor != "" {
+			req.Params = map[string]any{"cursor": cursor}
+		}
+		resp, err := c.GetTransport().SendRequest(ctx, req)
+		if err != nil || resp.Error != nil {
+			res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+			if err != nil {
+				return nil, nil, err
+			}
+			return res.Tools, nil, nil
+		}
+		var res struct {
+			Tools      []json.RawMessage `json:"tools"`
+			NextCursor string            `json:"nextCursor"`
+		}
+		if err := json.Unmarshal(resp.Result, &res); err != nil {
+			return nil, nil, fmt.Errorf("the tools/list result: %w", err)
+		}
+		for _, raw := range res.Tools {
+			var t mcp.Tool
+			if err := json.Unmarshal(raw, &t); err != nil {
+				return nil, nil, fmt.Errorf("a tool of tools/list: %w", err)
+			}
+			tools, raws = append(tools, t), append(raws, raw)
+		}
+		if cursor = res.NextCursor; cursor == "" {
+			return tools, raws, nil
+		}
+	}
+	return nil, nil, fmt.Errorf("tools/list: more than %d pages", maxToolPages)
+}
+
+// RawTools is each of an upstream's tools as the upstream sent it, in Tools' order:
+// an MCP upstream's as listed (mcp-go's encoding when the upstream refused the raw
+// listing), a REST upstream's as the gateway makes them.
+func RawTools(u Upstream) []json.RawMessage {
+	if m, ok := u.(*mcpUpstream); ok && m.rawTools != nil {
+		return m.rawTools
+	}
+	var out []json.RawMessage
+	for _, t := range u.Tools() {
+		b, err := json.Marshal(t)
+		if err != nil {
+			continue
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// Forwarder passes one request of a feature besides tools (resources, prompts,
+// completion) to an MCP upstream as sent, and returns its result or its JSON-RPC
+// error as sent; err is a failure to get either.
+type Forwarder interface {
+	Forward(ctx context.Context, method string, params json.RawMessage) (result, rpcErr json.RawMessage, err error)
+}
+
+// forwards numbers the requests Forward sends (ids of its own, never the client's).
+var forwards atomic.Int64
+
+// Forward implements Forwarder through the client's transport, within the call
+// timeout.
+func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, u.timeout)
+	defer cancel()
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-fwd-%d", forwards.Add(1))), Method: method}
+	if len(params) > 0 && string(params) != "null" {
+		req.Params = params
+	}
+	resp, err := u.c.GetTransport().SendRequest(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	if resp.Error != nil {
+		b, err := json.Marshal(resp.Error)
+		return nil, b, err
+	}
+	return resp.Result, nil, nil
+}
