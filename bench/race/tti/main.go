@@ -60,6 +60,8 @@ type prober struct {
 	failed int
 	// tileFailed counts tiles proofs that failed (retried at the next checkpoint).
 	tileFailed int
+	// lastFailure is why the last failed probe failed.
+	lastFailure string
 }
 
 func main() {
@@ -73,7 +75,12 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: tti --url <log base URL> [--every 20ms --poll 5ms --duration 30s --label name]")
 		os.Exit(2)
 	}
-	p := &prober{url: *url, hc: &http.Client{Timeout: 30 * time.Second}}
+	// Connections are kept and reused, as the hammer's are: with the default two idle
+	// connections a host, most probes would dial anew, and under load a log that caps
+	// its connections per address answers the new ones 503 before the kept ones.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 128
+	p := &prober{url: *url, hc: &http.Client{Timeout: 30 * time.Second, Transport: tr}}
 	pollCtx, stopPolling := context.WithCancel(context.Background())
 	polled := make(chan struct{})
 	go func() { defer close(polled); p.pollCheckpoints(pollCtx, *poll) }()
@@ -113,24 +120,24 @@ func (p *prober) add(n int) {
 	body := fmt.Sprintf("tti probe %d %d", pr.sent.UnixNano(), n)
 	req, err := http.NewRequest(http.MethodPost, p.url+"/add", bytes.NewBufferString(body))
 	if err != nil {
-		p.fail()
+		p.fail(err.Error())
 		return
 	}
 	resp, err := p.hc.Do(req)
 	if err != nil {
-		p.fail()
+		p.fail(err.Error())
 		return
 	}
 	data, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
-		p.fail()
+		p.fail(fmt.Sprintf("status %d: %.80q", resp.StatusCode, data))
 		return
 	}
 	took := time.Since(pr.sent)
 	line, rest, _ := bytes.Cut(data, []byte("\n"))
 	if pr.index, err = strconv.ParseUint(string(bytes.TrimSpace(line)), 10, 64); err != nil {
-		p.fail()
+		p.fail("answer without an index: " + err.Error())
 		return
 	}
 	pr.answered, pr.proven = took, provesIndex(rest, pr.index)
@@ -157,9 +164,11 @@ func provesIndex(rest []byte, index uint64) bool {
 	return a.Inclusion.LeafIndex == index && a.Inclusion.TreeSize > index
 }
 
-func (p *prober) fail() {
+// fail counts a probe that got no index, keeping the last reason.
+func (p *prober) fail(why string) {
 	p.mu.Lock()
 	p.failed++
+	p.lastFailure = why
 	p.mu.Unlock()
 }
 
@@ -300,8 +309,12 @@ func (p *prober) report(label string) string {
 			inHand = append(inHand, pr.tiled)
 		}
 	}
-	return fmt.Sprintf("%s probes=%d failed=%d tile_failures=%d proof_in_answer=%d answer[%s] proof_in_hand[%s] checkpoint[%s] tiles[%s]",
+	line := fmt.Sprintf("%s probes=%d failed=%d tile_failures=%d proof_in_answer=%d answer[%s] proof_in_hand[%s] checkpoint[%s] tiles[%s]",
 		label, len(p.probes), p.failed, p.tileFailed, proven, pcts(answer), pcts(inHand), pcts(visible), pcts(tiled))
+	if p.lastFailure != "" {
+		line += fmt.Sprintf(" last_failure=%q", p.lastFailure)
+	}
+	return line
 }
 
 // pcts formats p50/p90/p99/max.
