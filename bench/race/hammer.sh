@@ -91,11 +91,13 @@ start_svc() {
   mkdir -p "$d"
   "$bin" keygen --dir "$d" --name log >/dev/null
   local prof=(); [ "${PROFILE:-0}" = 1 ] && prof=(--cpuprofile "$WORK/cpu-$(basename "$d").prof")
-  # The hammer's 256 writers and its readers all come from 127.0.0.1, where a real log
-  # sees many clients: the per-address share (--max-conns/16 by default) would answer
-  # most of them 503, so the whole --max-conns goes to the one address (a revision
-  # without the flag has no such share).
-  local share=(); "$bin" log --help 2>&1 | grep -q -- --max-conns-per-addr && share=(--max-conns-per-addr 1024)
+  # The hammer's writers and readers and the probe all come from 127.0.0.1, where a
+  # real log sees many clients: the per-address share (--max-conns/16 by default)
+  # would answer most of them 503, and under load the default --max-conns (1,024) was
+  # reached too (new connections answered 503: every probe of one run failed), while
+  # Tessera's server has no cap. So svc gets 4,096, all to the one address (a
+  # revision without the flags has neither cap).
+  local share=(); "$bin" log --help 2>&1 | grep -q -- --max-conns-per-addr && share=(--max-conns 4096 --max-conns-per-addr 4096)
   "${LOG_PIN[@]}" "$bin" log --file "$d/log.jsonl" --key "$d/log.key" --data "$d/data" --port "$port" \
     --checkpoint-every "${CHECKPOINT_EVERY:-1}" --log-id example.com/svc-race "${share[@]}" "${prof[@]}" 2>"$d/server.log" &
   PID=$!; pids+=("$PID"); URL="http://127.0.0.1:$port"
