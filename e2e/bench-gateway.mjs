@@ -6,7 +6,15 @@
 // threads' context switches per call (/proc/<pid>/task/*/status), and the p50 of ping
 // one at a time (the transport's share: no upstream, no receipt).
 //
-// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]
+// The variants run round-robin: --rounds rounds (default 3), each running every
+// variant once with a fresh process, and the order turns by one each round (direct,
+// peer, svc ...; then peer, svc ..., direct), so that no variant always runs first or
+// last while the machine's load drifts. Each figure is reported as the median over
+// the rounds, with the spread (min-max) of p50, calls/s and its ratio to direct (that
+// ratio taken within each round), and the 1-minute load average (uptime) seen at
+// each round's end.
+//
+// Usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--rounds 3] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]
 // --remote-log also measures the stdio gateway with its log in a separate `svc log` process,
 // over HTTP (log.url, the append route) and over NATS (log.nats, the log's pipeline), next
 // to the local log file.
@@ -17,12 +25,13 @@
 // serving Streamable HTTP, one session, next to svc gateway --http: {port} in its command
 // line is a free port, and the bench calls http://127.0.0.1:{port}/mcp once it accepts
 // connections.
-// --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) as <dir>/gateway-stdio.prof
-// and <dir>/gateway-http.prof, for `go tool pprof`.
+// --profile writes the gateway's CPU profiles (svc gateway --cpuprofile) of the last round as
+// <dir>/gateway-stdio.prof, <dir>/gateway-http.prof and <dir>/gateway-http-sessions.prof, for
+// `go tool pprof`.
 // `go tool task bench:gateway` builds svc and runs this.
 import { execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, writeFileSync, readFileSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { tmpdir, loadavg } from "node:os";
 import { join, dirname, resolve } from "node:path";
 import { createRequire } from "node:module";
 import { createServer, connect } from "node:net";
@@ -41,6 +50,7 @@ const svc = opt("svc") && resolve(opt("svc"));
 const calls = Number(opt("calls", 1500));
 const inflight = Number(opt("inflight", 8));
 const sessions = Number(opt("sessions", 32));
+const rounds = Number(opt("rounds", 3));
 const asJSON = args.includes("--json");
 const remoteLog = args.includes("--remote-log");
 const profileDir = opt("profile") && resolve(opt("profile"));
@@ -51,8 +61,8 @@ const profileArgs = (name) => (profileDir ? ["--cpuprofile", join(profileDir, `g
 // Receipts are files: where they go matters (on some disks creating files under /tmp
 // costs far more kernel time than elsewhere), so the work directory is a flag.
 const work = resolve(opt("work", tmpdir()));
-if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0) || (peer && !isArgv(peer)) || (peerHTTP && !isArgv(peerHTTP))) {
-  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]");
+if (!svc || !(calls > 0) || !(inflight > 0) || !(sessions > 0) || !(Number.isInteger(rounds) && rounds > 0) || (peer && !isArgv(peer)) || (peerHTTP && !isArgv(peerHTTP))) {
+  console.error("usage: node bench-gateway.mjs --svc <svc binary> [--work <dir>] [--calls 1500] [--inflight 8] [--sessions 32] [--rounds 3] [--remote-log] [--peer <argv as JSON>] [--peer-http <argv as JSON>] [--profile <dir>] [--json]");
   process.exit(2);
 }
 // The SDK's Streamable HTTP transport adds an abort listener per request to one signal
@@ -112,14 +122,20 @@ function freePort() {
 // natsPassword is the password the log's broker listener admits for user svc, which
 // the gateway's log.nats URL carries (the listener requires credentials).
 const natsPassword = randomBytes(24).toString("hex");
+let logServers = 0;
 
 // startLogServer runs `svc log` on a free port, its embedded NATS server also on natsPort,
-// and returns its URL and process.
+// and returns its URL and process (a fresh log each time; the keys are made once).
+let logKeys = false;
 function startLogServer(natsPort) {
-  run("keygen", "--dir", "keys", "--name", "log");
-  run("keygen", "--nats-nkey", join(dir, "keys", "nats.nk"));
+  if (!logKeys) {
+    run("keygen", "--dir", "keys", "--name", "log");
+    run("keygen", "--nats-nkey", join(dir, "keys", "nats.nk"));
+    logKeys = true;
+  }
+  const n = ++logServers;
   return new Promise((resolve, reject) => {
-    const p = spawn(svc, ["log", "--file", join(dir, "remote.log"), "--key", join(dir, "keys", "log.key"), "--data", join(dir, "logdata"), "--port", "0",
+    const p = spawn(svc, ["log", "--file", join(dir, `remote-${n}.log`), "--key", join(dir, "keys", "log.key"), "--data", join(dir, `logdata-${n}`), "--port", "0",
       "--nats-listen", `127.0.0.1:${natsPort}`, "--nats-nkey", join(dir, "keys", "nats.nk"), "--nats-listen-password-env", "SVC_NATS_LISTEN_PASSWORD"],
       { cwd: dir, stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, SVC_NATS_LISTEN_PASSWORD: natsPassword } });
     let err = "";
@@ -234,9 +250,9 @@ async function httpClient(url, headers = { "X-Svc-Grant": grantB64 }) {
 }
 
 // startHTTPGateway runs `svc gateway --http` on a free port and returns its URL and pid.
-function startHTTPGateway() {
+function startHTTPGateway(profileName) {
   return new Promise((resolve, reject) => {
-    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0", ...profileArgs("http")], { stdio: ["ignore", "ignore", "pipe"] });
+    const p = spawn(svc, ["gateway", "--config", config, "--http", "--port", "0", ...profileArgs(profileName)], { stdio: ["ignore", "ignore", "pipe"] });
     let err = "";
     p.stderr.on("data", (d) => {
       err += d;
@@ -270,98 +286,160 @@ async function startPeerHTTP() {
   throw new Error(`--peer-http command did not listen on ${port} within 60 s`);
 }
 
-const rows = [];
-try {
-  log(`${calls} calls of read_text_file per variant, ${inflight} in flight for the throughput figure; receipts under ${dir}`);
-  let c = await stdioClient(process.execPath, [fsServer, data]);
-  rows.push(await measure("direct (stdio)", c.client, NaN));
-  await c.client.close();
+// stopProc ends a process the bench started and waits for it.
+async function stopProc(proc) {
+  if (proc.exitCode !== null || proc.signalCode !== null) return;
+  const exited = new Promise((r) => proc.once("exit", r));
+  proc.kill("SIGTERM");
+  await exited;
+}
 
-  if (peer) {
-    c = await stdioClient(fill(peer[0]), peer.slice(1).map((a) => fill(a)));
-    rows.push(await measure(`peer: ${fill(peer[0]).split("/").pop()} (stdio)`.slice(0, 40), c.client, c.pid));
+// measureStdio measures one gateway (or the server itself) started over stdio.
+async function measureStdio(name, command, argv, withPid = true) {
+  const c = await stdioClient(command, argv);
+  try {
+    return await measure(name, c.client, withPid ? c.pid : NaN);
+  } finally {
     await c.client.close();
   }
+}
 
-  c = await stdioClient(svc, ["gateway", "--config", config, ...profileArgs("stdio")]);
-  rows.push(await measure("svc gateway (stdio)", c.client, c.pid));
-  await c.client.close();
-
-  if (remoteLog) {
-    const natsPort = await freePort();
-    const ls = await startLogServer(natsPort);
-    writeRemoteConfig({ url: `${ls.url}/append` });
-    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
-    rows.push(await measure("svc gateway (stdio, log over HTTP)", c.client, c.pid));
-    await c.client.close();
-    writeRemoteConfig({ nats: `nats://svc:${natsPassword}@127.0.0.1:${natsPort}` });
-    c = await stdioClient(svc, ["gateway", "--config", remoteConfig]);
-    rows.push(await measure("svc gateway (stdio, log over NATS)", c.client, c.pid));
-    await c.client.close();
-    const stopped = new Promise((r) => ls.proc.once("exit", r));
-    ls.proc.kill("SIGTERM");
-    await stopped;
+// measureRemote measures the stdio gateway with its log in a fresh `svc log` process,
+// reached by logField(url, natsPort).
+async function measureRemote(name, logField) {
+  const natsPort = await freePort();
+  const ls = await startLogServer(natsPort);
+  try {
+    writeRemoteConfig(logField(ls.url, natsPort));
+    return await measureStdio(name, svc, ["gateway", "--config", remoteConfig]);
+  } finally {
+    await stopProc(ls.proc);
   }
+}
 
-  if (peerHTTP) {
-    const ph = await startPeerHTTP();
+async function measurePeerHTTP(name) {
+  const ph = await startPeerHTTP();
+  try {
     const cl = await httpClient(ph.url, {});
-    rows.push(await measure(`peer: ${fill(peerHTTP[0]).split("/").pop()} (HTTP)`.slice(0, 40), cl, ph.proc.pid));
+    const row = await measure(name, cl, ph.proc.pid);
     await cl.transport.terminateSession().catch(() => {}); // the peer keeps a server process per session until then
     await cl.close();
-    const stopped = new Promise((r) => ph.proc.once("exit", r));
-    ph.proc.kill("SIGTERM");
-    await stopped;
+    return row;
+  } finally {
+    await stopProc(ph.proc);
   }
+}
 
-  const gw = await startHTTPGateway();
-  const one = await httpClient(gw.url);
-  rows.push(await measure("svc gateway --http (1 session)", one, gw.proc.pid));
-  await one.close();
+async function measureHTTPOne(name) {
+  const gw = await startHTTPGateway("http");
+  try {
+    const one = await httpClient(gw.url);
+    const row = await measure(name, one, gw.proc.pid);
+    await one.close();
+    return row;
+  } finally {
+    await stopProc(gw.proc);
+  }
+}
 
-  // Many sessions at once: each does its share one call at a time.
-  const clients = await Promise.all(Array.from({ length: sessions }, () => httpClient(gw.url)));
-  await Promise.all(clients.map(async (cl) => { for (let i = 0; i < 10; i++) await callOnce(cl); }));
-  const per = Math.max(1, Math.floor(calls / sessions));
-  const lat = [];
-  const cpu0 = cpuMicros(gw.proc.pid);
-  const sys0 = cpuTimes(gw.proc.pid).sys;
-  const ctx0 = ctxSwitches(gw.proc.pid);
-  const t0 = process.hrtime.bigint();
-  await Promise.all(clients.map(async (cl) => {
-    for (let i = 0; i < per; i++) {
-      const t = process.hrtime.bigint();
-      await callOnce(cl);
-      lat.push(Number(process.hrtime.bigint() - t) / 1e6);
-    }
-  }));
-  const secs = Number(process.hrtime.bigint() - t0) / 1e9;
-  lat.sort((a, b) => a - b);
-  const many = { name: `svc gateway --http (${sessions} sessions)`, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
-    cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length,
-    ctxPerCall: (ctxSwitches(gw.proc.pid) - ctx0) / lat.length };
-  log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel), ${many.ctxPerCall.toFixed(1)} context switches/call`);
-  rows.push(many);
-  await Promise.all(clients.map((cl) => cl.close()));
-  const exited = new Promise((r) => gw.proc.once("exit", r));
-  gw.proc.kill("SIGTERM");
-  await exited;
+// measureHTTPMany: many sessions at once, each doing its share one call at a time.
+async function measureHTTPMany(name) {
+  const gw = await startHTTPGateway("http-sessions");
+  try {
+    const clients = await Promise.all(Array.from({ length: sessions }, () => httpClient(gw.url)));
+    await Promise.all(clients.map(async (cl) => { for (let i = 0; i < 10; i++) await callOnce(cl); }));
+    const per = Math.max(1, Math.floor(calls / sessions));
+    const lat = [];
+    const cpu0 = cpuMicros(gw.proc.pid);
+    const sys0 = cpuTimes(gw.proc.pid).sys;
+    const ctx0 = ctxSwitches(gw.proc.pid);
+    const t0 = process.hrtime.bigint();
+    await Promise.all(clients.map(async (cl) => {
+      for (let i = 0; i < per; i++) {
+        const t = process.hrtime.bigint();
+        await callOnce(cl);
+        lat.push(Number(process.hrtime.bigint() - t) / 1e6);
+      }
+    }));
+    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+    lat.sort((a, b) => a - b);
+    const many = { name, p50: pct(lat, 50), p99: pct(lat, 99), callsPerSec: lat.length / secs,
+      cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length,
+      ctxPerCall: (ctxSwitches(gw.proc.pid) - ctx0) / lat.length };
+    log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel), ${many.ctxPerCall.toFixed(1)} context switches/call`);
+    await Promise.all(clients.map((cl) => cl.close()));
+    return many;
+  } finally {
+    await stopProc(gw.proc);
+  }
+}
+
+// The variants, in the first round's order; each runs with fresh processes.
+const variants = [{ name: "direct (stdio)", run: (n) => measureStdio(n, process.execPath, [fsServer, data], false) }];
+if (peer) {
+  variants.push({ name: `peer: ${fill(peer[0]).split("/").pop()} (stdio)`.slice(0, 40), run: (n) => measureStdio(n, fill(peer[0]), peer.slice(1).map((a) => fill(a))) });
+}
+variants.push({ name: "svc gateway (stdio)", run: (n) => measureStdio(n, svc, ["gateway", "--config", config, ...profileArgs("stdio")]) });
+if (remoteLog) {
+  variants.push({ name: "svc gateway (stdio, log over HTTP)", run: (n) => measureRemote(n, (url) => ({ url: `${url}/append` })) });
+  variants.push({ name: "svc gateway (stdio, log over NATS)", run: (n) => measureRemote(n, (_url, natsPort) => ({ nats: `nats://svc:${natsPassword}@127.0.0.1:${natsPort}` })) });
+}
+if (peerHTTP) variants.push({ name: `peer: ${fill(peerHTTP[0]).split("/").pop()} (HTTP)`.slice(0, 40), run: measurePeerHTTP });
+variants.push({ name: "svc gateway --http (1 session)", run: measureHTTPOne });
+variants.push({ name: `svc gateway --http (${sessions} sessions)`, run: measureHTTPMany });
+
+// byRound[r][name] is the row of variant name in round r; loads[r] the load average at its end.
+const byRound = [];
+const loads = [];
+try {
+  log(`${calls} calls of read_text_file per variant, ${inflight} in flight for the throughput figure, ${rounds} rounds round-robin; receipts under ${dir}`);
+  for (let r = 0; r < rounds; r++) {
+    const order = variants.map((_, k) => variants[(r + k) % variants.length]);
+    log(`round ${r + 1} of ${rounds}: ${order.map((v) => v.name).join(", ")}`);
+    const got = {};
+    for (const v of order) got[v.name] = await v.run(v.name);
+    byRound.push(got);
+    loads.push(loadavg()[0]);
+    log(`  load average (1 min) at the end of round ${r + 1}: ${loads[r].toFixed(2)}`);
+  }
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
 
+const median = (xs) => {
+  const a = xs.filter((x) => !Number.isNaN(x)).sort((x, y) => x - y);
+  if (a.length === 0) return NaN;
+  return a.length % 2 ? a[(a.length - 1) / 2] : (a[a.length / 2 - 1] + a[a.length / 2]) / 2;
+};
+const spread = (xs, digits) => `${Math.min(...xs).toFixed(digits)}-${Math.max(...xs).toFixed(digits)}`;
+const direct = variants[0].name;
+const fields = ["p50", "p99", "callsPerSec", "cpuPerCallMicros", "sysPerCallMicros", "ctxPerCall", "pingP50"];
+const rows = variants.map((v) => {
+  const each = byRound.map((g) => g[v.name]);
+  const row = { name: v.name, rounds: each };
+  for (const f of fields) row[f] = median(each.map((x) => (x[f] === undefined ? NaN : x[f])));
+  // Ratios to direct are taken within each round (the same box, minutes apart).
+  row.vsDirect = byRound.map((g) => g[v.name].callsPerSec / g[direct].callsPerSec);
+  row.addedP50 = byRound.map((g) => g[v.name].p50 - g[direct].p50);
+  return row;
+});
+
 if (asJSON) {
-  console.log(JSON.stringify(rows, null, 2));
+  console.log(JSON.stringify({ rounds, loadAverages: loads, rows }, null, 2));
 } else {
-  const direct = rows[0];
-  console.log("variant                                   p50 ms   p99 ms  added p50  calls/s  vs direct  gateway CPU µs/call  of which kernel  ctx sw/call  ping p50");
+  console.log(`median of ${rounds} rounds (round-robin order), spread min-max in brackets; load average (1 min) at each round's end: ${loads.map((l) => l.toFixed(2)).join(", ")}`);
+  console.log("variant                                   p50 ms [spread]         p99 ms  added p50  calls/s [spread]    vs direct [spread]  gateway CPU µs/call  of which kernel  ctx sw/call  ping p50");
   for (const r of rows) {
-    const added = r === direct ? "" : (r.p50 - direct.p50).toFixed(2);
-    const ratio = r === direct ? "" : (r.callsPerSec / direct.callsPerSec).toFixed(2);
+    const isDirect = r.name === direct;
+    const p50 = `${r.p50.toFixed(2)} [${spread(r.rounds.map((x) => x.p50), 2)}]`;
+    const cps = `${r.callsPerSec.toFixed(0)} [${spread(r.rounds.map((x) => x.callsPerSec), 0)}]`;
+    const added = isDirect ? "" : median(r.addedP50).toFixed(2);
+    const ratio = isDirect ? "" : `${median(r.vsDirect).toFixed(2)} [${spread(r.vsDirect, 2)}]`;
     const cpu = Number.isNaN(r.cpuPerCallMicros) ? "" : r.cpuPerCallMicros.toFixed(0);
     const sys = Number.isNaN(r.sysPerCallMicros) ? "" : r.sysPerCallMicros.toFixed(0);
-    const ctx = r.ctxPerCall === undefined || Number.isNaN(r.ctxPerCall) ? "" : r.ctxPerCall.toFixed(1);
-    console.log(`${r.name.padEnd(40)} ${r.p50.toFixed(2).padStart(7)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${r.callsPerSec.toFixed(0).padStart(7)}  ${ratio.padStart(9)}  ${cpu.padStart(19)}  ${sys.padStart(15)}  ${ctx.padStart(11)}  ${r.pingP50 === undefined ? "" : r.pingP50.toFixed(2).padStart(8)}`);
+    const ctx = Number.isNaN(r.ctxPerCall) ? "" : r.ctxPerCall.toFixed(1);
+    const ping = Number.isNaN(r.pingP50) ? "" : r.pingP50.toFixed(2).padStart(8);
+    console.log(`${r.name.padEnd(40)} ${p50.padEnd(22)}  ${r.p99.toFixed(2).padStart(7)}  ${added.padStart(9)}  ${cps.padEnd(18)}  ${ratio.padEnd(18)}  ${cpu.padStart(19)}  ${sys.padStart(15)}  ${ctx.padStart(11)}  ${ping}`);
   }
 }
 process.exit(0);
