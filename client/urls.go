@@ -64,6 +64,15 @@ func CheckLogID(id string) error {
 			return fmt.Errorf("logId %q has a control or non-printing character (%U) at byte %d; use printable characters, e.g. log.example.com/acme", id, r, i)
 		}
 	}
+	// The signer keys its append-only state by log id, beside two other kinds of key
+	// (signer/remote: "tenant:<t>", a head that named no log before log ids were
+	// defaulted, and "c2sp-checkpoint:<origin>", a tenant's chain of C2SP notes): a log
+	// id shaped like those would share their state.
+	for _, kept := range []string{"tenant:", "c2sp-checkpoint:"} {
+		if strings.HasPrefix(id, kept) {
+			return fmt.Errorf("logId %q: the prefix %s is kept for the signer's own state; use another name, e.g. log.example.com/acme", id, kept)
+		}
+	}
 	if strings.HasPrefix(id, receipt.DefaultLogIDPrefix) {
 		return fmt.Errorf("logId %q: the prefix %s is kept for the default log ids (%s<tenant>, what a tenant without a logId gets); leave logId empty for that, or use another name, e.g. log.example.com/acme", id, receipt.DefaultLogIDPrefix, receipt.DefaultLogIDPrefix)
 	}

@@ -310,10 +310,12 @@ func (f *appendFeed) apply(ctx context.Context) error {
 		}
 	}
 	f.mu.Unlock()
-	for _, j := range jobs {
+	for k, j := range jobs {
 		if err := f.applyLane(ctx, j.l, j.subjects); err != nil {
 			f.mu.Lock()
-			j.l.dirty = true
+			for _, left := range jobs[k:] { // this lane and those not tried yet
+				left.l.dirty = true
+			}
 			f.mu.Unlock()
 			return err
 		}

@@ -76,15 +76,24 @@ const DefaultLeaseTTL = 5 * time.Second
 // tenant's start (about 50 of 70 ms with 8 starts at once) and of an idle process's
 // CPU. A bucket an older version made on disk stays there (a stream's storage cannot
 // change, and processes of both versions must share one bucket).
-func leaseStorage(ctx context.Context, js jetstream.JetStream) jetstream.StorageType {
-	if kv, err := js.KeyValue(ctx, LeaseBucket); err == nil {
-		if st, err := kv.Status(ctx); err == nil {
-			if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo().Config.Storage == jetstream.FileStorage {
-				return jetstream.FileStorage
-			}
-		}
+// An error other than "no such bucket" is returned (the start's Retry tries again):
+// guessing memory then would ask the broker to change an existing bucket's storage.
+func leaseStorage(ctx context.Context, js jetstream.JetStream) (jetstream.StorageType, error) {
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return jetstream.MemoryStorage, nil
 	}
-	return jetstream.MemoryStorage
+	if err != nil {
+		return 0, err
+	}
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && b.StreamInfo().Config.Storage == jetstream.FileStorage {
+		return jetstream.FileStorage, nil
+	}
+	return jetstream.MemoryStorage, nil
 }
 
 // hostedState is what the hosted mode adds to a Service.
@@ -141,8 +150,12 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	var err error
 	// Every broker-facing step of the start retries while the cluster elects or
 	// lacks a quorum (Retry); the process never exits for it.
-	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) (err error) {
-		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: leaseStorage(ctx, js),
+	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) error {
+		storage, err := leaseStorage(ctx, js)
+		if err != nil {
+			return err
+		}
+		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: storage,
 			Description: "which process runs each tenant's sequencer"})
 		return err
 	}); err != nil {
@@ -259,8 +272,9 @@ func (st *hostedState) catchUp(ctx context.Context, id string) bool {
 // the sequencer over when the holder releases it or dies. The caller holds t's lock.
 func (s *Service) serveHosted(ctx context.Context, t tenancy.Tenant) error {
 	st := s.hosted
+	sent := time.Now()
 	if rev, err := st.kv.Create(ctx, t.ID, []byte(st.id)); err == nil {
-		return s.holdTenant(ctx, st.runCtx, t, rev)
+		return s.holdTenant(ctx, st.runCtx, t, rev, sent)
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
@@ -356,7 +370,7 @@ func (s *Service) takeOver(t tenancy.Tenant, f *following) {
 		return
 	}
 	s.cfg.Logger.Info("taking over the sequencer of a tenant whose holder stopped", "tenant", t.ID)
-	if err := s.holdTenant(st.runCtx, st.runCtx, t, 0); err != nil {
+	if err := s.holdTenant(st.runCtx, st.runCtx, t, 0, time.Time{}); err != nil {
 		s.http.RemoveTenant(t.ID)
 		st.refuse(t.ID, fmt.Errorf("taking over: %w", err), s.cfg.Logger)
 	}
@@ -505,9 +519,12 @@ func (h *holding) hold(ctx context.Context) error {
 }
 
 // holdTenant runs the tenant's sequencer and checkpointer here, renewing the lease
-// (which the caller just won, at revision rev when known, else 0). On failure
-// everything it started is stopped and the lease released. The caller holds t's lock.
-func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev uint64) (err error) {
+// (which the caller won, at revision rev when known, else 0, by a request sent at
+// sent; zero when unknown: commits then wait for the first renewal, made as soon as
+// the sequencer is ready, since the lease may have been won long enough ago to be
+// taken). On failure everything it started is stopped and the lease released. The
+// caller holds t's lock.
+func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev uint64, sent time.Time) (err error) {
 	st := s.hosted
 	dir := filepath.Join(s.cfg.DataDir, "tenants", t.ID)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -515,7 +532,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		return err
 	}
 	h := &holding{t: t, lease: make(chan struct{}), rev: rev}
-	h.validUntil.Store(time.Now().Add(st.cfg.LeaseTTL * 2 / 3).UnixNano()) // the lease was just taken
+	if !sent.IsZero() {
+		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
+	}
 	reqs, _ := st.feed.add(t.ID)
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry})
 	if err != nil {
