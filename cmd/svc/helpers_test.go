@@ -101,7 +101,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 		"grant":    {"key", "principal", "agent", "scopes", "ttl-hours", "out", "agent-key"},
 		"delegate": {"key", "parent", "agent", "scopes", "ttl-hours", "out", "agent-key"},
 		"prune":    {"log", "before", "receipts"},
-		"gateway":  {"config", "http", "host", "port", "idle-minutes", "require-proof"},
+		"gateway":  {"config", "http", "host", "port", "idle-minutes", "require-proof", "allow-origin"},
 		"serve":    {"config", "port", "host", "allow-remote", "export-drain"},
 	}
 	for name, flags := range cases {
