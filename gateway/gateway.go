@@ -87,6 +87,7 @@ type Gateway struct {
 	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
+	defs          toolDefs               // the upstreams' tool definitions and their pins (tooldefs.go)
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.
@@ -163,9 +164,13 @@ func (g *Gateway) inWindow(c *receipt.Chain) error {
 func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 	var all []mcp.Tool
 	for _, u := range g.upstreams {
-		all = append(all, u.Tools()...)
+		for _, t := range u.Tools() {
+			if g.owner[t.Name] == u { // a tool added after the start is not routed
+				all = append(all, t)
+			}
+		}
 	}
-	return grantedTools(s, all)
+	return grantedTools(s, g.offeredTools(all))
 }
 
 // grantedTools keeps the tools the session's grant names.

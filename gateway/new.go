@@ -56,8 +56,17 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err := g.openIssuer(opts.Now); err != nil {
 		return nil, err
 	}
+	if err := g.openToolDefs(); err != nil {
+		return nil, err
+	}
 	if err := g.dialUpstreams(ctx); err != nil {
 		return nil, err
+	}
+	for _, u := range g.upstreams {
+		if err := g.recordToolDefinitions(ctx, u); err != nil {
+			return nil, err
+		}
+		g.watchToolDefinitions(u)
 	}
 	if err := g.openExporters(ctx); err != nil {
 		return nil, err

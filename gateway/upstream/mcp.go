@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -16,12 +17,10 @@ import (
 
 // mcpUpstream is an MCP server reached over stdio or Streamable HTTP.
 type mcpUpstream struct {
-	name  string
-	c     *client.Client
-	tools []mcp.Tool
-	// rawTools are the tools as the upstream sent them (tools.go), in tools' order;
-	// nil when it refused the raw listing.
-	rawTools []json.RawMessage
+	name string
+	c    *client.Client
+	// list is the upstream's tools, replaced whole when Relist finds them changed.
+	list atomic.Pointer[toolList]
 	// child is a stdio upstream's process; with raw set, tools/call takes the fast
 	// path (upstreamstdio.go), which speaks only the protocol versions before
 	// 2026-07-28 (the later ones put more into every request's _meta).
@@ -110,7 +109,9 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			hc = nil
 		}
 	}
-	return &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}, nil
+	m := &mcpUpstream{name: name, c: c, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	m.list.Store(&toolList{tools: tools, raws: rawTools})
+	return m, nil
 }
 
 func (u *mcpUpstream) Name() string { return u.name }
@@ -120,7 +121,7 @@ func (u *mcpUpstream) Name() string { return u.name }
 // relays to the agent.
 func (u *mcpUpstream) Relays() bool { return u.http != nil }
 
-func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
+func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
 func (u *mcpUpstream) Close() error {
 	err := u.c.Close()

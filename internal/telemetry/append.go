@@ -201,3 +201,12 @@ func (b BatchObs) End(leaves int, err error) {
 		s.End(trace.WithTimestamp(now))
 	}
 }
+
+// ToolDefinitionChanged counts one tool whose definition an upstream changed, as a
+// gateway saw it (svc.gateway.tool_definitions.changes).
+func (t *Telemetry) ToolDefinitionChanged(upstream string) {
+	if t == nil {
+		return
+	}
+	t.inst.toolDefChanges.Add(bg, 1, metric.WithAttributeSet(attrs("upstream", upstream)))
+}
