@@ -27,7 +27,7 @@ Key flags may repeat (rotation). --principal-key may be omitted for SDK receipts
 With --log-url and no --log-key, the log's published key document is trusted for heads.
 
 Many bundles (an audit): give several files, a directory (walked recursively for *.json,
-leaving out *.authorization.json and hidden files), or - to read one path a line from
+leaving out *.authorization.json, *.tools.json and hidden files), or - to read one path a line from
 stdin. Every core verifies; grants, delegation chains and tree heads are checked once
 and remembered by digest. A failed bundle prints a FAIL line with its first failing
 check; then one summary (verified, failed by first failing check, by issuer kind, tool,
