@@ -160,7 +160,8 @@ func (g *Gateway) inWindow(c *receipt.Chain) error {
 	return nil
 }
 
-// ToolsFor lists the upstreams' tools the session's grant names, unchanged.
+// ToolsFor lists the upstreams' tools the session's grant names, unchanged: as last
+// listed, or under toolPins their pinned definitions (tooldefs.go).
 func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 	var all []mcp.Tool
 	for _, u := range g.upstreams {

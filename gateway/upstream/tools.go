@@ -131,11 +131,18 @@ func WatchTools(u Upstream, changed func()) bool {
 	if !ok {
 		return false
 	}
-	m.c.OnNotification(func(n mcp.JSONRPCNotification) {
+	h := func(n mcp.JSONRPCNotification) {
 		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
 			go changed()
 		}
-	})
+	}
+	if m.child != nil {
+		// A stdio upstream's client is never started (its transport is, in
+		// startChild), so the client has no handler on the transport: this is it.
+		m.c.GetTransport().SetNotificationHandler(h)
+		return true
+	}
+	m.c.OnNotification(h)
 	return true
 }
 
