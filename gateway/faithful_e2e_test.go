@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +90,48 @@ func TestGatewayHTTPRefusesForeignOrigin(t *testing.T) {
 		resp, body := testkit.Send(t, req)
 		if resp.StatusCode != want || (want == 403 && !strings.Contains(body, "origin refused")) {
 			t.Errorf("Origin %q: %d %s, want %d", origin, resp.StatusCode, body, want)
+		}
+	}
+}
+
+// TestGatewayStdioRelaysProgress: the agent's progressToken reaches a stdio upstream
+// (the npm server-everything) as a token of the gateway's own, and the upstream's
+// progress notifications come back to the agent under the agent's token.
+func TestGatewayStdioRelaysProgress(t *testing.T) {
+	const tool = "trigger-long-running-operation"
+	f := newFixture(t, nil)
+	f.writeGrant(t, "grant.json", []string{tool}, time.Now().Add(-time.Minute), time.Hour, nil)
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(e2ePolicy+"permit (principal, action == Action::\""+tool+"\", resource);\n"), 0o644)
+	cmd, c := startStdioGateway(t, f.config)
+	defer cmd.Process.Kill()
+	defer c.Close()
+	var mu sync.Mutex
+	var tokens []any
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/progress" {
+			mu.Lock()
+			tokens = append(tokens, n.Params.AdditionalFields["progressToken"])
+			mu.Unlock()
+		}
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = map[string]any{"duration": 0.3, "steps": 3}
+	req.Params.Meta = &mcp.Meta{ProgressToken: "agent-token-7"}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := c.CallTool(ctx, req)
+	if err != nil || res.IsError {
+		t.Fatalf("call: %v %+v", err, res)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(tokens) != 3 {
+		t.Fatalf("%d progress notifications reached the agent, want 3: %v", len(tokens), tokens)
+	}
+	for _, tok := range tokens {
+		if tok != "agent-token-7" {
+			t.Fatalf("progress under token %v, want the agent's", tok)
 		}
 	}
 }

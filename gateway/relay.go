@@ -30,12 +30,7 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 		return nil, nil
 	}
 	notify = func(method string, params json.RawMessage) {
-		if method == string(mcp.MethodNotificationMessage) {
-			// At the level the agent set (logging/setLevel, which the gateway takes).
-			var n mcp.LoggingMessageNotification
-			if json.Unmarshal(params, &n.Params) == nil {
-				_ = srv.SendLogMessageToClient(ctx, n)
-			}
+		if method == string(mcp.MethodNotificationMessage) && !logLevelWanted(ctx, params) {
 			return
 		}
 		var p map[string]any
@@ -44,7 +39,9 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 		}
 		_ = srv.SendNotificationToClient(ctx, method, p)
 	}
-	ask = func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	ask = func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		// Under the call's context, which names the agent's session (the upstream's
+		// may be its standalone stream's) and ends with the call.
 		res, err := askAgent(ctx, srv, method, params)
 		if err != nil {
 			return nil, upstream.NewRPCError(mcp.INTERNAL_ERROR, "the agent did not answer "+method+": "+err.Error(), nil)
@@ -52,6 +49,21 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 		return json.Marshal(res)
 	}
 	return notify, ask
+}
+
+// logLevelWanted reports whether the agent of ctx asked for log messages of the level
+// params names (logging/setLevel, which the gateway takes; mcp-go's default is error).
+func logLevelWanted(ctx context.Context, params json.RawMessage) bool {
+	var p struct {
+		Level mcp.LoggingLevel `json:"level"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return false
+	}
+	if sl, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging); ok {
+		return p.Level.ShouldSendTo(sl.GetLogLevel())
+	}
+	return true
 }
 
 // askAgent sends the upstream's request to the agent through mcp-go's server.

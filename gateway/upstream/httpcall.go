@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,13 +38,19 @@ const (
 
 // httpCaller makes tools/call requests to a Streamable HTTP upstream.
 type httpCaller struct {
-	url      string
-	headers  map[string]string // Authorization, when the config names a token
-	t        *transport.StreamableHTTP
-	version  string // the protocol version negotiated at Dial
-	client   *http.Client
-	ids      atomic.Int64
-	userName string // the upstream's name, for errors
+	url string
+	// toolsChanged is told of notifications/tools/list_changed on the standalone
+	// stream (listen; WatchTools).
+	toolsChanged toolsWatch
+	headers      map[string]string // Authorization, when the config names a token
+	t            *transport.StreamableHTTP
+	version      string // the protocol version negotiated at Dial
+	client       *http.Client
+	ids          atomic.Int64
+	userName     string // the upstream's name, for errors
+
+	mu    sync.Mutex
+	calls map[int64]Call // the calls in flight, by request id
 }
 
 // rpcMessage is any JSON-RPC message on an upstream's stream.
@@ -74,6 +81,17 @@ func (e *rpcError) Error() string {
 // call sends one tools/call and returns its raw result.
 func (h *httpCaller) call(ctx context.Context, call Call) (json.RawMessage, error) {
 	id := h.ids.Add(1)
+	h.mu.Lock()
+	if h.calls == nil {
+		h.calls = map[int64]Call{}
+	}
+	h.calls[id] = call
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.calls, id)
+		h.mu.Unlock()
+	}()
 	params := map[string]any{"name": call.Tool, "arguments": json.RawMessage(argsOrEmpty(call.Args))}
 	if len(call.Meta) > 0 {
 		params["_meta"] = call.Meta
@@ -323,6 +341,69 @@ func (h *httpCaller) cancelled(ctx context.Context, id int64) {
 			resp.Body.Close()
 		}
 	}()
+}
+
+// onlyCall is the one call in flight, when there is exactly one.
+func (h *httpCaller) onlyCall() (Call, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.calls) != 1 {
+		return Call{}, false
+	}
+	for _, c := range h.calls {
+		return c, true
+	}
+	return Call{}, false
+}
+
+// listen reads the session's standalone event stream (GET) until ctx ends, opening
+// it again after it ends. An upstream may send there what belongs to a call without
+// saying which (the TypeScript SDK's server.request outside a handler's extra, as the
+// conformance suite's reference server does for sampling and elicitation): it goes
+// to the call in flight when there is exactly one, and a request is refused
+// otherwise. An upstream that offers no such stream (405) is not asked again.
+func (h *httpCaller) listen(ctx context.Context) {
+	for ctx.Err() == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		h.setHeaders(req)
+		resp, err := h.client.Do(req)
+		if err == nil && resp.StatusCode != http.StatusOK {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusMethodNotAllowed {
+				return
+			}
+			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+		}
+		if err == nil {
+			only := Call{
+				Notify: func(method string, params json.RawMessage) {
+					if method == string(mcp.MethodNotificationToolsListChanged) {
+						h.toolsChanged.fire()
+					}
+					if c, ok := h.onlyCall(); ok && c.Notify != nil {
+						c.Notify(method, params)
+					}
+				},
+				Ask: func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+					c, ok := h.onlyCall()
+					if !ok || c.Ask == nil {
+						return nil, &rpcError{Code: mcp.INVALID_REQUEST, Message: "the gateway relays " + method + " only within a call, and cannot tell which call this is for"}
+					}
+					return c.Ask(ctx, method, params)
+				},
+			}
+			_, _ = h.readEvents(ctx, resp.Body, "", only, &stream{})
+			resp.Body.Close()
+		}
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
 }
 
 // NewRPCError is a JSON-RPC error an Ask returns to have it sent to the upstream as

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,70 @@ type mcpUpstream struct {
 	http *httpCaller
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
+	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
+	// (WatchTools).
+	toolsChanged toolsWatch
+	// stopListen ends a Streamable HTTP upstream's standalone stream (httpCaller.listen).
+	stopListen context.CancelFunc
+	// progress routes a stdio upstream's notifications/progress to the call that
+	// asked for them: the gateway's own token for the call (progressTokens) → the
+	// call's relay. The upstream's stdout is shared by every call.
+	progress sync.Map
+}
+
+// progressTokens numbers the tokens the gateway gives stdio upstreams.
+var progressTokens atomic.Int64
+
+// relayProgress installs the routing of a stdio upstream's progress notifications.
+func (u *mcpUpstream) relayProgress() {
+	// On the transport: mcp-go's client installs its own handlers in Start, which a
+	// stdio upstream's client is not given (its process is started here).
+	u.c.GetTransport().SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+			u.toolsChanged.fire()
+			return
+		}
+		if n.Method != string(mcp.MethodNotificationProgress) {
+			return
+		}
+		tok, _ := n.Params.AdditionalFields["progressToken"].(string)
+		if f, ok := u.progress.Load(tok); ok {
+			params, err := json.Marshal(n.Params)
+			if err == nil {
+				f.(func(json.RawMessage))(params)
+			}
+		}
+	})
+}
+
+// withProgress gives a stdio upstream's call a progress token of the gateway's own
+// in place of the agent's (tokens of different agents may be equal), and routes the
+// progress for it back to call.Notify with the agent's token; the returned func
+// ends the routing.
+func (u *mcpUpstream) withProgress(call Call) (Call, func()) {
+	agentToken, ok := call.Meta["progressToken"]
+	if !ok || call.Notify == nil || u.http != nil {
+		return call, func() {}
+	}
+	tok := fmt.Sprintf("svc-progress-%d", progressTokens.Add(1))
+	meta := make(map[string]any, len(call.Meta))
+	for k, v := range call.Meta {
+		meta[k] = v
+	}
+	meta["progressToken"] = tok
+	notify := call.Notify
+	u.progress.Store(tok, func(params json.RawMessage) {
+		var p map[string]any
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		p["progressToken"] = agentToken
+		if b, err := json.Marshal(p); err == nil {
+			notify(string(mcp.MethodNotificationProgress), b)
+		}
+	})
+	call.Meta = meta
+	return call, func() { u.progress.Delete(tok) }
 }
 
 // dialMCP starts (stdio) or connects to (HTTP) an MCP upstream and lists its tools.
@@ -109,9 +174,17 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			hc = nil
 		}
 	}
-	m := &mcpUpstream{name: name, c: c, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
-	m.list.Store(&toolList{tools: tools, raws: rawTools})
-	return m, nil
+	up := &mcpUpstream{name: name, c: c, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	up.list.Store(&toolList{tools: tools, raws: rawTools})
+	if hc != nil {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		up.stopListen = stop
+		go hc.listen(lctx)
+	}
+	if child != nil {
+		up.relayProgress()
+	}
+	return up, nil
 }
 
 func (u *mcpUpstream) Name() string { return u.name }
@@ -124,6 +197,9 @@ func (u *mcpUpstream) Relays() bool { return u.http != nil }
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
 func (u *mcpUpstream) Close() error {
+	if u.stopListen != nil {
+		u.stopListen()
+	}
 	err := u.c.Close()
 	if u.child != nil {
 		err = errors.Join(err, u.child.stop())
@@ -137,6 +213,8 @@ func (u *mcpUpstream) Close() error {
 func (u *mcpUpstream) Call(ctx context.Context, call Call) (*Result, error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, u.timeout, errCallTimeout{u.timeout})
 	defer cancel()
+	call, done := u.withProgress(call)
+	defer done()
 	res, err := u.call(ctx, call)
 	if err != nil && context.Cause(ctx) != nil && ctx.Err() == context.DeadlineExceeded {
 		return nil, context.Cause(ctx)

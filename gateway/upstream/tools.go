@@ -124,26 +124,31 @@ type toolList struct {
 }
 
 // WatchTools has changed called, on a goroutine of its own, each time the upstream
-// says its tools changed (notifications/tools/list_changed). False: the upstream
-// cannot say so (a REST upstream).
+// says its tools changed (notifications/tools/list_changed: from a stdio upstream, or
+// on a Streamable HTTP upstream's standalone stream). False: the upstream cannot say
+// so (a REST upstream).
 func WatchTools(u Upstream, changed func()) bool {
 	m, ok := u.(*mcpUpstream)
 	if !ok {
 		return false
 	}
-	h := func(n mcp.JSONRPCNotification) {
-		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
-			go changed()
-		}
+	m.toolsChanged.set(changed)
+	if m.http != nil {
+		m.http.toolsChanged.set(changed)
 	}
-	if m.child != nil {
-		// A stdio upstream's client is never started (its transport is, in
-		// startChild), so the client has no handler on the transport: this is it.
-		m.c.GetTransport().SetNotificationHandler(h)
-		return true
-	}
-	m.c.OnNotification(h)
 	return true
+}
+
+// toolsWatch holds the func WatchTools was given.
+type toolsWatch struct{ f atomic.Pointer[func()] }
+
+func (w *toolsWatch) set(f func()) { w.f.Store(&f) }
+
+// fire runs the watcher, if any, on a goroutine of its own.
+func (w *toolsWatch) fire() {
+	if f := w.f.Load(); f != nil {
+		go (*f)()
+	}
 }
 
 // Relist lists an MCP upstream's tools again and, when they differ from the last
