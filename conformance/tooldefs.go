@@ -7,12 +7,18 @@ import (
 )
 
 // toolDefinition runs the tool-definition checks of a gateway receipt whose tool
-// cites a definition (tool.definitionDigest, tool.definitionLeafIndex): a
+// cites a definition (tool.definitionDigest, tool.definitionLeafIndex), when
+// tool-definitions statements are given (else it notes that they were not): a
 // tool-definitions statement among Options.ToolDefinitions, signed by the receipt's
 // issuer key and included in the log under a signed head, lists the tool with that
 // digest at that leaf; and that leaf precedes the receipt's.
 func (v *verification) toolDefinition() {
 	r, t := v.r, v.pred.Tool
+	if len(v.opts.ToolDefinitions) == 0 {
+		// Like the log file check, these run only with their input.
+		r.Notes = append(r.Notes, fmt.Sprintf("tool %s cites definition %s; no tool-definitions statement was given (the *.tools.json a gateway writes beside its receipts, or --tool-definitions), so it was not checked", t.Name, short(t.DefinitionDigest)))
+		return
+	}
 	var found *receipt.Bundle
 	why := ""
 	for _, b := range v.opts.ToolDefinitions {
@@ -28,8 +34,6 @@ func (v *verification) toolDefinition() {
 	}
 	switch {
 	case found != nil || why != "":
-	case len(v.opts.ToolDefinitions) == 0:
-		why = "no tool-definitions statement was given (svc verify --tool-definitions <file or directory>; a gateway writes them beside its receipts as *.tools.json)"
 	default:
 		why = fmt.Sprintf("none of the %d tool-definitions statements given is leaf %d", len(v.opts.ToolDefinitions), *t.DefinitionLeafIndex)
 	}

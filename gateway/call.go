@@ -111,6 +111,9 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	if res := g.refuseUnrecordable(s, tool, args); res != nil {
 		return res, nil
 	}
+	if g.defs.pending.Load() > 0 { // tool definitions the log refused: log them first
+		g.retryToolDefinitions(ctx)
+	}
 	c := g.newCall(s, tool, args, agentMeta)
 	p, res := g.decide(ctx, c)
 	if res != nil {

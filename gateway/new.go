@@ -64,7 +64,9 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	}
 	for _, u := range g.upstreams {
 		if err := g.recordToolDefinitions(ctx, u); err != nil {
-			return nil, err
+			// As with receipts, a log that refuses is each call's to report; the
+			// definitions are logged on a later call, once the log takes them.
+			opts.Logger.Warn("tool definitions not logged at start", "upstream", u.Name(), "err", err)
 		}
 		g.watchToolDefinitions(u)
 	}

@@ -344,8 +344,8 @@ func TestGatewayLogOverNATS(t *testing.T) {
 	if !rep.Verified {
 		t.Fatalf("receipt logged over NATS: first failure %q", rep.FirstFailure())
 	}
-	if got := svc.Sequencer("fleet").Tree().Size(); got != 1 {
-		t.Fatalf("fleet log holds %d leaves", got)
+	if got := svc.Sequencer("fleet").Tree().Size(); got != 2 {
+		t.Fatalf("fleet log holds %d leaves, want 2 (the tool-definitions statement, the receipt)", got)
 	}
 }
 

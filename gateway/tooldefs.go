@@ -36,12 +36,16 @@ const (
 
 // toolDefs is what the gateway knows of its upstreams' tool definitions.
 type toolDefs struct {
-	mode    string
-	view    atomic.Pointer[defsView]
-	mu      sync.Mutex        // serializes record
-	logged  map[string]string // upstream → digest of the tool list last logged; under mu
-	refresh sync.Mutex        // serializes relisting
-	changes atomic.Int64      // definitions changed since start (the metric's count)
+	mode   string
+	view   atomic.Pointer[defsView]
+	mu     sync.Mutex        // serializes record
+	logged map[string]string // upstream → digest of the tool list last logged; under mu
+	// unlogged are the upstreams whose current definitions the log refused (under
+	// mu); pending is their number, which a call reads.
+	unlogged map[string]upstream.Upstream
+	pending  atomic.Int32
+	refresh  sync.Mutex   // serializes relisting
+	changes  atomic.Int64 // definitions changed since start (the metric's count)
 }
 
 // defsView is one immutable snapshot: each tool's current definition and its pin.
@@ -69,7 +73,7 @@ type toolPin struct {
 // the first definitions this receipts directory logged.
 func (g *Gateway) openToolDefs() error {
 	d := &g.defs
-	d.logged = map[string]string{}
+	d.logged, d.unlogged = map[string]string{}, map[string]upstream.Upstream{}
 	v := &defsView{cur: map[string]toolDef{}, pins: map[string]toolPin{}}
 	switch g.cfg.ToolPins {
 	case "", PinsOff:
@@ -168,12 +172,31 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 	if d.logged[u.Name()] == list {
 		return nil
 	}
-	b, err := g.issuer.LogToolDefinitions(ctx, u.Name(), defs)
-	if err != nil {
-		return fmt.Errorf("upstream %s: logging its tool definitions: %w", u.Name(), err)
+	// Not logged (the log refused it): the definitions still hold and are pinned, but
+	// no receipt cites them until a later attempt logs them (retryToolDefinitions).
+	var leafp *uint64
+	b, logErr := g.issuer.LogToolDefinitions(ctx, u.Name(), defs)
+	if logErr == nil {
+		d.logged[u.Name()] = list
+		leaf := b.Inclusion.LeafIndex
+		leafp = &leaf
+		delete(d.unlogged, u.Name())
+	} else {
+		d.unlogged[u.Name()] = u
 	}
-	d.logged[u.Name()] = list
-	leaf := b.Inclusion.LeafIndex
+	d.pending.Store(int32(len(d.unlogged)))
+	g.applyDefinitions(u, defs, raws, leafp)
+	if logErr != nil {
+		return fmt.Errorf("upstream %s: logging its tool definitions: %w", u.Name(), logErr)
+	}
+	g.log.Info("tool definitions logged", "upstream", u.Name(), "tools", len(defs), "listDigest", list, "leafIndex", *leafp)
+	return nil
+}
+
+// applyDefinitions makes defs (u's tools as sent: raws) the current definitions,
+// pins them under first-seen, and reports each change. Under defs.mu.
+func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefinition, raws []json.RawMessage, leaf *uint64) {
+	d := &g.defs
 	old := d.view.Load()
 	next := &defsView{cur: stdmaps.Clone(old.cur), pins: stdmaps.Clone(old.pins)}
 	for name, t := range next.cur {
@@ -181,8 +204,12 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 			delete(next.cur, name)
 		}
 	}
+	var at uint64
+	if leaf != nil {
+		at = *leaf
+	}
 	for i, t := range defs {
-		next.cur[t.Name] = toolDef{upstream: u.Name(), digest: t.DefinitionDigest, leaf: &leaf, raw: raws[i]}
+		next.cur[t.Name] = toolDef{upstream: u.Name(), digest: t.DefinitionDigest, leaf: leaf, raw: raws[i]}
 		prev, had := old.cur[t.Name]
 		pin, pinned := next.pins[t.Name]
 		switch {
@@ -192,14 +219,29 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 			next.pins[t.Name] = toolPin{digest: pin.digest, raw: raws[i]} // as the upstream sends it
 		}
 		if had && prev.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, leaf)
+			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, at)
 		} else if !had && pinned && pin.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, leaf)
+			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, at)
 		}
 	}
 	d.view.Store(next)
-	g.log.Info("tool definitions logged", "upstream", u.Name(), "tools", len(defs), "listDigest", list, "leafIndex", leaf)
-	return nil
+}
+
+// retryToolDefinitions logs the definitions the log refused before (at start, or
+// after a change); a call takes this only while some are unlogged.
+func (g *Gateway) retryToolDefinitions(ctx context.Context) {
+	d := &g.defs
+	d.mu.Lock()
+	ups := make([]upstream.Upstream, 0, len(d.unlogged))
+	for _, u := range d.unlogged {
+		ups = append(ups, u)
+	}
+	d.mu.Unlock()
+	for _, u := range ups {
+		if err := g.recordToolDefinitions(ctx, u); err != nil {
+			g.log.Warn("tool definitions still not logged", "upstream", u.Name(), "err", err)
+		}
+	}
 }
 
 // toolChanged reports a definition that differs from the one before it (or, at start,
@@ -233,9 +275,9 @@ func (g *Gateway) watchToolDefinitions(u upstream.Upstream) {
 }
 
 // citeDefinition sets the receipt's tool.definitionDigest and definitionLeafIndex to
-// the tool's current definition.
+// the tool's current definition, once logged (runCall retries one the log refused).
 func (g *Gateway) citeDefinition(t *receipt.Tool) {
-	if d, ok := g.defs.view.Load().cur[t.Name]; ok {
+	if d, ok := g.defs.view.Load().cur[t.Name]; ok && d.leaf != nil {
 		t.DefinitionDigest, t.DefinitionLeafIndex = d.digest, d.leaf
 	}
 }
