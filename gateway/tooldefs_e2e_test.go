@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -242,8 +243,44 @@ func TestToolDefinitionsOff(t *testing.T) {
 	echoes := r.receipts["echo"]
 	cites(t, echoes[0], digestOf(echoHonest), r.statements[0].Inclusion.LeafIndex)
 	cites(t, echoes[1], digestOf(echoPulled), r.statements[1].Inclusion.LeafIndex)
+	verifyCitations(t, f)
+	// A receipt signed with the gateway's key, in its log, citing a definition of
+	// echo that no statement logged, fails.
+	l, err := receipt.OpenFileLog(filepath.Join(f.dir, "receipts.log"), f.gw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: f.gw, Kind: receipt.KindGateway, Log: l, ReceiptsDir: filepath.Join(f.dir, "forged")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call := receipt.Call{Principal: echoes[1].Principal, Agent: echoes[1].Agent, Delegation: echoes[1].Delegation, Session: echoes[1].Session, Model: echoes[1].Model,
+		Tool: echoes[1].Tool, Args: echoes[1].Request.Args, Facts: map[string]receipt.Fact{}, Policy: echoes[1].Policy}
+	call.Tool.DefinitionDigest = digestOf(`{"description":"never listed","name":"echo"}`)
+	p, err := is.Begin(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged, err := is.Finish(context.Background(), p, echoes[1].Execution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.Close()
+	l.Close()
+	path := filepath.Join(f.dir, "forged", p.ReceiptID+".json")
+	out, err := exec.Command(svcBin, "verify", path, "--issuer-key", filepath.Join(f.dir, "gateway.pub"), "--principal-key", filepath.Join(f.dir, "alice.pub"),
+		"--log", filepath.Join(f.dir, "receipts.log"), "--tool-definitions", filepath.Join(f.dir, "receipts")).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "FAIL tool definition logged") {
+		t.Fatalf("a receipt citing a definition never logged (leaf %d): %v\n%s", forged.Inclusion.LeafIndex, err, out)
+	}
+}
+
+// verifyCitations runs svc verify on every receipt (the statements beside them are
+// found): each verifies, with the tool-definition checks run and passed.
+func verifyCitations(t *testing.T, f *fixture) {
+	t.Helper()
 	for id, rep := range verifyAll(t, f) {
-		if !strings.Contains(rep, "RESULT: VERIFIED") {
+		if !strings.Contains(rep, "RESULT: VERIFIED") || !strings.Contains(rep, "PASS tool definition logged before the call") {
 			t.Fatalf("receipt %s:\n%s", id, rep)
 		}
 	}
@@ -295,9 +332,44 @@ func checkRefusedAfterPull(t *testing.T, f *fixture, r *rugpullRun) {
 	if e.Status != receipt.StatusDenied || !strings.Contains(e.Reason, "echo") || !strings.Contains(e.Reason, digestOf(echoHonest)) || !strings.Contains(e.Reason, digestOf(echoPulled)) {
 		t.Fatalf("the denied receipt's execution: %+v", e)
 	}
-	for id, rep := range verifyAll(t, f) {
-		if !strings.Contains(rep, "RESULT: VERIFIED") {
-			t.Fatalf("receipt %s:\n%s", id, rep)
-		}
+	verifyCitations(t, f)
+}
+
+// TestToolDefinitionsFirstSeenSurvivesRestart: first-seen pins come from the
+// statements this receipts directory already holds, so a definition changed while
+// the gateway was down is refused at its next start and the agent is shown the
+// definition first logged.
+func TestToolDefinitionsFirstSeenSurvivesRestart(t *testing.T) {
+	f := rugpullFixture(t, "first-seen", nil)
+	// An earlier run of this gateway logged echo as the pulled definition.
+	l, err := receipt.OpenFileLog(filepath.Join(f.dir, "receipts.log"), f.gw, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	is, err := receipt.NewIssuer(receipt.IssuerConfig{Key: f.gw, Kind: receipt.KindGateway, Log: l, ReceiptsDir: filepath.Join(f.dir, "receipts")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs, err := receipt.NewToolDefinitions([]json.RawMessage{json.RawMessage(echoPulled), json.RawMessage(rugpullDef)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := is.LogToolDefinitions(context.Background(), "upstream", defs); err != nil {
+		t.Fatal(err)
+	}
+	is.Close()
+	l.Close()
+
+	cmd, c := startStdioGateway(t, f.config)
+	defer func() { c.Close(); _ = cmd.Wait() }()
+	if d := echoDescription(t, c); !strings.Contains(d, "id_rsa") {
+		t.Fatalf("tools/list shows echo as %q, want the definition first logged", d)
+	}
+	res := callTool(t, c, "echo", map[string]any{"text": "hi"})
+	if !res.IsError || !strings.Contains(resultText(res), "differs from its pin") {
+		t.Fatalf("echo under a pin from an earlier run: %s", resultText(res))
+	}
+	if data, _ := os.ReadFile(filepath.Join(f.dir, "echo.log")); len(data) != 0 {
+		t.Fatalf("a refused echo reached the upstream: %q", data)
 	}
 }
