@@ -33,11 +33,13 @@ import (
 // runs suite "all" (go tool task test:mcp-conformance).
 
 // conformanceSubset is what CI runs: the tool-call core, progress and logging
-// notifications, schemas passed through, and the HTTP front's DNS-rebinding guard.
+// notifications, sampling and elicitation relayed, schemas passed through, resources
+// and prompts passed through, and the HTTP front's DNS-rebinding guard.
 var conformanceSubset = []string{
 	"server-initialize", "ping", "tools-list", "tools-call-simple-text", "tools-call-image",
-	"tools-call-error", "tools-call-with-progress", "tools-call-with-logging",
-	"json-schema-2020-12", "dns-rebinding-protection",
+	"tools-call-error", "tools-call-with-progress", "tools-call-with-logging", "tools-call-sampling",
+	"tools-call-elicitation", "json-schema-2020-12", "resources-read-text", "prompts-get-with-args",
+	"dns-rebinding-protection",
 }
 
 // everythingTools are the reference server's tools; the grant names every one.
@@ -217,8 +219,12 @@ func TestMCPConformance(t *testing.T) {
 	f := keyedFixture(t)
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte("@id(\"allow-all\")\npermit (principal, action, resource);\n"), 0o644)
 	f.writeConfig(map[string]any{
-		"identity":             map[string]any{"keyFile": "gateway.key"},
-		"upstream":             map[string]any{"url": upstream},
+		"identity": map[string]any{"keyFile": "gateway.key"},
+		// timeoutMs: the reference server's test_reconnection never delivers its
+		// result after closing the call's stream (server-sse-polling passes directly
+		// because that scenario checks only the stream): the gateway's call ends
+		// with an Upstream error after this rather than the default 120 s.
+		"upstream":             map[string]any{"url": upstream, "timeoutMs": 20000},
 		"trustedPrincipalKeys": []string{"alice.pub"},
 		"policyFile":           "policy.cedar",
 		"receiptsDir":          "receipts",

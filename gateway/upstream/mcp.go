@@ -125,22 +125,8 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			c = client.NewClient(rawStdio{t})
 		}
 	default:
-		var opts []transport.StreamableHTTPCOption
-		hc = &httpCaller{url: u.URL, headers: map[string]string{}, client: &http.Client{}, userName: name}
-		if u.TokenEnv != "" {
-			tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
-			if err != nil {
-				return nil, err
-			}
-			hc.headers["Authorization"] = "Bearer " + tok
-			opts = append(opts, transport.WithHTTPHeaders(hc.headers))
-		}
-		// client.NewStreamableHttpClient, with the transport keeping raw results.
-		var t *transport.StreamableHTTP
-		if t, err = transport.NewStreamableHTTP(u.URL, opts...); err == nil {
-			hc.t = t
-			c = client.NewClient(rawHTTP{t})
-			err = c.Start(ctx)
+		if c, hc, err = dialHTTP(ctx, name, u); hc == nil {
+			return nil, err // the token's variable, named in err
 		}
 	}
 	if err != nil {
@@ -185,6 +171,30 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		up.relayProgress()
 	}
 	return up, nil
+}
+
+// dialHTTP starts mcp-go's client of a Streamable HTTP upstream (its transport
+// keeping raw results) and the httpCaller that makes its tools/call requests; hc is
+// nil when the token's environment variable is missing (err says which).
+func dialHTTP(ctx context.Context, name string, u *Config) (*client.Client, *httpCaller, error) {
+	var opts []transport.StreamableHTTPCOption
+	hc := &httpCaller{url: u.URL, headers: map[string]string{}, client: &http.Client{}, userName: name}
+	if u.TokenEnv != "" {
+		tok, err := Env("upstream "+name+": tokenEnv", u.TokenEnv)
+		if err != nil {
+			return nil, nil, err
+		}
+		hc.headers["Authorization"] = "Bearer " + tok
+		opts = append(opts, transport.WithHTTPHeaders(hc.headers))
+	}
+	// client.NewStreamableHttpClient, with the transport keeping raw results.
+	t, err := transport.NewStreamableHTTP(u.URL, opts...)
+	if err != nil {
+		return nil, hc, err
+	}
+	hc.t = t
+	c := client.NewClient(rawHTTP{t})
+	return c, hc, c.Start(ctx)
 }
 
 func (u *mcpUpstream) Name() string { return u.name }
