@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -244,6 +245,7 @@ func TestToolDefinitionsOff(t *testing.T) {
 	cites(t, echoes[0], digestOf(echoHonest), r.statements[0].Inclusion.LeafIndex)
 	cites(t, echoes[1], digestOf(echoPulled), r.statements[1].Inclusion.LeafIndex)
 	verifyCitations(t, f)
+	checkToolsDiff(t, f)
 	// A receipt signed with the gateway's key, in its log, citing a definition of
 	// echo that no statement logged, fails.
 	l, err := receipt.OpenFileLog(filepath.Join(f.dir, "receipts.log"), f.gw, "")
@@ -371,5 +373,25 @@ func TestToolDefinitionsFirstSeenSurvivesRestart(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(f.dir, "echo.log")); len(data) != 0 {
 		t.Fatalf("a refused echo reached the upstream: %q", data)
+	}
+}
+
+// checkToolsDiff: svc tools diff of the two statements names echo's changed
+// description (exit 1); of one statement with itself, nothing (exit 0).
+func checkToolsDiff(t *testing.T, f *fixture) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.tools.json"))
+	if len(files) != 2 {
+		t.Fatalf("%d statement files", len(files))
+	}
+	key := filepath.Join(f.dir, "gateway.pub")
+	out, err := exec.Command(svcBin, "tools", "diff", files[0], files[1], "--issuer-key", key).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "~ echo ") || !strings.Contains(string(out), "id_rsa") ||
+		!strings.Contains(string(out), "    description:") || strings.Contains(string(out), "rugpull") {
+		t.Fatalf("svc tools diff: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(svcBin, "tools", "diff", files[0], files[0], "--issuer-key", key).CombinedOutput(); err != nil || !strings.Contains(string(out), "same definitions") {
+		t.Fatalf("svc tools diff of a statement with itself: %v\n%s", err, out)
 	}
 }
