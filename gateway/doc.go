@@ -41,6 +41,10 @@
 // Streamable HTTP, or a REST API, behind one interface; a stdio upstream's tools/call
 // takes a fast path of its own (child.go there).
 //
+// Tool definitions: tooldefs.go (each upstream's tools logged as a tool-definitions
+// statement at start and on list_changed, the citation every receipt carries, the
+// toolPins modes); upstream.WatchTools and upstream.Relist relist an upstream.
+//
 // Log: oversize.go (capLog, a remote log whose appends are capped); the log itself is
 // opened in new.go.
 //
