@@ -197,6 +197,7 @@ func callLatency(t *testing.T, u string, headers map[string]string) time.Duratio
 	}
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "test_simple_text"
+	req.Params.Arguments = map[string]any{}
 	times := make([]time.Duration, 0, latencyCalls)
 	for i := 0; i < latencyCalls+20; i++ {
 		start := time.Now()

@@ -144,6 +144,9 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	f.mcp = server.NewStreamableHTTPServer(srv,
 		server.WithSessionIdManager(f.sessions),
 		server.WithHTTPContextFunc(func(ctx context.Context, r *http.Request) context.Context {
+			if a := askerFrom(r.Context()); a != nil {
+				ctx = context.WithValue(ctx, askerKey{}, a)
+			}
 			if s, ok := r.Context().Value(ctxKey{}).(*Session); ok {
 				return context.WithValue(ctx, ctxKey{}, s)
 			}
@@ -199,6 +202,9 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r = r.WithContext(context.WithValue(r.Context(), ctxKey{}, s))
+	if hs != nil {
+		r = r.WithContext(context.WithValue(r.Context(), askerKey{}, hs.asks))
+	}
 	rc := http.NewResponseController(w)
 	if r.Method == http.MethodGet {
 		// The session's event stream lives at most one idle period; the client opens
@@ -233,6 +239,14 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only a request that passed every check keeps its session alive: a grant
 		// travels in receipts, so a refused request (no proof of possession) must not.
 		hs.touch()
+	}
+	if hs != nil && r.Method == http.MethodGet {
+		f.serveEventStream(w, r, hs)
+		return
+	}
+	if hs != nil && r.Method == http.MethodPost && hs.asks.answer(body) {
+		w.WriteHeader(http.StatusAccepted) // the agent's answer to the gateway's request
+		return
 	}
 	if hs != nil && r.Method == http.MethodPost && (f.g.serveToolsList(w, r, hs.s, body) || f.g.servePassThrough(w, r, hs.s, body)) {
 		return
@@ -356,6 +370,52 @@ func (f *httpFront) presentedGrant(r *http.Request) (*verifiedGrant, [32]byte, e
 		f.grants.put(key, v)
 	}
 	return v, key, nil
+}
+
+// serveEventStream serves a live session's standalone event stream (GET /mcp) here,
+// not in mcp-go: the gateway sends on it only its own relayed requests
+// (httpasks.go), and mcp-go's stream would
+// read the session's notifications from the channel its calls' streams read too, so
+// a call's relayed progress would be split between the two streams and reach the
+// agent out of order. A server request within a call goes on the call's own stream
+// either way (mcp-go scopes it to the POST). The stream stays open, a comment every
+// 30 s, until the client goes, the session ends or the write deadline (the idle time)
+// passes; the client then opens it again.
+func (f *httpFront) serveEventStream(w http.ResponseWriter, r *http.Request, hs *httpSession) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		http.Error(w, "Not Acceptable: the client must accept text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Mcp-Session-Id", hs.s.ID)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	_ = rc.Flush()
+	hs.asks.open.Add(1)
+	defer hs.asks.open.Add(-1)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for n := 1; ; n++ {
+		select {
+		case <-r.Context().Done():
+			return
+		case msg := <-hs.asks.events:
+			if _, err := fmt.Fprintf(w, "event: message\ndata: %s\n\n", msg); err != nil || rc.Flush() != nil {
+				return
+			}
+			continue
+		case <-tick.C:
+		}
+		if live, _ := f.sessions.get(hs.s.ID); live != hs {
+			return // terminated or expired
+		}
+		if n%30 == 0 {
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
 }
 
 // checkOrigin refuses a request whose Origin header names neither the gateway itself

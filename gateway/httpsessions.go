@@ -34,6 +34,7 @@ type httpSession struct {
 	last  atomic.Int64 // unix nanoseconds of the last request naming it
 	timer *time.Timer  // fires when the session may have been idle for the idle time
 	calls inflightCalls
+	asks  *agentAsks // the front's own requests to the agent (httpasks.go)
 }
 
 // maxEndedSessions bounds the terminated ids remembered; beyond, the memory starts
@@ -87,7 +88,7 @@ func (r *httpSessions) Terminate(id string) (bool, error) {
 
 // add makes an initialized session live under its id.
 func (r *httpSessions) add(id string, s *Session) {
-	hs := &httpSession{s: s}
+	hs := &httpSession{s: s, asks: newAgentAsks()}
 	hs.last.Store(time.Now().UnixNano())
 	r.mu.Lock()
 	defer r.mu.Unlock()

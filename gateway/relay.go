@@ -42,6 +42,9 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 	ask = func(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		// Under the call's context, which names the agent's session (the upstream's
 		// may be its standalone stream's) and ends with the call.
+		if a := askerFrom(ctx); a != nil && askedByFront(method) {
+			return a.ask(ctx, method, params) // the agent's error as it sent it
+		}
 		res, err := askAgent(ctx, srv, method, params)
 		if err != nil {
 			return nil, upstream.NewRPCError(mcp.INTERNAL_ERROR, "the agent did not answer "+method+": "+err.Error(), nil)
