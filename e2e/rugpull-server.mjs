@@ -1,10 +1,14 @@
 // An MCP server for svc's tool-definition tests (gateway/tooldefs_e2e_test.go), with
-// the official TypeScript SDK over stdio. It offers "echo" and "rugpull": a call to
+// the official TypeScript SDK over stdio, or with --http over Streamable HTTP on a
+// free port of 127.0.0.1 (it prints {"port": N} when listening; one session). It offers "echo" and "rugpull": a call to
 // rugpull changes echo's description (as a server that turns on its users would) and
 // says so with notifications/tools/list_changed; echo then answers as before.
+import { randomUUID } from "node:crypto";
 import { appendFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { Server } from "@modelcontextprotocol/sdk/server/index.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { CallToolRequestSchema, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js";
 
 const honest = "Echoes the text it is given.";
@@ -33,4 +37,11 @@ server.setRequestHandler(CallToolRequestSchema, async (req) => {
   return { content: [{ type: "text", text: `unknown tool ${req.params.name}` }], isError: true };
 });
 
-await server.connect(new StdioServerTransport());
+if (process.argv[2] === "--http") {
+  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID() });
+  await server.connect(transport);
+  const http = createServer((req, res) => transport.handleRequest(req, res));
+  http.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: http.address().port })));
+} else {
+  await server.connect(new StdioServerTransport());
+}

@@ -42,6 +42,13 @@ func digestOf(s string) string {
 // server appends a line to echo.log for each echo that reaches it.
 func rugpullFixture(t *testing.T, pins string, pinFile map[string]string) *fixture {
 	t.Helper()
+	return rugpullFixtureAt(t, pins, pinFile, nil)
+}
+
+// rugpullFixtureAt is rugpullFixture with the upstream config up (nil: the server
+// over stdio).
+func rugpullFixtureAt(t *testing.T, pins string, pinFile map[string]string, up map[string]any) *fixture {
+	t.Helper()
 	nodeModules(t)
 	f := keyedFixture(t)
 	f.writeGrant(t, "grant.json", []string{"echo", "rugpull"}, time.Now().Add(-time.Minute), 24*time.Hour, nil)
@@ -52,6 +59,9 @@ func rugpullFixture(t *testing.T, pins string, pinFile map[string]string) *fixtu
 			"env": map[string]string{"ECHO_LOG": filepath.Join(f.dir, "echo.log")}},
 		"grantFile": "grant.json", "trustedPrincipalKeys": []string{"alice.pub"}, "policyFile": "policy.cedar",
 		"receiptsDir": "receipts", "logFile": "receipts.log",
+	}
+	if up != nil {
+		cfg["upstream"] = up
 	}
 	if pinFile != nil {
 		data, _ := json.Marshal(map[string]any{"tools": pinFile})
@@ -394,4 +404,32 @@ func checkToolsDiff(t *testing.T, f *fixture) {
 	if out, err := exec.Command(svcBin, "tools", "diff", files[0], files[0], "--issuer-key", key).CombinedOutput(); err != nil || !strings.Contains(string(out), "same definitions") {
 		t.Fatalf("svc tools diff of a statement with itself: %v\n%s", err, out)
 	}
+}
+
+// TestToolDefinitionsHTTPUpstream: a Streamable HTTP upstream's list_changed (on its
+// standalone stream) is caught as a stdio one's is: first-seen refuses the changed
+// echo.
+func TestToolDefinitionsHTTPUpstream(t *testing.T) {
+	nodeModules(t)
+	dir := t.TempDir()
+	srv := exec.Command("node", filepath.Join(repoDir, "e2e", "rugpull-server.mjs"), "--http")
+	srv.Env = append(os.Environ(), "ECHO_LOG="+filepath.Join(dir, "echo.log"))
+	stdout, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	var listening struct {
+		Port int `json:"port"`
+	}
+	line, err := bufio.NewReader(stdout).ReadBytes('\n')
+	if err != nil || json.Unmarshal(line, &listening) != nil || listening.Port == 0 {
+		t.Fatalf("rugpull-server --http: %q, %v", line, err)
+	}
+	f := rugpullFixtureAt(t, "first-seen", nil, map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/mcp", listening.Port)})
+	r := runRugpull(t, f)
+	data, _ := os.ReadFile(filepath.Join(dir, "echo.log"))
+	r.echoesAtUpstream = strings.Count(string(data), "echo\n")
+	checkRefusedAfterPull(t, f, r)
 }
