@@ -3,6 +3,7 @@ package receipt_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,5 +113,41 @@ func TestToolDefinitionFieldsCanonical(t *testing.T) {
 	got, err := st.DecodePredicate()
 	if err != nil || got.Tool.DefinitionDigest != c.Tool.DefinitionDigest || got.Tool.DefinitionLeafIndex == nil || *got.Tool.DefinitionLeafIndex != 0 {
 		t.Fatalf("decoded tool %+v, %v", got.Tool, err)
+	}
+}
+
+// TestToolDefinitionsFileRecovered: a tool-definitions statement's file lost in a
+// crash (written behind its log line) is rebuilt from the log at the next start, as a
+// receipt's is.
+func TestToolDefinitionsFileRecovered(t *testing.T) {
+	e := writeBehindEnv(t)
+	defs, err := receipt.NewToolDefinitions([]json.RawMessage{json.RawMessage(`{"name":"echo","description":"Echoes."}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.is.LogToolDefinitions(context.Background(), "files", defs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.is.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	e.is.Close()
+	p, _ := receipt.DecodeToolDefinitions(b.Envelope)
+	name := filepath.Join(e.dir, p.StatementID+".tools.json")
+	root0, err := e.log.File().Tree().RootAt(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.dir, receipt.MarkFile), fmt.Appendf(nil, `{"logFile":%q,"durableBelow":0,"root":%q}`, mustAbs(t, e.path), root0), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(name); err != nil {
+		t.Fatal(err)
+	}
+	e.reopen(t)
+	got := readBundle(t, name)
+	if got.Inclusion.LeafIndex != b.Inclusion.LeafIndex || string(got.Envelope.Canonical()) != string(b.Envelope.Canonical()) {
+		t.Fatalf("rebuilt %s holds leaf %d", name, got.Inclusion.LeafIndex)
 	}
 }
