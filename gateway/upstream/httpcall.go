@@ -361,7 +361,9 @@ func (h *httpCaller) onlyCall() (Call, bool) {
 // saying which (the TypeScript SDK's server.request outside a handler's extra, as the
 // conformance suite's reference server does for sampling and elicitation): it goes
 // to the call in flight when there is exactly one, and a request is refused
-// otherwise. An upstream that offers no such stream (405) is not asked again.
+// otherwise. An upstream that answers the GET with anything but a stream (405: it
+// offers none) is not asked again; one that cannot be reached is asked again after a
+// second.
 func (h *httpCaller) listen(ctx context.Context) {
 	for ctx.Err() == nil {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.url, nil)
@@ -373,10 +375,7 @@ func (h *httpCaller) listen(ctx context.Context) {
 		resp, err := h.client.Do(req)
 		if err == nil && resp.StatusCode != http.StatusOK {
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusMethodNotAllowed {
-				return
-			}
-			err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			return // no such stream here (405, or a refusal): not asked again
 		}
 		if err == nil {
 			only := Call{
