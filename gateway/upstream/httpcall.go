@@ -39,8 +39,8 @@ const (
 // httpCaller makes tools/call requests to a Streamable HTTP upstream.
 type httpCaller struct {
 	url string
-	// toolsChanged is told of notifications/tools/list_changed on the standalone
-	// stream (listen; WatchTools).
+	// toolsChanged is told of notifications/tools/list_changed on any of the
+	// upstream's streams (readEvents; WatchTools).
 	toolsChanged toolsWatch
 	headers      map[string]string // Authorization, when the config names a token
 	t            *transport.StreamableHTTP
@@ -282,6 +282,9 @@ func (h *httpCaller) readEvents(ctx context.Context, body io.Reader, want string
 		}
 		switch {
 		case msg.Method != "" && len(msg.ID) == 0:
+			if msg.Method == string(mcp.MethodNotificationToolsListChanged) {
+				h.toolsChanged.fire() // on any stream: a call's or the standalone one
+			}
 			if call.Notify != nil {
 				call.Notify(msg.Method, msg.Params)
 			}
@@ -380,9 +383,6 @@ func (h *httpCaller) listen(ctx context.Context) {
 		if err == nil {
 			only := Call{
 				Notify: func(method string, params json.RawMessage) {
-					if method == string(mcp.MethodNotificationToolsListChanged) {
-						h.toolsChanged.fire()
-					}
 					if c, ok := h.onlyCall(); ok && c.Notify != nil {
 						c.Notify(method, params)
 					}
