@@ -125,7 +125,7 @@ type toolList struct {
 
 // WatchTools has changed called, on a goroutine of its own, each time the upstream
 // says its tools changed (notifications/tools/list_changed: from a stdio upstream, or
-// on a Streamable HTTP upstream's standalone stream). False: the upstream cannot say
+// on any stream of a Streamable HTTP upstream). False: the upstream cannot say
 // so (a REST upstream).
 func WatchTools(u Upstream, changed func()) bool {
 	m, ok := u.(*mcpUpstream)
