@@ -30,7 +30,9 @@ import (
 // directly and through `svc gateway --http`. The scenarios that pass directly must pass
 // through the gateway, except those e2e/conformance/gateway-expected-failures.yml
 // names with its reason. By default a short subset runs (CI); SVC_MCP_CONFORMANCE=all
-// runs suite "all" (go tool task test:mcp-conformance).
+// runs suite "all" (go tool task test:mcp-conformance). The suite's server mode takes
+// only a URL (0.1.16 has no stdio server mode), so the stdio front is not run by it;
+// TestGatewayStdioRelaysProgress and the stdio e2e tests drive that front.
 
 // conformanceSubset is what CI runs: the tool-call core, progress and logging
 // notifications, sampling and elicitation relayed, schemas passed through, resources

@@ -26,10 +26,16 @@
 // pollable_*.go (the agent's stdin through the runtime's poller).
 //
 // Fronts: stdio.go (the stdio front: mcp-go's stdio server for every line the fast
-// path leaves, RefuseStdio), http.go (the Streamable HTTP front: grant, proof and
-// body checks before mcp-go's handler), httpsessions.go (the HTTP sessions, which are
-// the gateway's so that the fast path and mcp-go share them), proof.go (proof of
-// possession, X-Svc-Proof).
+// path leaves, RefuseStdio), http.go (the Streamable HTTP front: Origin, grant, proof
+// and body checks before mcp-go's handler; the session's standalone stream),
+// httpsessions.go (the HTTP sessions, which are the gateway's so that the fast path
+// and mcp-go share them), httpasks.go (the HTTP front's own requests to the agent on
+// that stream), proof.go (proof of possession, X-Svc-Proof).
+//
+// Faithful to MCP (docs/design/gateway.md, "Faithful to MCP"): relay.go (what an
+// upstream sends within a call, relayed to the agent), toolslist.go (tools/list
+// answered with the upstreams' tools as sent), passthrough.go (resources, prompts and
+// completion passed through when configured).
 //
 // Fast paths: jsonrpc.go (a plain tools/call request decoded once, scanned when it has
 // the usual shape; the answer with the receipt's id set in the upstream's raw result),

@@ -9,7 +9,9 @@
 // mcp-go's client, its transport keeping raw results), child.go (a stdio upstream's
 // process and its tools/call fast path), result.go (the one-pass and head-only parses
 // of a raw result), scan.go (the upstream's answer line and its result's head read
-// without decoding), rest.go (a REST upstream), config.go (the config and Env).
+// without decoding), rest.go (a REST upstream), config.go (the config and Env),
+// httpcall.go (a Streamable HTTP upstream's tools/call, what its streams send handed
+// to the call), tools.go (the tools as the upstream sent them; Forward).
 package upstream
 
 import (
