@@ -14,7 +14,8 @@ import (
 // WalkBundles sends on out the path of every bundle that args name, then closes out:
 // a file is sent as it is; a directory is walked recursively for *.json files, leaving
 // out authorization files (*.authorization.json, which a pre-committing gateway writes
-// next to its receipts and which are embedded in them) and hidden files and
+// next to its receipts and which are embedded in them), tool-definitions statements
+// (*.tools.json, which a gateway writes next to its receipts) and hidden files and
 // directories (temporary files of a writer); "-" reads one path a line from stdin
 // (blank lines skipped). found is called for each path sent. It stops at the first
 // path that cannot be read, returning its error.
@@ -59,7 +60,7 @@ func WalkBundles(ctx context.Context, args []string, stdin io.Reader, out chan<-
 				}
 				return nil
 			}
-			if d.IsDir() || !strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".authorization.json") {
+			if d.IsDir() || !strings.HasSuffix(name, ".json") || strings.HasSuffix(name, ".authorization.json") || strings.HasSuffix(name, ".tools.json") {
 				return nil
 			}
 			return send(p)

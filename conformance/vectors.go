@@ -47,6 +47,8 @@ type CaseInputs struct {
 	Log           string   `json:"log,omitempty"`     // a log file copy
 	LogID         string   `json:"logId,omitempty"`   // expected log id
 	Secrets       []string `json:"secrets,omitempty"` // provider kinds whose secret is given
+	// ToolDefinitions are tool-definitions statement files given to the verifier.
+	ToolDefinitions []string `json:"toolDefinitions,omitempty"`
 }
 
 // Expect is the verdict a conforming verifier reaches.
@@ -147,6 +149,13 @@ func caseOptions(dir string, m *Manifest, c *Case) (Options, error) {
 	}
 	if opts.WitnessKeys, err = manifestKeys(dir, m, c.Inputs.WitnessKeys); err != nil {
 		return opts, err
+	}
+	for _, f := range c.Inputs.ToolDefinitions {
+		b, err := receipt.ReadBundle(filepath.Join(dir, f))
+		if err != nil {
+			return opts, err
+		}
+		opts.ToolDefinitions = append(opts.ToolDefinitions, b)
 	}
 	if c.Inputs.Log != "" {
 		if opts.Log, err = OpenFileCopy(filepath.Join(dir, c.Inputs.Log)); err != nil {

@@ -41,6 +41,10 @@ const (
 	CheckTreeHeadSize        = "tree head matches inclusion proof size"
 	CheckInclusion           = "log inclusion proof"
 	CheckLogFileRoot         = "log file root matches tree head"
+	// The tool-definition checks run only on a gateway receipt whose tool carries a
+	// definitionDigest (an optional field added after v0.2 shipped).
+	CheckToolDefinitionLogged = "tool definition logged"
+	CheckToolDefinitionBefore = "tool definition logged before the call"
 	// CheckWitnessCovers runs only with witness keys (verify --witness-key or
 	// --witness-url): SPEC.md's verify takes those flags but its table names no check
 	// for them, so this one follows audit's wording.
@@ -80,6 +84,10 @@ type Options struct {
 	// ProviderSecrets maps a provider kind (receipt.ProviderPaymentWebhook,
 	// receipt.ProviderRepoDelivery) to its shared secret.
 	ProviderSecrets map[string][]byte
+	// ToolDefinitions are tool-definitions statements (their bundle files, as a
+	// gateway writes them beside its receipts) that a receipt citing a tool definition
+	// is checked against.
+	ToolDefinitions []*receipt.Bundle
 
 	// cache, set by a Batch, remembers the checks bundles share (grants, heads, the
 	// witness checkpoint); nil verifies everything afresh.
@@ -156,6 +164,9 @@ func (v *verification) run() {
 	v.policy()
 	if p.Authorization != nil {
 		v.authorization()
+	}
+	if p.Tool.DefinitionDigest != "" && p.Issuer.Kind == receipt.KindGateway {
+		v.toolDefinition()
 	}
 	v.treeHead()
 	if !r.brief {

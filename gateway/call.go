@@ -111,6 +111,9 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	if res := g.refuseUnrecordable(s, tool, args); res != nil {
 		return res, nil
 	}
+	if g.defs.pending.Load() > 0 { // tool definitions the log refused: log them first
+		g.retryToolDefinitions(ctx)
+	}
 	c := g.newCall(s, tool, args, agentMeta)
 	p, res := g.decide(ctx, c)
 	if res != nil {
@@ -157,6 +160,7 @@ func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMe
 	if g.multi && c.up != nil {
 		c.record.Tool.Upstream = c.up.Name()
 	}
+	g.citeDefinition(&c.record.Tool)
 	s.mu.Lock()
 	if len(s.consumed) > 0 {
 		c.record.Consumed = &receipt.Consumed{FactIDs: slices.Clone(s.consumed), Provenance: receipt.Observed}
@@ -191,6 +195,14 @@ func (g *Gateway) decide(ctx context.Context, c *toolCall) (*receipt.Pending, *m
 			why = fmt.Sprintf("no upstream offers tool %s", c.tool)
 		}
 		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"outside delegated scope"}})
+		p, err := g.issuer.Begin(c.record)
+		if err != nil {
+			return nil, errorResult(err.Error())
+		}
+		return nil, deny(p, why)
+	}
+	if why := g.pinRefusal(c.tool); why != "" {
+		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"tool definition differs from its pin"}})
 		p, err := g.issuer.Begin(c.record)
 		if err != nil {
 			return nil, errorResult(err.Error())

@@ -64,6 +64,17 @@ type Config struct {
 	// the agent is then told of no such capability.
 	PassThrough []string `json:"passThrough,omitempty"`
 
+	// ToolPins says what a changed tool definition does (every upstream's tools are
+	// logged as a tool-definitions statement at start and on each change, whatever
+	// this says): "off" records only; "first-seen" pins each tool to the first
+	// definition logged for it (in this receipts directory) and denies calls to a
+	// tool whose definition differs, the agent's tools/list showing the pinned
+	// definition; any other value is a file of digests an operator reviewed,
+	// {"tools": {"<tool>": "<sha256 of its canonical definition>"}}, relative to this
+	// file, pinning those tools (a tool it does not name is not offered). Optional;
+	// default "off".
+	ToolPins string `json:"toolPins,omitempty"`
+
 	// ReceiptsDir receives <receiptId>.json per receipt and
 	// <receiptId>.authorization.json per pre-committed call; created when absent.
 	// Required.

@@ -290,7 +290,7 @@ func TestMCPConformance(t *testing.T) {
 		t.Logf("one tools/call test_simple_text, median of %d sequential: directly %s, through the gateway %s (+%s, x%.2f)",
 			latencyCalls, direct, gw, gw-direct, float64(gw)/float64(direct))
 	}
-	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	files := receiptFiles(f)
 	if len(files) == 0 {
 		t.Fatal("no receipt was written for the suite's tool calls")
 	}

@@ -47,6 +47,10 @@
 // Streamable HTTP, or a REST API, behind one interface; a stdio upstream's tools/call
 // takes a fast path of its own (child.go there).
 //
+// Tool definitions: tooldefs.go (each upstream's tools logged as a tool-definitions
+// statement at start and on list_changed, the citation every receipt carries, the
+// toolPins modes); upstream.WatchTools and upstream.Relist relist an upstream.
+//
 // Log: oversize.go (capLog, a remote log whose appends are capped); the log itself
 // (a file, HTTP or NATS) is opened by pipeline.OpenLog, the SDK's opener too, from
 // the config's logFile or log (pipeline.LogConfig).

@@ -201,8 +201,7 @@ func receiptID(t *testing.T, r callResult) string {
 func waitForReceipts(t *testing.T, f *fixture, n int) {
 	t.Helper()
 	testkit.Eventually(t, 10*time.Second, func() error {
-		files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
-		files = slices.DeleteFunc(files, func(s string) bool { return strings.HasSuffix(s, ".authorization.json") })
+		files := receiptFiles(f)
 		if len(files) < n {
 			return fmt.Errorf("%d receipt files, want %d", len(files), n)
 		}
@@ -210,15 +209,21 @@ func waitForReceipts(t *testing.T, f *fixture, n int) {
 	})
 }
 
+// receiptFiles lists the receipt files in the receipts directory, leaving out the
+// authorization and tool-definitions statements written beside them.
+func receiptFiles(f *fixture) []string {
+	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	return slices.DeleteFunc(files, func(s string) bool {
+		return strings.HasSuffix(s, ".authorization.json") || strings.HasSuffix(s, ".tools.json")
+	})
+}
+
 // verifyAll runs `svc verify` on every receipt written and returns the reports by id.
 func verifyAll(t *testing.T, f *fixture) map[string]string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.json"))
+	files := receiptFiles(f)
 	out := map[string]string{}
 	for _, b := range files {
-		if strings.HasSuffix(b, ".authorization.json") {
-			continue
-		}
 		cmd := exec.Command(svcBin, "verify", b, "--issuer-key", filepath.Join(f.dir, "gateway.pub"),
 			"--principal-key", filepath.Join(f.dir, "alice.pub"), "--log", filepath.Join(f.dir, "receipts.log"))
 		res, err := cmd.CombinedOutput()

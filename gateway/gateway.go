@@ -82,11 +82,13 @@ type Gateway struct {
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time
-	onReceipt     func(*receipt.Bundle) // exporters; nil: none
+	onReceipt     func(*receipt.Bundle)       // exporters; nil: none
+	onToolChanged func(upstream, tool string) // Options.OnToolChanged; nil: none
 	closers       []func() error
 	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
+	defs          toolDefs               // the upstreams' tool definitions and their pins (tooldefs.go)
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.
@@ -159,13 +161,18 @@ func (g *Gateway) inWindow(c *receipt.Chain) error {
 	return nil
 }
 
-// ToolsFor lists the upstreams' tools the session's grant names, unchanged.
+// ToolsFor lists the upstreams' tools the session's grant names, unchanged: as last
+// listed, or under toolPins their pinned definitions (tooldefs.go).
 func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 	var all []mcp.Tool
 	for _, u := range g.upstreams {
-		all = append(all, u.Tools()...)
+		for _, t := range u.Tools() {
+			if g.owner[t.Name] == u { // a tool added after the start is not routed
+				all = append(all, t)
+			}
+		}
 	}
-	return grantedTools(s, all)
+	return grantedTools(s, g.offeredTools(all))
 }
 
 // grantedTools keeps the tools the session's grant names.

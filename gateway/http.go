@@ -135,7 +135,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 		f.sessions.Terminate(cs.SessionID())
 	})
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-		res.Tools = grantedTools(f.session(ctx), res.Tools)
+		res.Tools = g.ToolsFor(f.session(ctx)) // the upstreams' current tools (tooldefs.go: relisted, pinned)
 	})
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, f.session)

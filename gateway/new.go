@@ -24,6 +24,10 @@ type Options struct {
 	OnReceipt func(*receipt.Bundle)
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// OnToolChanged is told of every tool whose definition an upstream changed after
+	// the gateway logged it (a metric of the process that embeds the gateway).
+	// Optional; must not block.
+	OnToolChanged func(upstream, tool string)
 }
 
 // New starts the upstreams, opens the log and checks everything SPEC.md says must
@@ -40,7 +44,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, owner: map[string]upstream.Upstream{}}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, onToolChanged: opts.OnToolChanged, owner: map[string]upstream.Upstream{}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -53,8 +57,19 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err := g.openIssuer(opts.Now); err != nil {
 		return nil, err
 	}
+	if err := g.openToolDefs(); err != nil {
+		return nil, err
+	}
 	if err := g.dialUpstreams(ctx); err != nil {
 		return nil, err
+	}
+	for _, u := range g.upstreams {
+		if err := g.recordToolDefinitions(ctx, u); err != nil {
+			// As with receipts, a log that refuses is each call's to report; the
+			// definitions are logged on a later call, once the log takes them.
+			opts.Logger.Warn("tool definitions not logged at start", "upstream", u.Name(), "err", err)
+		}
+		g.watchToolDefinitions(u)
 	}
 	if err := g.openExporters(ctx); err != nil {
 		return nil, err

@@ -22,7 +22,7 @@ import (
 func (g *Gateway) mcpServer(s *Session) *server.MCPServer {
 	hooks := &server.Hooks{}
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-		res.Tools = grantedTools(s, res.Tools)
+		res.Tools = g.ToolsFor(s) // the upstreams' current tools (tooldefs.go: relisted, pinned)
 	})
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, func(context.Context) *Session { return s })

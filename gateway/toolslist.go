@@ -54,13 +54,17 @@ func (g *Gateway) toolsListLine(s *Session, id json.RawMessage) []byte {
 	for _, u := range g.upstreams {
 		raws := upstream.RawTools(u)
 		for i, t := range u.Tools() {
-			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) {
+			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) || g.owner[t.Name] != u {
+				continue
+			}
+			raw := g.offeredTool(t.Name, raws[i]) // under toolPins, the pinned definition
+			if raw == nil {
 				continue
 			}
 			if n > 0 {
 				b.WriteByte(',')
 			}
-			if json.Compact(&b, raws[i]) != nil { // one line, for stdio; nothing else changes
+			if json.Compact(&b, raw) != nil { // one line, for stdio; nothing else changes
 				continue
 			}
 			n++

@@ -1,5 +1,5 @@
-// Package receipt is the evidence format: canonical JSON, DSSE envelopes, the receipt
-// and authorization statements, tree heads, bundles, delegation grants and their chains,
+// Package receipt is the evidence format: canonical JSON, DSSE envelopes, the receipt,
+// authorization and tool-definitions statements (tooldefs.go), tree heads, bundles, delegation grants and their chains,
 // upstream attestations and provider deliveries, and the issuer core that gateways and
 // the SDK share.
 //
@@ -28,7 +28,8 @@
 // An [Issuer] turns a call record into a signed receipt: it signs the statement, for a
 // pre-committed call first signs and logs the authorization statement, appends the
 // receipt's leaf to a [Log], and writes receipts/<id>.json atomically. A leaf the log
-// refuses yields no receipt.
+// refuses yields no receipt. [Issuer.LogToolDefinitions] logs a gateway's
+// tool-definitions statement the same way, as receipts/<statementId>.tools.json.
 //
 // # References and their fast twins
 //

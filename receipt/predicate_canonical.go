@@ -231,7 +231,18 @@ func (w *jcsWriter) principal(p Principal) {
 }
 
 func (w *jcsWriter) tool(t Tool) {
-	w.lit(`{"name":`)
+	w.lit(`{`)
+	if t.DefinitionDigest != "" {
+		w.lit(`"definitionDigest":`)
+		w.str(t.DefinitionDigest)
+		w.lit(`,`)
+	}
+	if t.DefinitionLeafIndex != nil {
+		w.lit(`"definitionLeafIndex":`)
+		w.uint(*t.DefinitionLeafIndex)
+		w.lit(`,`)
+	}
+	w.lit(`"name":`)
 	w.str(t.Name)
 	w.lit(`,"provenance":`)
 	w.str(string(t.Provenance))

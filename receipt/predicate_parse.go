@@ -150,7 +150,17 @@ func (p *predicateParser) policy() *Policy {
 func (p *predicateParser) trailing() (ts string, t Tool) {
 	p.lit(`,"timestamp":`)
 	ts = p.str()
-	p.lit(`,"tool":{"name":`)
+	p.lit(`,"tool":{`)
+	if p.try(`"definitionDigest":`) {
+		t.DefinitionDigest = p.str()
+		p.lit(`,`)
+	}
+	if p.try(`"definitionLeafIndex":`) {
+		n := p.uint()
+		t.DefinitionLeafIndex = &n
+		p.lit(`,`)
+	}
+	p.lit(`"name":`)
 	t.Name = p.str()
 	p.lit(`,"provenance":`)
 	t.Provenance = Provenance(p.str())

@@ -109,15 +109,21 @@ func pruneTarget(leaf []byte) (id, suffix string, env *Envelope, ts time.Time, e
 		suffix = ".json"
 	case PredicateAuthorization:
 		suffix = ".authorization.json"
+	case PredicateToolDefinitions:
+		suffix = ".tools.json"
 	default:
-		return "", "", nil, time.Time{}, fmt.Errorf("predicateType %q is neither a receipt nor an authorization", st.PredicateType)
+		return "", "", nil, time.Time{}, fmt.Errorf("predicateType %q is neither a receipt, an authorization nor tool definitions", st.PredicateType)
 	}
 	var p struct {
-		ReceiptID string `json:"receiptId"`
-		Timestamp string `json:"timestamp"`
+		ReceiptID   string `json:"receiptId"`
+		StatementID string `json:"statementId"`
+		Timestamp   string `json:"timestamp"`
 	}
 	if err := json.Unmarshal(st.Predicate, &p); err != nil {
 		return "", "", nil, time.Time{}, fmt.Errorf("predicate: %w", err)
+	}
+	if st.PredicateType == PredicateToolDefinitions {
+		p.ReceiptID = p.StatementID
 	}
 	if ts, err = ParseTime(p.Timestamp); err != nil {
 		return "", "", nil, time.Time{}, fmt.Errorf("timestamp: %w", err)

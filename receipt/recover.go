@@ -193,16 +193,19 @@ func bundleFileOf(leaf string, own []signer.PublicKey) (string, *Envelope, bool)
 		return "", nil, false
 	}
 	var p struct {
-		ReceiptID string `json:"receiptId"`
+		ReceiptID   string `json:"receiptId"`
+		StatementID string `json:"statementId"`
 	}
-	if json.Unmarshal(st.Predicate, &p) != nil || !isReceiptFileID(p.ReceiptID) {
+	if json.Unmarshal(st.Predicate, &p) != nil {
 		return "", nil, false
 	}
 	switch st.PredicateType {
 	case PredicateReceipt:
-		return p.ReceiptID + ".json", env, true
+		return p.ReceiptID + ".json", env, isReceiptFileID(p.ReceiptID)
 	case PredicateAuthorization:
-		return p.ReceiptID + ".authorization.json", env, true
+		return p.ReceiptID + ".authorization.json", env, isReceiptFileID(p.ReceiptID)
+	case PredicateToolDefinitions:
+		return p.StatementID + ".tools.json", env, isReceiptFileID(p.StatementID)
 	}
 	return "", nil, false
 }

@@ -12,6 +12,8 @@ const (
 	StatementType          = "https://in-toto.io/Statement/v1"
 	PredicateReceipt       = SpecBase + "/receipt/v0.2"
 	PredicateAuthorization = SpecBase + "/authorization/v0.1"
+	// PredicateToolDefinitions is the tool-definitions statement's (tooldefs.go).
+	PredicateToolDefinitions = SpecBase + "/tool-definitions/v0.1"
 )
 
 // Version is issuer.version: the release of this implementation. All packages move in
@@ -148,6 +150,13 @@ type Tool struct {
 	Name       string     `json:"name"`
 	Upstream   string     `json:"upstream,omitempty"` // which upstream served it, when several are configured
 	Provenance Provenance `json:"provenance"`
+	// DefinitionDigest is the digest of the tool's canonical definition
+	// (ToolDefinitionDigest) the call was made under. Optional, added after v0.2
+	// shipped: observed on gateway receipts, claimed on SDK receipts.
+	DefinitionDigest string `json:"definitionDigest,omitempty"`
+	// DefinitionLeafIndex is the log leaf index of the tool-definitions statement that
+	// logged DefinitionDigest; gateway receipts only, with DefinitionDigest.
+	DefinitionLeafIndex *uint64 `json:"definitionLeafIndex,omitempty"`
 }
 
 // Request holds the call's arguments; ArgsDigest is their digest and equals the

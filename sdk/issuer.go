@@ -265,7 +265,7 @@ func (is *Issuer) Record(ctx context.Context, ev ToolEvent, out Outcome, dec *Po
 		Agent:     receipt.Agent{ID: is.agentID, Provenance: receipt.Claimed},
 		Session:   receipt.Session{Provenance: receipt.Claimed},
 		Model:     receipt.Model{ID: ev.Model, Provenance: receipt.Claimed},
-		Tool:      receipt.Tool{Name: ev.Tool, Provenance: receipt.Claimed},
+		Tool:      receipt.Tool{Name: ev.Tool, Provenance: receipt.Claimed, DefinitionDigest: ev.DefinitionDigest},
 		Args:      ev.Args,
 		Policy:    pol,
 	}

@@ -163,6 +163,20 @@ func TestRecordWithoutPrincipalOrSession(t *testing.T) {
 	}
 }
 
+// TestRecordClaimedDefinitionDigest: a caller-supplied definition digest is the
+// receipt's tool.definitionDigest, claimed like the rest of its tool.
+func TestRecordClaimedDefinitionDigest(t *testing.T) {
+	is, _, _ := openLocal(t, nil)
+	d := mustDigest(t, `{"description":"Searches.","name":"search"}`)
+	rc, err := is.Record(context.Background(), sdk.ToolEvent{Tool: "search", Args: json.RawMessage(`{}`), DefinitionDigest: d}, sdk.Executed("ok"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(rawPredicate(t, rc.Bundle)["tool"]), `{"definitionDigest":"`+d+`","name":"search","provenance":"claimed"}`; got != want {
+		t.Fatalf("tool = %s, want %s", got, want)
+	}
+}
+
 func mustDigest(t *testing.T, j string) string {
 	d, err := receipt.DigestJSON([]byte(j))
 	if err != nil {
@@ -188,6 +202,7 @@ func TestRecordRefusesMalformedInput(t *testing.T) {
 		{"duplicate key", sdk.ToolEvent{Tool: "t", Args: json.RawMessage(`{"a":1,"a":2}`)}, sdk.Executed(1), nil, "event.args"},
 		{"huge number", sdk.ToolEvent{Tool: "t", Args: json.RawMessage(`{"a":1e400}`)}, sdk.Executed(1), nil, "event.args"},
 		{"control char tool", sdk.ToolEvent{Tool: "a\nb", Args: json.RawMessage(`{}`)}, sdk.Executed(1), nil, "control character"},
+		{"bad definition digest", sdk.ToolEvent{Tool: "t", Args: json.RawMessage(`{}`), DefinitionDigest: strings.Repeat("A", 64)}, sdk.Executed(1), nil, "event.definitionDigest"},
 		{"no status", ok, sdk.Outcome{}, nil, "outcome.status is required"},
 		{"withheld", ok, sdk.Outcome{Status: "withheld", Reason: "x"}, nil, "withheld is a gateway state"},
 		{"unknown status", ok, sdk.Outcome{Status: "done"}, nil, `outcome.status "done"`},

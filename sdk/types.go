@@ -21,6 +21,10 @@ type ToolEvent struct {
 	Args    json.RawMessage `json:"args"` // a JSON object; {} for a call without arguments
 	Model   *string         `json:"model,omitempty"`
 	Session *SessionIDs     `json:"session,omitempty"`
+	// DefinitionDigest is the digest of the tool's canonical definition
+	// (receipt.CanonicalToolDefinition) as the caller knows it; recorded as the
+	// receipt's tool.definitionDigest, claimed. Optional: 64 lowercase hex digits.
+	DefinitionDigest string `json:"definitionDigest,omitempty"`
 }
 
 // SessionIDs are the host's correlation ids, recorded as claimed and never checked.
@@ -104,6 +108,8 @@ func (ev *ToolEvent) Validate(prefix string) error {
 		return inputErr("%s is %d bytes long; at most %d", f("tool"), len(ev.Tool), MaxToolName)
 	case strings.ContainsFunc(ev.Tool, unicode.IsControl):
 		return inputErr("%s %q contains a control character", f("tool"), ev.Tool)
+	case ev.DefinitionDigest != "" && (len(ev.DefinitionDigest) != 64 || strings.Trim(ev.DefinitionDigest, "0123456789abcdef") != ""):
+		return inputErr("%s %q is not a SHA-256 digest (64 lowercase hex digits) of the tool's canonical definition", f("definitionDigest"), ev.DefinitionDigest)
 	}
 	args := bytes.TrimSpace(ev.Args)
 	if len(args) == 0 {

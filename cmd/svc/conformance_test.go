@@ -81,6 +81,9 @@ func cliArgs(t *testing.T, m *conformance.Manifest, c conformance.Case) []string
 	if in.LogID != "" {
 		args = append(args, "--log-id", in.LogID)
 	}
+	for _, f := range in.ToolDefinitions {
+		args = append(args, "--tool-definitions", filepath.Join(vectorsDir, f))
+	}
 	return args
 }
 

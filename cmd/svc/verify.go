@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 
 	"svc.dev/svc/client"
@@ -25,8 +27,13 @@ the fields with their provenance. Exit 0 when every check passes, 1 otherwise.
 Key flags may repeat (rotation). --principal-key may be omitted for SDK receipts.
 With --log-url and no --log-key, the log's published key document is trusted for heads.
 
+A gateway receipt whose tool cites a definition (tool.definitionDigest) is checked
+against the tool-definitions statements the gateway logged (*.tools.json beside the
+receipts, or --tool-definitions): "tool definition logged" and "tool definition
+logged before the call".
+
 Many bundles (an audit): give several files, a directory (walked recursively for *.json,
-leaving out *.authorization.json and hidden files), or - to read one path a line from
+leaving out *.authorization.json, *.tools.json and hidden files), or - to read one path a line from
 stdin. Every core verifies; grants, delegation chains and tree heads are checked once
 and remembered by digest. A failed bundle prints a FAIL line with its first failing
 check; then one summary (verified, failed by first failing check, by issuer kind, tool,
@@ -71,6 +78,8 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	checkpoint := fs.String("checkpoint", "", "checkpoint `file or URL` every receipt's head must be consistent with (needs --witness-key, --witness-url or --policy)")
 	policy := fs.String("policy", "", "C2SP tlog-policy `file`: --checkpoint is a C2SP signed note that its witnesses must have cosigned to its quorum")
 	htmlOut := fs.String("html", "", "write an HTML report of the batch to `file`")
+	var toolDefs listFlag
+	fs.Var(&toolDefs, "tool-definitions", "tool-definitions statement `file or directory` (*.tools.json) that receipts citing a tool definition are checked against; repeatable; default: the *.tools.json beside the bundles")
 	workers := fs.Int("workers", 0, "bundles verified at once over many bundles (`n`, 0: one per core)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -110,6 +119,9 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		err = loadCheckpoint(ctx, *checkpoint, &opts)
 	}
 	if err != nil {
+		return err
+	}
+	if opts.ToolDefinitions, err = loadToolDefinitions(toolDefs, pos); err != nil {
 		return err
 	}
 	if b := (batchRun{paths: pos, json: *asJSON, html: *htmlOut, workers: *workers, checkpoint: *checkpoint}); b.isBatch() {
@@ -213,4 +225,42 @@ func witnessCheckpoint(ctx context.Context, u string) (*receipt.Envelope, error)
 		return nil, err
 	}
 	return cp.Envelope, nil
+}
+
+// loadToolDefinitions reads the tool-definitions statements of --tool-definitions
+// (files, or directories' *.tools.json), or without it those beside the bundles: in
+// each directory given, and in the directory of each file given.
+func loadToolDefinitions(given, bundles []string) ([]*receipt.Bundle, error) {
+	explicit := len(given) > 0
+	if !explicit {
+		for _, p := range bundles {
+			if p == "-" {
+				continue
+			}
+			if st, err := os.Stat(p); err == nil && !st.IsDir() {
+				p = filepath.Dir(p)
+			}
+			if !slices.Contains(given, p) {
+				given = append(given, p)
+			}
+		}
+	}
+	var out []*receipt.Bundle
+	for _, p := range given {
+		files := []string{p}
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			files, _ = filepath.Glob(filepath.Join(p, "*.tools.json"))
+		}
+		for _, f := range files {
+			b, err := receipt.ReadBundle(f)
+			if err != nil {
+				if !explicit {
+					continue // beside the bundles: one that does not read is not the audit's business here
+				}
+				return nil, fmt.Errorf("--tool-definitions %s: %w", f, err)
+			}
+			out = append(out, b)
+		}
+	}
+	return out, nil
 }

@@ -54,7 +54,7 @@ func (g *gen) cases() error {
 	if err != nil {
 		return err
 	}
-	for _, step := range []func(*valid) error{g.gatewayCases, g.precommitCases, g.chainCases, g.attestedCases, g.remoteCase, g.sdkCases, g.tampered} {
+	for _, step := range []func(*valid) error{g.gatewayCases, g.precommitCases, g.chainCases, g.attestedCases, g.remoteCase, g.sdkCases, g.tampered, g.toolDefinitionCases} {
 		if err := step(v); err != nil {
 			return err
 		}

@@ -38,13 +38,16 @@ const (
 
 // httpCaller makes tools/call requests to a Streamable HTTP upstream.
 type httpCaller struct {
-	url      string
-	headers  map[string]string // Authorization, when the config names a token
-	t        *transport.StreamableHTTP
-	version  string // the protocol version negotiated at Dial
-	client   *http.Client
-	ids      atomic.Int64
-	userName string // the upstream's name, for errors
+	url string
+	// toolsChanged is told of notifications/tools/list_changed on any of the
+	// upstream's streams (readEvents; WatchTools).
+	toolsChanged toolsWatch
+	headers      map[string]string // Authorization, when the config names a token
+	t            *transport.StreamableHTTP
+	version      string // the protocol version negotiated at Dial
+	client       *http.Client
+	ids          atomic.Int64
+	userName     string // the upstream's name, for errors
 
 	mu    sync.Mutex
 	calls map[int64]Call // the calls in flight, by request id
@@ -279,6 +282,9 @@ func (h *httpCaller) readEvents(ctx context.Context, body io.Reader, want string
 		}
 		switch {
 		case msg.Method != "" && len(msg.ID) == 0:
+			if msg.Method == string(mcp.MethodNotificationToolsListChanged) {
+				h.toolsChanged.fire() // on any stream: a call's or the standalone one
+			}
 			if call.Notify != nil {
 				call.Notify(msg.Method, msg.Params)
 			}

@@ -18,12 +18,10 @@ import (
 
 // mcpUpstream is an MCP server reached over stdio or Streamable HTTP.
 type mcpUpstream struct {
-	name  string
-	c     *client.Client
-	tools []mcp.Tool
-	// rawTools are the tools as the upstream sent them (tools.go), in tools' order;
-	// nil when it refused the raw listing.
-	rawTools []json.RawMessage
+	name string
+	c    *client.Client
+	// list is the upstream's tools, replaced whole when Relist finds them changed.
+	list atomic.Pointer[toolList]
 	// child is a stdio upstream's process; with raw set, tools/call takes the fast
 	// path (upstreamstdio.go), which speaks only the protocol versions before
 	// 2026-07-28 (the later ones put more into every request's _meta).
@@ -35,6 +33,9 @@ type mcpUpstream struct {
 	http *httpCaller
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
+	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
+	// (WatchTools).
+	toolsChanged toolsWatch
 	// stopListen ends a Streamable HTTP upstream's standalone stream (httpCaller.listen).
 	stopListen context.CancelFunc
 	// progress routes a stdio upstream's notifications/progress to the call that
@@ -51,6 +52,10 @@ func (u *mcpUpstream) relayProgress() {
 	// On the transport: mcp-go's client installs its own handlers in Start, which a
 	// stdio upstream's client is not given (its process is started here).
 	u.c.GetTransport().SetNotificationHandler(func(n mcp.JSONRPCNotification) {
+		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+			u.toolsChanged.fire()
+			return
+		}
 		if n.Method != string(mcp.MethodNotificationProgress) {
 			return
 		}
@@ -155,7 +160,8 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			hc = nil
 		}
 	}
-	up := &mcpUpstream{name: name, c: c, tools: tools, rawTools: rawTools, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	up := &mcpUpstream{name: name, c: c, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	up.list.Store(&toolList{tools: tools, raws: rawTools})
 	if hc != nil {
 		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 		up.stopListen = stop
@@ -198,7 +204,7 @@ func (u *mcpUpstream) Name() string { return u.name }
 // relays to the agent.
 func (u *mcpUpstream) Relays() bool { return u.http != nil }
 
-func (u *mcpUpstream) Tools() []mcp.Tool { return u.tools }
+func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
 func (u *mcpUpstream) Close() error {
 	if u.stopListen != nil {

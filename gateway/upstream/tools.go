@@ -1,9 +1,12 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -67,8 +70,10 @@ func listTools(ctx context.Context, c *client.Client) ([]mcp.Tool, []json.RawMes
 // an MCP upstream's as listed (mcp-go's encoding when the upstream refused the raw
 // listing), a REST upstream's as the gateway makes them.
 func RawTools(u Upstream) []json.RawMessage {
-	if m, ok := u.(*mcpUpstream); ok && m.rawTools != nil {
-		return m.rawTools
+	if m, ok := u.(*mcpUpstream); ok {
+		if l := m.list.Load(); l.raws != nil {
+			return l.raws
+		}
 	}
 	var out []json.RawMessage
 	for _, t := range u.Tools() {
@@ -109,4 +114,65 @@ func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.Ra
 		return nil, b, err
 	}
 	return resp.Result, nil, nil
+}
+
+// toolList is an MCP upstream's tools as one listing returned them: parsed, and as
+// sent (raws, in tools' order; nil when the upstream refused the raw listing).
+type toolList struct {
+	tools []mcp.Tool
+	raws  []json.RawMessage
+}
+
+// WatchTools has changed called, on a goroutine of its own, each time the upstream
+// says its tools changed (notifications/tools/list_changed: from a stdio upstream, or
+// on any stream of a Streamable HTTP upstream). False: the upstream cannot say
+// so (a REST upstream).
+func WatchTools(u Upstream, changed func()) bool {
+	m, ok := u.(*mcpUpstream)
+	if !ok {
+		return false
+	}
+	m.toolsChanged.set(changed)
+	if m.http != nil {
+		m.http.toolsChanged.set(changed)
+	}
+	return true
+}
+
+// toolsWatch holds the func WatchTools was given.
+type toolsWatch struct{ f atomic.Pointer[func()] }
+
+func (w *toolsWatch) set(f func()) { w.f.Store(&f) }
+
+// fire runs the watcher, if any, on a goroutine of its own.
+func (w *toolsWatch) fire() {
+	if f := w.f.Load(); f != nil {
+		go (*f)()
+	}
+}
+
+// Relist lists an MCP upstream's tools again and, when they differ from the last
+// listing (as sent, byte for byte), keeps the new ones: Tools and RawTools return
+// them from then on. It reports whether they changed; a REST upstream's never do.
+func Relist(ctx context.Context, u Upstream) (bool, error) {
+	m, ok := u.(*mcpUpstream)
+	if !ok {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.timeout)
+	defer cancel()
+	tools, raws, err := listTools(ctx, m.c)
+	if err != nil {
+		return false, fmt.Errorf("upstream %s: tools/list: %w", m.name, err)
+	}
+	old := m.list.Load()
+	if sameRaws(old.raws, raws) && len(old.tools) == len(tools) && (raws != nil || reflect.DeepEqual(old.tools, tools)) {
+		return false, nil
+	}
+	m.list.Store(&toolList{tools: tools, raws: raws})
+	return true, nil
+}
+
+func sameRaws(a, b []json.RawMessage) bool {
+	return slices.EqualFunc(a, b, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) })
 }

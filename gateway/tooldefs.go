@@ -1,0 +1,340 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	stdmaps "maps"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/receipt"
+)
+
+// Tool-definition transparency (docs/design/gateway.md, "Tool definitions"). Every
+// upstream's tools are logged as a tool-definitions statement when the gateway
+// connects and whenever they change (notifications/tools/list_changed, then a
+// tools/list that differs); each receipt's tool cites the definition it was called
+// under (definitionDigest, definitionLeafIndex). With toolPins a changed definition is
+// refused: the call is denied before the upstream, and tools/list shows the pinned one.
+//
+// The digests are computed once per logged listing (record), never per call: a call
+// reads one immutable snapshot (defsView) through an atomic pointer.
+
+// Tool pin modes (Config.ToolPins).
+const (
+	PinsOff       = "off"
+	PinsFirstSeen = "first-seen"
+	pinsFile      = "file" // any other value of toolPins: a file of digests
+)
+
+// toolDefs is what the gateway knows of its upstreams' tool definitions.
+type toolDefs struct {
+	mode   string
+	view   atomic.Pointer[defsView]
+	mu     sync.Mutex        // serializes record
+	logged map[string]string // upstream → digest of the tool list last logged; under mu
+	// unlogged are the upstreams whose current definitions the log refused (under
+	// mu); pending is their number, which a call reads.
+	unlogged map[string]upstream.Upstream
+	pending  atomic.Int32
+	refresh  sync.Mutex   // serializes relisting
+	changes  atomic.Int64 // definitions changed since start (the metric's count)
+}
+
+// defsView is one immutable snapshot: each tool's current definition and its pin.
+type defsView struct {
+	cur  map[string]toolDef
+	pins map[string]toolPin
+}
+
+// toolDef is a tool's current definition, as logged.
+type toolDef struct {
+	upstream string
+	digest   string
+	leaf     *uint64 // the statement's leaf index, shared by every receipt citing it
+	raw      json.RawMessage
+}
+
+// toolPin is the definition a tool is held to: its digest, and the definition to
+// show the agent (nil: not known, a pin from a file whose tool was never seen so).
+type toolPin struct {
+	digest string
+	raw    json.RawMessage
+}
+
+// openToolDefs reads the pins of the config's toolPins: a file's, or under first-seen
+// the first definitions this receipts directory logged.
+func (g *Gateway) openToolDefs() error {
+	d := &g.defs
+	d.logged, d.unlogged = map[string]string{}, map[string]upstream.Upstream{}
+	v := &defsView{cur: map[string]toolDef{}, pins: map[string]toolPin{}}
+	switch g.cfg.ToolPins {
+	case "", PinsOff:
+		d.mode = PinsOff
+	case PinsFirstSeen:
+		d.mode = PinsFirstSeen
+		if err := g.loadFirstSeen(v.pins); err != nil {
+			return err
+		}
+	default:
+		d.mode = pinsFile
+		pins, err := readPinsFile(g.cfg.Path(g.cfg.ToolPins))
+		if err != nil {
+			return fmt.Errorf("toolPins: %w", err)
+		}
+		for name, digest := range pins {
+			v.pins[name] = toolPin{digest: digest}
+		}
+	}
+	d.view.Store(v)
+	return nil
+}
+
+// readPinsFile reads {"tools": {"<tool>": "<sha256 hex>"}}.
+func readPinsFile(path string) (map[string]string, error) {
+	data, err := receipt.ReadFileCapped(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Tools map[string]string `json:"tools"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("%s: want {\"tools\": {\"<tool>\": \"<sha256 of its canonical definition>\"}}: %w", path, err)
+	}
+	for name, d := range f.Tools {
+		if len(d) != 64 {
+			return nil, fmt.Errorf("%s: tool %s: %q is not a SHA-256 in hex (64 digits)", path, name, d)
+		}
+	}
+	return f.Tools, nil
+}
+
+// loadFirstSeen pins each tool to the first definition a tool-definitions statement
+// in the receipts directory, signed by this gateway's key, gave it (lowest leaf index).
+func (g *Gateway) loadFirstSeen(pins map[string]toolPin) error {
+	files, err := filepath.Glob(filepath.Join(g.cfg.Path(g.cfg.ReceiptsDir), "*.tools.json"))
+	if err != nil {
+		return err
+	}
+	type seen struct {
+		leaf uint64
+		def  receipt.ToolDefinition
+	}
+	first := map[string]seen{}
+	for _, f := range files {
+		data, err := receipt.ReadFileCapped(f, receipt.MaxBundleSize)
+		if err != nil {
+			return fmt.Errorf("toolPins first-seen: %w", err)
+		}
+		b, err := receipt.ParseBundle(data)
+		if err != nil {
+			return fmt.Errorf("toolPins first-seen: %s: %w", f, err)
+		}
+		if b.Envelope.Signatures[0].KeyID != g.key.KeyID() {
+			continue // another key's (a rotated one): not this gateway's record
+		}
+		p, err := receipt.DecodeToolDefinitions(b.Envelope)
+		if err != nil {
+			return fmt.Errorf("toolPins first-seen: %s: %w", f, err)
+		}
+		for _, t := range p.Tools {
+			if s, ok := first[t.Name]; !ok || b.Inclusion.LeafIndex < s.leaf {
+				first[t.Name] = seen{b.Inclusion.LeafIndex, t}
+			}
+		}
+	}
+	for name, s := range first {
+		pins[name] = toolPin{digest: s.def.DefinitionDigest, raw: s.def.Definition}
+	}
+	return nil
+}
+
+// recordToolDefinitions logs u's current tools as a tool-definitions statement unless
+// the last one logged for u lists the same, and makes them the current definitions.
+func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream) error {
+	raws := upstream.RawTools(u)
+	defs, err := receipt.NewToolDefinitions(raws)
+	if err != nil {
+		return fmt.Errorf("upstream %s: %w", u.Name(), err)
+	}
+	d := &g.defs
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	list := receipt.ToolListDigest(defs)
+	if d.logged[u.Name()] == list {
+		return nil
+	}
+	// Not logged (the log refused it): the definitions still hold and are pinned, but
+	// no receipt cites them until a later attempt logs them (retryToolDefinitions).
+	var leafp *uint64
+	b, logErr := g.issuer.LogToolDefinitions(ctx, u.Name(), defs)
+	if logErr == nil {
+		d.logged[u.Name()] = list
+		leaf := b.Inclusion.LeafIndex
+		leafp = &leaf
+		delete(d.unlogged, u.Name())
+	} else {
+		d.unlogged[u.Name()] = u
+	}
+	d.pending.Store(int32(len(d.unlogged)))
+	g.applyDefinitions(u, defs, raws, leafp)
+	if logErr != nil {
+		return fmt.Errorf("upstream %s: logging its tool definitions: %w", u.Name(), logErr)
+	}
+	g.log.Info("tool definitions logged", "upstream", u.Name(), "tools", len(defs), "listDigest", list, "leafIndex", *leafp)
+	return nil
+}
+
+// applyDefinitions makes defs (u's tools as sent: raws) the current definitions,
+// pins them under first-seen, and reports each change. Under defs.mu.
+func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefinition, raws []json.RawMessage, leaf *uint64) {
+	d := &g.defs
+	old := d.view.Load()
+	next := &defsView{cur: stdmaps.Clone(old.cur), pins: stdmaps.Clone(old.pins)}
+	for name, t := range next.cur {
+		if t.upstream == u.Name() {
+			delete(next.cur, name)
+		}
+	}
+	var at uint64
+	if leaf != nil {
+		at = *leaf
+	}
+	for i, t := range defs {
+		next.cur[t.Name] = toolDef{upstream: u.Name(), digest: t.DefinitionDigest, leaf: leaf, raw: raws[i]}
+		prev, had := old.cur[t.Name]
+		pin, pinned := next.pins[t.Name]
+		switch {
+		case d.mode == PinsFirstSeen && !pinned:
+			next.pins[t.Name] = toolPin{digest: t.DefinitionDigest, raw: raws[i]}
+		case pinned && pin.digest == t.DefinitionDigest:
+			next.pins[t.Name] = toolPin{digest: pin.digest, raw: raws[i]} // as the upstream sends it
+		}
+		if had && prev.digest != t.DefinitionDigest {
+			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, at)
+		} else if !had && pinned && pin.digest != t.DefinitionDigest {
+			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, at)
+		}
+	}
+	d.view.Store(next)
+}
+
+// retryToolDefinitions logs the definitions the log refused before (at start, or
+// after a change); a call takes this only while some are unlogged.
+func (g *Gateway) retryToolDefinitions(ctx context.Context) {
+	d := &g.defs
+	d.mu.Lock()
+	ups := make([]upstream.Upstream, 0, len(d.unlogged))
+	for _, u := range d.unlogged {
+		ups = append(ups, u)
+	}
+	d.mu.Unlock()
+	for _, u := range ups {
+		if err := g.recordToolDefinitions(ctx, u); err != nil {
+			g.log.Warn("tool definitions still not logged", "upstream", u.Name(), "err", err)
+		}
+	}
+}
+
+// toolChanged reports a definition that differs from the one before it (or, at start,
+// from its pin): a structured log line, the count, and Options.OnToolChanged.
+func (g *Gateway) toolChanged(up, tool, from, to string, leaf uint64) {
+	g.defs.changes.Add(1)
+	if g.onToolChanged != nil {
+		g.onToolChanged(up, tool)
+	}
+	g.log.Warn("tool definition changed", "upstream", up, "tool", tool, "from", from, "to", to,
+		"leafIndex", leaf, "toolPins", g.defs.mode, "refused", g.defs.mode != PinsOff)
+}
+
+// ToolDefinitionChanges is how many tool definitions changed since the gateway started.
+func (g *Gateway) ToolDefinitionChanges() int64 { return g.defs.changes.Load() }
+
+// watchToolDefinitions relists u's tools whenever it says they changed, and logs them
+// when they differ.
+func (g *Gateway) watchToolDefinitions(u upstream.Upstream) {
+	upstream.WatchTools(u, func() {
+		g.defs.refresh.Lock()
+		defer g.defs.refresh.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		changed, err := upstream.Relist(ctx, u)
+		if err == nil && changed {
+			err = g.recordToolDefinitions(ctx, u)
+		}
+		if err != nil {
+			g.log.Warn("tool definitions not refreshed", "upstream", u.Name(), "err", err)
+		}
+	})
+}
+
+// citeDefinition sets the receipt's tool.definitionDigest and definitionLeafIndex to
+// the tool's current definition, once logged (runCall retries one the log refused).
+func (g *Gateway) citeDefinition(t *receipt.Tool) {
+	if d, ok := g.defs.view.Load().cur[t.Name]; ok && d.leaf != nil {
+		t.DefinitionDigest, t.DefinitionLeafIndex = d.digest, d.leaf
+	}
+}
+
+// pinRefusal is why a call to tool must be refused under toolPins ("" when it may go
+// on): its current definition differs from its pin, or a pins file does not name it.
+func (g *Gateway) pinRefusal(tool string) string {
+	if g.defs.mode == PinsOff {
+		return ""
+	}
+	v := g.defs.view.Load()
+	cur, pin := v.cur[tool].digest, v.pins[tool]
+	switch {
+	case pin.digest == "":
+		return fmt.Sprintf("tool %s has no pinned definition in toolPins (its definition is %s); nothing was forwarded", tool, cur)
+	case cur != pin.digest:
+		return fmt.Sprintf("tool %s's definition changed: pinned %s, now %s; nothing was forwarded. Review the change (svc tools diff) before pinning the new definition", tool, pin.digest, cur)
+	}
+	return ""
+}
+
+// offeredTool is the definition tools/list shows for a tool as the upstream sent it
+// (raw): raw itself, or under toolPins its pinned definition (nil: not offered, a tool
+// with no pin or whose pinned definition the gateway never saw).
+func (g *Gateway) offeredTool(name string, raw json.RawMessage) json.RawMessage {
+	if g.defs.mode == PinsOff {
+		return raw
+	}
+	v := g.defs.view.Load()
+	pin, ok := v.pins[name]
+	if !ok {
+		return nil
+	}
+	if cur, ok := v.cur[name]; ok && cur.digest == pin.digest {
+		return raw
+	}
+	return pin.raw
+}
+
+// offeredTools is offeredTool over parsed tools (mcp-go's answers).
+func (g *Gateway) offeredTools(tools []mcp.Tool) []mcp.Tool {
+	if g.defs.mode == PinsOff {
+		return tools
+	}
+	v := g.defs.view.Load()
+	out := make([]mcp.Tool, 0, len(tools))
+	for _, t := range tools {
+		pin, ok := v.pins[t.Name]
+		var p mcp.Tool
+		switch {
+		case !ok:
+		case v.cur[t.Name].digest == pin.digest:
+			out = append(out, t)
+		case pin.raw != nil && json.Unmarshal(pin.raw, &p) == nil:
+			out = append(out, p)
+		}
+	}
+	return out
+}
