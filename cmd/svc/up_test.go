@@ -66,7 +66,9 @@ func startUp(t *testing.T, dir string, env []string, args ...string) *upProc {
 	for {
 		select {
 		case l, ok := <-lines:
-			if !ok {
+			if !ok { // the process ended: stderr is complete only once Wait returned
+				err := <-p.done
+				p.done <- err
 				p.output = out.String() + stderr.String()
 				return p
 			}
