@@ -23,14 +23,23 @@ func TestGatewayBenchmarkScriptRuns(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench-gateway.mjs: %v\n%s", err, stderr.String())
 	}
-	var rows []struct {
-		Name             string  `json:"name"`
-		P50, P99         float64 `json:"-"`
-		CallsPerSec      float64 `json:"callsPerSec"`
-		CPUPerCallMicros any     `json:"cpuPerCallMicros"`
+	var res struct {
+		Rounds int `json:"rounds"`
+		Rows   []struct {
+			Name             string  `json:"name"`
+			CallsPerSec      float64 `json:"callsPerSec"`
+			CPUPerCallMicros any     `json:"cpuPerCallMicros"`
+			Rounds           []any   `json:"rounds"`
+		} `json:"rows"`
 	}
-	if err := json.Unmarshal(out, &rows); err != nil {
+	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("output %q: %v", out, err)
+	}
+	rows := res.Rows
+	for _, r := range rows {
+		if len(r.Rounds) != res.Rounds || res.Rounds < 1 {
+			t.Errorf("%s: %d rounds measured, the run says %d", r.Name, len(r.Rounds), res.Rounds)
+		}
 	}
 	want := []string{"direct (stdio)", "peer: node (stdio)", "svc gateway (stdio)", "svc gateway --http (1 session)", "svc gateway --http (3 sessions)"}
 	if len(rows) != len(want) {

@@ -67,7 +67,7 @@ func TestSignerSignsCheckpointNotes(t *testing.T) {
 		t.Fatalf("another root at size 9: %v, want ErrConflict", err)
 	}
 	// The tree heads of tenant acme are a chain of their own: its first head is signed.
-	if code, body := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(headBody(t, tree, 2, 0, ""))); code != http.StatusOK {
+	if code, body := post(t, s.http.URL, "Bearer "+testToken, "application/json", strings.NewReader(headBody(t, tree, 2, 0, "svc-log/acme"))); code != http.StatusOK {
 		t.Fatalf("first tree head after checkpoints: %d %s", code, body)
 	}
 	for _, tc := range []struct{ text, want string }{
