@@ -18,6 +18,7 @@ import (
 	tdproof "github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -115,15 +116,7 @@ func checkProof(t *testing.T, b *receipt.Bundle, trusted []signer.PublicKey) *re
 
 func readBundle(t *testing.T, path string) *receipt.Bundle {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := receipt.ParseBundle(data)
-	if err != nil {
-		t.Fatalf("ParseBundle(%s): %v", path, err)
-	}
-	return b
+	return testkit.ReadFileAs(t, path, receipt.ParseBundle)
 }
 
 func listDir(t *testing.T, dir string) []string {

@@ -13,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -233,4 +234,19 @@ func HashLeaf(i int) pipeline.Leaf {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(i))
 	return pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}
+}
+
+// ReadFileAs reads the file at path and parses it with parse (receipt.ParseBundle,
+// client.ParseCheckpoint, ...), failing the test when either fails.
+func ReadFileAs[T any](t testing.TB, path string, parse func([]byte) (T, error)) T {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
 }
