@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"svc.dev/svc/internal/natsembed"
@@ -200,6 +201,23 @@ func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 	return connect
 }
 
+// BrokerPassword is the password of user natsembed.User on a ListeningBroker.
+const BrokerPassword = "pw-of-tests"
+
+// ListeningBroker starts an embedded nats-server (no fsync) listening on a free
+// loopback port, admitting user natsembed.User with BrokerPassword
+// (natsembed.URL(srv, BrokerPassword) logs in), for tests whose processes or clients
+// dial it; it stops when the test ends.
+func ListeningBroker(t testing.TB) *server.Server {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: BrokerPassword, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
+}
+
 // AppendHashes appends the leaf hashes SHA-256(uint64 from..to, big-endian) to tenant
 // over cl from 32 concurrent producers (so batches form); a refusal fails the test.
 func AppendHashes(t testing.TB, cl *pipeline.Client, tenant string, from, to int) {
@@ -249,4 +267,19 @@ func ReadFileAs[T any](t testing.TB, path string, parse func([]byte) (T, error))
 		t.Fatalf("%s: %v", path, err)
 	}
 	return v
+}
+
+// StreamState is the state (messages, last sequence, consumers) of stream, failing
+// the test when the stream cannot be read.
+func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State
 }
