@@ -54,6 +54,20 @@ func newIssuerEnv(t *testing.T, kind string, cfg func(*receipt.IssuerConfig)) *i
 	return e
 }
 
+// issue issues one receipt of call c that ended as ex, failing the test on an error.
+func (e *issuerEnv) issue(t *testing.T, c receipt.Call, ex receipt.Execution) *receipt.Bundle {
+	t.Helper()
+	p, err := e.is.Begin(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.is.Finish(context.Background(), p, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func sdkCall(args string) receipt.Call {
 	return receipt.Call{
 		Principal: receipt.Principal{Provenance: receipt.Claimed},
@@ -286,14 +300,7 @@ func TestIssuerArgsDefaultsAndErrors(t *testing.T) {
 	env := newIssuerEnv(t, receipt.KindSDK, nil)
 	c := sdkCall("")
 	c.Args = nil
-	p, err := env.is.Begin(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := env.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusError, Error: "boom", Provenance: receipt.Claimed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := env.issue(t, c, receipt.Execution{Status: receipt.StatusError, Error: "boom", Provenance: receipt.Claimed})
 	st, _ := receipt.DecodeStatement(b.Envelope)
 	pred, err := st.DecodePredicate()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -122,6 +123,19 @@ func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
 	}
 	t.Cleanup(func() { is.Close() }) // before the log's: cleanups run last first
 	return is
+}
+
+// ClaimedCall is a call of tool by agent with args (JSON), every party claimed
+// (no principal, session or model named): what an SDK issuer is handed.
+func ClaimedCall(agent, tool, args string) receipt.Call {
+	return receipt.Call{
+		Principal: receipt.Principal{Provenance: receipt.Claimed},
+		Agent:     receipt.Agent{ID: agent, Provenance: receipt.Claimed},
+		Session:   receipt.Session{Provenance: receipt.Claimed},
+		Model:     receipt.Model{Provenance: receipt.Claimed},
+		Tool:      receipt.Tool{Name: tool, Provenance: receipt.Claimed},
+		Args:      json.RawMessage(args),
+	}
 }
 
 // Predicate decodes a bundle's receipt predicate, failing the test if it does not
