@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -27,51 +26,14 @@ import (
 // node and the next batch commits.
 func TestNATSClusterRuns(t *testing.T) {
 	seed := newNKey(t)
-	// Free loopback ports for the client and route listeners of each node.
-	ports := make([][2]int, 3)
-	for i := range ports {
-		for j := range 2 {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports[i][j] = ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
-		}
+	nkey, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var servers []*server.Server
-	for i := range 3 {
-		opts := checkNATSConfig(t, fmt.Sprintf("nats/nats-%d.conf", i+1))
-		opts.CheckConfig = false
-		opts.Host, opts.Port = "127.0.0.1", ports[i][0]
-		opts.HTTPPort = 0
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[i][1]
-		opts.StoreDir = filepath.Join(t.TempDir(), "jetstream")
-		opts.SyncAlways = false // fsync per write on a shared test disk only slows the test
-		for k, r := range opts.Routes {
-			var j int
-			if _, err := fmt.Sscanf(r.Hostname(), "nats-%d", &j); err != nil {
-				t.Fatalf("route %s does not name a node", r)
-			}
-			opts.Routes[k] = &url.URL{Scheme: r.Scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[j-1][1])}
-		}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		servers = append(servers, s)
-	}
-	for _, s := range servers {
-		if !s.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("%s not ready", s.Name())
-		}
-	}
-	urls := make([]string, 3)
-	for i, s := range servers {
-		urls[i] = s.ClientURL()
-	}
+	nodes := &deployNodes{}
+	testkit.BootCluster(t, nodes, 3, 30*time.Second, nkey).Close()
+	servers := nodes.servers
+	urls := strings.Split(nodes.URLs(), ",")
 	other := newNKey(t) // the nodes run with the first key already
 	otherKey, err := nats.NkeyOptionFromSeed(other)
 	if err != nil {
@@ -121,4 +83,61 @@ func TestNATSClusterRuns(t *testing.T) {
 		_, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), []byte("after nats-1 died"))
 		return err
 	})
+}
+
+// deployNodes are the three nodes of nats/nats-{1,2,3}.conf run in this process, with
+// only their addresses moved to loopback ports and their store to a temporary
+// directory (testkit.ClusterNodes).
+type deployNodes struct{ servers []*server.Server }
+
+// Start starts the three nodes on fresh ports; n is 3, the files' count.
+func (d *deployNodes) Start(t testing.TB, n int) error {
+	d.servers = nil
+	ports := testkit.FreePorts(t, 2*n) // node i: client ports[2i], route ports[2i+1]
+	for i := range n {
+		opts := checkNATSConfig(t, fmt.Sprintf("nats/nats-%d.conf", i+1))
+		opts.CheckConfig = false
+		opts.Host, opts.Port = "127.0.0.1", ports[2*i]
+		opts.HTTPPort = 0
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[2*i+1]
+		opts.StoreDir = filepath.Join(t.TempDir(), "jetstream")
+		opts.SyncAlways = false // fsync per write on a shared test disk only slows the test
+		for k, r := range opts.Routes {
+			var j int
+			if _, err := fmt.Sscanf(r.Hostname(), "nats-%d", &j); err != nil {
+				t.Fatalf("route %s does not name a node", r)
+			}
+			opts.Routes[k] = &url.URL{Scheme: r.Scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*(j-1)+1])}
+		}
+		s, err := server.NewServer(opts)
+		if err != nil {
+			return err
+		}
+		go s.Start()
+		d.servers = append(d.servers, s)
+	}
+	t.Cleanup(d.Stop)
+	for _, s := range d.servers {
+		if !s.ReadyForConnections(20 * time.Second) {
+			return fmt.Errorf("%s not ready", s.Name())
+		}
+	}
+	return nil
+}
+
+// Stop stops every node.
+func (d *deployNodes) Stop() {
+	for _, s := range d.servers {
+		s.Shutdown()
+		s.WaitForShutdown()
+	}
+}
+
+// URLs is the nodes' client URLs, comma-separated, nats-1's first.
+func (d *deployNodes) URLs() string {
+	var u []string
+	for _, s := range d.servers {
+		u = append(u, s.ClientURL())
+	}
+	return strings.Join(u, ",")
 }
