@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
@@ -32,7 +31,7 @@ func TestNATSClusterRuns(t *testing.T) {
 	}
 	nodes := &deployNodes{}
 	testkit.BootCluster(t, nodes, 3, 30*time.Second, nkey).Close()
-	servers := nodes.servers
+	servers := nodes.Nodes
 	urls := strings.Split(nodes.URLs(), ",")
 	other := newNKey(t) // the nodes run with the first key already
 	otherKey, err := nats.NkeyOptionFromSeed(other)
@@ -49,23 +48,12 @@ func TestNATSClusterRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, nc)
 	ctx := context.Background()
 	testkit.Eventually(t, 30*time.Second, func() error { // the meta leader is elected
 		return pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: 3})
 	})
-	st, err := js.Stream(ctx, pipeline.LeavesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testkit.StreamInfo(t, js, pipeline.LeavesStream)
 	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Name != "svc" || len(info.Cluster.Replicas) != 2 {
 		t.Fatalf("SVC_LEAVES: replicas %d, cluster %+v; want 3 on cluster svc", info.Config.Replicas, info.Cluster)
 	}
@@ -87,13 +75,13 @@ func TestNATSClusterRuns(t *testing.T) {
 
 // deployNodes are the three nodes of nats/nats-{1,2,3}.conf run in this process, with
 // only their addresses moved to loopback ports and their store to a temporary
-// directory (testkit.ClusterNodes).
-type deployNodes struct{ servers []*server.Server }
+// directory (testkit.ClusterNodes; stopped and listed by the testkit.Cluster).
+type deployNodes struct{ testkit.Cluster }
 
 // Start starts the three nodes on fresh ports; n is 3, the files' count.
 func (d *deployNodes) Start(t testing.TB, n int) error {
-	d.servers = nil
 	ports := testkit.FreePorts(t, 2*n) // node i: client ports[2i], route ports[2i+1]
+	var all []*server.Options
 	for i := range n {
 		opts := checkNATSConfig(t, fmt.Sprintf("nats/nats-%d.conf", i+1))
 		opts.CheckConfig = false
@@ -109,35 +97,7 @@ func (d *deployNodes) Start(t testing.TB, n int) error {
 			}
 			opts.Routes[k] = &url.URL{Scheme: r.Scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*(j-1)+1])}
 		}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			return err
-		}
-		go s.Start()
-		d.servers = append(d.servers, s)
+		all = append(all, opts)
 	}
-	t.Cleanup(d.Stop)
-	for _, s := range d.servers {
-		if !s.ReadyForConnections(20 * time.Second) {
-			return fmt.Errorf("%s not ready", s.Name())
-		}
-	}
-	return nil
-}
-
-// Stop stops every node.
-func (d *deployNodes) Stop() {
-	for _, s := range d.servers {
-		s.Shutdown()
-		s.WaitForShutdown()
-	}
-}
-
-// URLs is the nodes' client URLs, comma-separated, nats-1's first.
-func (d *deployNodes) URLs() string {
-	var u []string
-	for _, s := range d.servers {
-		u = append(u, s.ClientURL())
-	}
-	return strings.Join(u, ",")
+	return d.StartNodes(t, all)
 }

@@ -100,7 +100,7 @@ func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 	if _, err := c.DoRaw(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"a":1}`))); !errors.Is(err, pipeline.ErrUnavailable) {
 		t.Fatalf("got %v, want a timeout", err)
 	}
-	if n := testkit.StreamState(t, js, pipeline.AppendStream).Msgs; n != 1 {
+	if n := testkit.StreamInfo(t, js, pipeline.AppendStream).State.Msgs; n != 1 {
 		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", n)
 	}
 }

@@ -32,7 +32,7 @@ import (
 func consumers(t *testing.T, nc *nats.Conn, stream string) int {
 	t.Helper()
 	js, _ := jetstream.New(nc)
-	return testkit.StreamState(t, js, stream).Consumers
+	return testkit.StreamInfo(t, js, stream).State.Consumers
 }
 
 // leases counts the sequencer leases held.

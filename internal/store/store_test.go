@@ -220,7 +220,7 @@ func TestReplayRebuildsTheLiveDatabase(t *testing.T) {
 
 func lastSeq(t *testing.T, js jetstream.JetStream, stream string) (uint64, error) {
 	t.Helper()
-	return testkit.StreamState(t, js, stream).LastSeq, nil
+	return testkit.StreamInfo(t, js, stream).State.LastSeq, nil
 }
 
 // countingSigner counts the heads it signs.

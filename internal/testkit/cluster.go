@@ -83,8 +83,8 @@ func StartCluster(t testing.TB, n int) *Cluster {
 
 // Start starts n nodes on fresh ports (ClusterNodes).
 func (c *Cluster) Start(t testing.TB, n int) error {
-	c.Nodes = nil
 	routes, clients := FreePorts(t, n), FreePorts(t, n)
+	var opts []*server.Options
 	for i := range n {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
@@ -97,6 +97,18 @@ func (c *Cluster) Start(t testing.TB, n int) error {
 				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
 			}
 		}
+		opts = append(opts, o)
+	}
+	return c.StartNodes(t, opts)
+}
+
+// StartNodes starts one node in this process for each of opts, in place of c.Nodes,
+// and waits until each takes connections; they stop when the test ends. A
+// ClusterNodes whose nodes need options of their own (deploy's configuration
+// files) embeds a Cluster and starts through it.
+func (c *Cluster) StartNodes(t testing.TB, opts []*server.Options) error {
+	c.Nodes = nil
+	for _, o := range opts {
 		s, err := server.NewServer(o)
 		if err != nil {
 			return err

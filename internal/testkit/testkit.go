@@ -205,14 +205,20 @@ func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nc, js
+		return nc, JetStream(t, nc)
 	}
 	return connect
+}
+
+// JetStream is nc's JetStream API; nc closes when the test ends.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
 }
 
 // BrokerPassword is the password of user natsembed.User on a ListeningBroker.
@@ -283,9 +289,9 @@ func ReadFileAs[T any](t testing.TB, path string, parse func([]byte) (T, error))
 	return v
 }
 
-// StreamState is the state (messages, last sequence, consumers) of stream, failing
-// the test when the stream cannot be read.
-func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+// StreamInfo is stream's configuration, cluster and state (messages, last sequence,
+// consumers), failing the test when the stream cannot be read.
+func StreamInfo(t testing.TB, js jetstream.JetStream, stream string) *jetstream.StreamInfo {
 	t.Helper()
 	s, err := js.Stream(context.Background(), stream)
 	if err != nil {
@@ -295,5 +301,5 @@ func StreamState(t testing.TB, js jetstream.JetStream, stream string) jetstream.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State
+	return info
 }
