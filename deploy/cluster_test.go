@@ -3,7 +3,6 @@ package deploy_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/pipeline"
@@ -27,51 +25,14 @@ import (
 // node and the next batch commits.
 func TestNATSClusterRuns(t *testing.T) {
 	seed := newNKey(t)
-	// Free loopback ports for the client and route listeners of each node.
-	ports := make([][2]int, 3)
-	for i := range ports {
-		for j := range 2 {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ports[i][j] = ln.Addr().(*net.TCPAddr).Port
-			ln.Close()
-		}
+	nkey, err := nats.NkeyOptionFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
 	}
-	var servers []*server.Server
-	for i := range 3 {
-		opts := checkNATSConfig(t, fmt.Sprintf("nats/nats-%d.conf", i+1))
-		opts.CheckConfig = false
-		opts.Host, opts.Port = "127.0.0.1", ports[i][0]
-		opts.HTTPPort = 0
-		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[i][1]
-		opts.StoreDir = filepath.Join(t.TempDir(), "jetstream")
-		opts.SyncAlways = false // fsync per write on a shared test disk only slows the test
-		for k, r := range opts.Routes {
-			var j int
-			if _, err := fmt.Sscanf(r.Hostname(), "nats-%d", &j); err != nil {
-				t.Fatalf("route %s does not name a node", r)
-			}
-			opts.Routes[k] = &url.URL{Scheme: r.Scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[j-1][1])}
-		}
-		s, err := server.NewServer(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		go s.Start()
-		t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
-		servers = append(servers, s)
-	}
-	for _, s := range servers {
-		if !s.ReadyForConnections(20 * time.Second) {
-			t.Fatalf("%s not ready", s.Name())
-		}
-	}
-	urls := make([]string, 3)
-	for i, s := range servers {
-		urls[i] = s.ClientURL()
-	}
+	nodes := &deployNodes{}
+	testkit.BootCluster(t, nodes, 3, 30*time.Second, nkey).Close()
+	servers := nodes.Nodes
+	urls := strings.Split(nodes.URLs(), ",")
 	other := newNKey(t) // the nodes run with the first key already
 	otherKey, err := nats.NkeyOptionFromSeed(other)
 	if err != nil {
@@ -87,23 +48,12 @@ func TestNATSClusterRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := testkit.JetStream(t, nc)
 	ctx := context.Background()
 	testkit.Eventually(t, 30*time.Second, func() error { // the meta leader is elected
 		return pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{Replicas: 3})
 	})
-	st, err := js.Stream(ctx, pipeline.LeavesStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	info := testkit.StreamInfo(t, js, pipeline.LeavesStream)
 	if info.Config.Replicas != 3 || info.Cluster == nil || info.Cluster.Name != "svc" || len(info.Cluster.Replicas) != 2 {
 		t.Fatalf("SVC_LEAVES: replicas %d, cluster %+v; want 3 on cluster svc", info.Config.Replicas, info.Cluster)
 	}
@@ -121,4 +71,33 @@ func TestNATSClusterRuns(t *testing.T) {
 		_, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), []byte("after nats-1 died"))
 		return err
 	})
+}
+
+// deployNodes are the three nodes of nats/nats-{1,2,3}.conf run in this process, with
+// only their addresses moved to loopback ports and their store to a temporary
+// directory (testkit.ClusterNodes; stopped and listed by the testkit.Cluster).
+type deployNodes struct{ testkit.Cluster }
+
+// Start starts the three nodes on fresh ports; n is 3, the files' count.
+func (d *deployNodes) Start(t testing.TB, n int) error {
+	ports := testkit.FreePorts(t, 2*n) // node i: client ports[2i], route ports[2i+1]
+	var all []*server.Options
+	for i := range n {
+		opts := checkNATSConfig(t, fmt.Sprintf("nats/nats-%d.conf", i+1))
+		opts.CheckConfig = false
+		opts.Host, opts.Port = "127.0.0.1", ports[2*i]
+		opts.HTTPPort = 0
+		opts.Cluster.Host, opts.Cluster.Port = "127.0.0.1", ports[2*i+1]
+		opts.StoreDir = filepath.Join(t.TempDir(), "jetstream")
+		opts.SyncAlways = false // fsync per write on a shared test disk only slows the test
+		for k, r := range opts.Routes {
+			var j int
+			if _, err := fmt.Sscanf(r.Hostname(), "nats-%d", &j); err != nil {
+				t.Fatalf("route %s does not name a node", r)
+			}
+			opts.Routes[k] = &url.URL{Scheme: r.Scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*(j-1)+1])}
+		}
+		all = append(all, opts)
+	}
+	return d.StartNodes(t, all)
 }

@@ -86,7 +86,7 @@ func newNKey(t *testing.T) string {
 	return seed
 }
 
-func checkNATSConfig(t *testing.T, path string) *server.Options {
+func checkNATSConfig(t testing.TB, path string) *server.Options {
 	t.Helper()
 	fs := flag.NewFlagSet("nats-server", flag.ContinueOnError)
 	fs.SetOutput(&bytes.Buffer{})

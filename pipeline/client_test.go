@@ -18,11 +18,7 @@ import (
 // at once (unavailable, retry) instead of at the client's timeout: the answer it waits
 // for is lost with the connection.
 func TestDroppedConnectionFailsWaitingAppends(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testkit.ListeningBroker(t)
 	nc, err := nats.Connect(natsembed.URL(srv, "pw-of-tests"), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -104,16 +100,8 @@ func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 	if _, err := c.DoRaw(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"a":1}`))); !errors.Is(err, pipeline.ErrUnavailable) {
 		t.Fatalf("got %v, want a timeout", err)
 	}
-	st, err := js.Stream(context.Background(), pipeline.AppendStream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != 1 {
-		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", info.State.Msgs)
+	if n := testkit.StreamInfo(t, js, pipeline.AppendStream).State.Msgs; n != 1 {
+		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", n)
 	}
 }
 

@@ -23,11 +23,7 @@ type fakeSequencer struct {
 
 func newFakeSequencer(t *testing.T) *fakeSequencer {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testkit.ListeningBroker(t)
 	nc, err := nats.Connect(natsembed.URL(srv, "pw-of-tests"))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,10 @@ package pipeline
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -16,8 +18,8 @@ import (
 
 // LogConfig is a producer's remote receipt log, the `log` member of a gateway config
 // (SPEC.md, "Gateway config") and of an SDK config (docs/sdk-config.md): a log server
-// over HTTP (URL) or this pipeline over NATS (NATS). Exactly one of URL and NATS; each
-// config checks the rest in its own words. OpenLog opens it.
+// over HTTP (URL) or this pipeline over NATS (NATS). Exactly one of URL and NATS.
+// Check checks it in the words docs/sdk-config.md gives; OpenLog opens it.
 type LogConfig struct {
 	// URL is the tenant's append URL, e.g. https://log.example/t/acme/append.
 	URL string `json:"url,omitempty"`
@@ -36,6 +38,53 @@ type LogConfig struct {
 	// TimeoutMs bounds one append attempt, in milliseconds (three retries follow a
 	// timeout, a 429 or a 5xx). Optional; default 10000.
 	TimeoutMs *int `json:"timeoutMs,omitempty"`
+}
+
+// Check reports the first thing wrong with c, naming the field as a config's `log`
+// member (log.url, log.nats, ...): exactly one of URL and NATS, an http(s) append
+// URL, a NATS server URL (printed redacted), a tenant only with NATS and in the form
+// client.ValidTenant takes, a positive TimeoutMs, and TokenEnv an environment
+// variable's name.
+func (c *LogConfig) Check() error {
+	switch {
+	case c.URL != "" && c.NATS != "":
+		return errors.New("log: both url and nats are set; give exactly one (an HTTP log's append URL, or a NATS server)")
+	case c.URL == "" && c.NATS == "":
+		return errors.New("log: give url (an HTTP log's append URL) or nats (a NATS server URL)")
+	case c.TimeoutMs != nil && *c.TimeoutMs <= 0:
+		return fmt.Errorf("log.timeoutMs %d: want a positive number of milliseconds", *c.TimeoutMs)
+	case c.TokenEnv != "" && !ValidEnvName(c.TokenEnv):
+		return fmt.Errorf("log.tokenEnv %q is not an environment variable name", c.TokenEnv)
+	}
+	if c.URL != "" {
+		u, err := url.Parse(c.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("log.url %q: want the tenant's append URL, http(s)://host/.../append", c.URL)
+		}
+		if c.Tenant != "" {
+			return errors.New("log.tenant is only for log.nats; an HTTP log's tenant is in its URL (/t/<tenant>/append)")
+		}
+		return nil
+	}
+	u, err := url.Parse(c.NATS)
+	if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
+		return fmt.Errorf("log.nats %q: want a NATS server URL, nats://host:4222", RedactURL(c.NATS))
+	}
+	if c.Tenant != "" && !client.ValidTenant(c.Tenant) {
+		return fmt.Errorf("log.tenant %q: use 1 to 63 of a-z, 0-9, - and _", c.Tenant)
+	}
+	return nil
+}
+
+// ValidEnvName reports whether s can name an environment variable: letters, digits
+// and _, not starting with a digit, not empty.
+func ValidEnvName(s string) bool {
+	for i, r := range s {
+		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
+			return false
+		}
+	}
+	return s != ""
 }
 
 // DefaultAppendTimeout bounds one append attempt when LogConfig.TimeoutMs is absent.

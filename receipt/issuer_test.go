@@ -18,6 +18,7 @@ import (
 	tdproof "github.com/transparency-dev/merkle/proof"
 	"github.com/transparency-dev/merkle/rfc6962"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -51,6 +52,20 @@ func newIssuerEnv(t *testing.T, kind string, cfg func(*receipt.IssuerConfig)) *i
 	}
 	e.is = is
 	return e
+}
+
+// issue issues one receipt of call c that ended as ex, failing the test on an error.
+func (e *issuerEnv) issue(t *testing.T, c receipt.Call, ex receipt.Execution) *receipt.Bundle {
+	t.Helper()
+	p, err := e.is.Begin(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.is.Finish(context.Background(), p, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func sdkCall(args string) receipt.Call {
@@ -115,15 +130,7 @@ func checkProof(t *testing.T, b *receipt.Bundle, trusted []signer.PublicKey) *re
 
 func readBundle(t *testing.T, path string) *receipt.Bundle {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := receipt.ParseBundle(data)
-	if err != nil {
-		t.Fatalf("ParseBundle(%s): %v", path, err)
-	}
-	return b
+	return testkit.ReadFileAs(t, path, receipt.ParseBundle)
 }
 
 func listDir(t *testing.T, dir string) []string {
@@ -293,14 +300,7 @@ func TestIssuerArgsDefaultsAndErrors(t *testing.T) {
 	env := newIssuerEnv(t, receipt.KindSDK, nil)
 	c := sdkCall("")
 	c.Args = nil
-	p, err := env.is.Begin(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := env.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusError, Error: "boom", Provenance: receipt.Claimed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := env.issue(t, c, receipt.Execution{Status: receipt.StatusError, Error: "boom", Provenance: receipt.Claimed})
 	st, _ := receipt.DecodeStatement(b.Envelope)
 	pred, err := st.DecodePredicate()
 	if err != nil {

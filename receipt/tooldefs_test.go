@@ -94,14 +94,7 @@ func TestToolDefinitionFieldsCanonical(t *testing.T) {
 	leaf := uint64(0)
 	c := sdkCall(`{"q":1}`)
 	c.Tool = receipt.Tool{Name: "echo", Provenance: receipt.Observed, DefinitionDigest: strings.Repeat("ab", 32), DefinitionLeafIndex: &leaf}
-	p, err := e.is.Begin(c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := e.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusDenied, Reason: "x", Provenance: receipt.Observed})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := e.issue(t, c, receipt.Execution{Status: receipt.StatusDenied, Reason: "x", Provenance: receipt.Observed})
 	st, _ := receipt.DecodeStatement(b.Envelope)
 	want, err := receipt.CanonicalizeJSON(st.Predicate)
 	if err != nil || string(want) != string(st.Predicate) {

@@ -151,15 +151,7 @@ func issueN(t *testing.T, e *issuerEnv, n int) []*receipt.Bundle {
 	t.Helper()
 	var out []*receipt.Bundle
 	for i := range n {
-		p, err := e.is.Begin(sdkCall(fmt.Sprintf(`{"i":%d}`, i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := e.is.Finish(context.Background(), p, receipt.Execution{Status: receipt.StatusExecuted, Provenance: receipt.Observed})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, b)
+		out = append(out, e.issue(t, sdkCall(fmt.Sprintf(`{"i":%d}`, i)), receipt.Execution{Status: receipt.StatusExecuted, Provenance: receipt.Observed}))
 	}
 	return out
 }

@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"path/filepath"
 	"strings"
 
-	"svc.dev/svc/client"
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -139,49 +137,9 @@ func (c *Config) check() error {
 		return errors.New("neither logFile nor log is set; give exactly one (a local log file, or a remote log)")
 	}
 	if l := c.Log; l != nil {
-		if err := checkLog(l); err != nil {
+		if err := l.Check(); err != nil {
 			return err
 		}
 	}
 	return c.Exporters().Validate()
-}
-
-func checkLog(l *LogConfig) error {
-	switch {
-	case l.URL != "" && l.NATS != "":
-		return errors.New("log: both url and nats are set; give exactly one (an HTTP log's append URL, or a NATS server)")
-	case l.URL == "" && l.NATS == "":
-		return errors.New("log: give url (an HTTP log's append URL) or nats (a NATS server URL)")
-	case l.TimeoutMs != nil && *l.TimeoutMs <= 0:
-		return fmt.Errorf("log.timeoutMs %d: want a positive number of milliseconds", *l.TimeoutMs)
-	case l.TokenEnv != "" && !envName(l.TokenEnv):
-		return fmt.Errorf("log.tokenEnv %q is not an environment variable name", l.TokenEnv)
-	}
-	if l.URL != "" {
-		u, err := url.Parse(l.URL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("log.url %q: want the tenant's append URL, http(s)://host/.../append", l.URL)
-		}
-		if l.Tenant != "" {
-			return errors.New("log.tenant is only for log.nats; an HTTP log's tenant is in its URL (/t/<tenant>/append)")
-		}
-		return nil
-	}
-	u, err := url.Parse(l.NATS)
-	if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
-		return fmt.Errorf("log.nats %q: want a NATS server URL, nats://host:4222", pipeline.RedactURL(l.NATS))
-	}
-	if l.Tenant != "" && !client.ValidTenant(l.Tenant) {
-		return fmt.Errorf("log.tenant %q: use 1 to 63 of a-z, 0-9, - and _", l.Tenant)
-	}
-	return nil
-}
-
-func envName(s string) bool {
-	for i, r := range s {
-		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
-			return false
-		}
-	}
-	return s != ""
 }

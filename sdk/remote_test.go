@@ -77,11 +77,7 @@ func TestHTTPLog(t *testing.T) {
 // The log over the pipeline's NATS, with the exporters as durable consumers on the same
 // connection.
 func TestNATSLogWithDurableExports(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := testkit.ListeningBroker(t)
 	_, logKey := startLog(t, natsembed.URL(ns, "pw-of-tests"))
 
 	var mu sync.Mutex

@@ -130,15 +130,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 
 func readCheckpoint(t *testing.T, path string) *client.Checkpoint {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := client.ParseCheckpoint(data)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return cp
+	return testkit.ReadFileAs(t, path, client.ParseCheckpoint)
 }
 
 func tryCheckpoint(path string) *client.Checkpoint {
@@ -155,15 +147,7 @@ func tryCheckpoint(path string) *client.Checkpoint {
 
 func readState(t *testing.T, path string) *witness.State {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := witness.ParseState(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return testkit.ReadFileAs(t, path, witness.ParseState)
 }
 
 func readAlarm(t *testing.T, path string) *witness.Alarm {

@@ -86,11 +86,7 @@ func getFrom(t *testing.T, from, addr, path string) (int, string) {
 // connections leaves /health answering another at once.
 func TestHostedLogUnderAttack(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.ListeningBroker(t)
 	_, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	args := []string{"--db-env", "TEST_DATABASE_URL", "--nats-url", natsembed.URL(ns, "pw-of-tests"), "--data", filepath.Join(dir, "data"),

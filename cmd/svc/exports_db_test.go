@@ -26,11 +26,7 @@ import (
 // message that did not decode), and `dead replay` leaves a letter that still does not
 // decode in SVC_DEAD and says so (exit 1).
 func TestExportsCommandDatabaseProjections(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := testkit.ListeningBroker(t)
 	dbURL := pgtest.New(t)
 	t.Setenv("TEST_EXPORTS_DB", dbURL)
 	t.Setenv("HEC_TOKEN", "hec-token")

@@ -66,11 +66,7 @@ func (c *hecCollector) count(id string) int { c.mu.Lock(); defer c.mu.Unlock(); 
 // refuses one tool's events for good; `svc exports` shows the status and the dead
 // letter, replays a period, and, once the collector takes it, replays the dead letter.
 func TestExportsCommand(t *testing.T) {
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
+	ns := testkit.ListeningBroker(t)
 	col := &hecCollector{refuse: map[string]bool{"bad-tool": true}, seen: map[string]int{}, tools: map[string]string{}}
 	srv := httptest.NewServer(col)
 	defer srv.Close()

@@ -72,15 +72,7 @@ func testKey(t *testing.T, dir, name string) (key *signer.Key, keyPath, pubPath 
 // readEnvelope parses an envelope file.
 func readEnvelope(t *testing.T, path string) *receipt.Envelope {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env, err := receipt.ParseEnvelope(data)
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return env
+	return testkit.ReadFileAs(t, path, receipt.ParseEnvelope)
 }
 
 func assertNoFile(t *testing.T, path string) {

@@ -93,23 +93,12 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if o.dbEnv == "" || o.nats.url == "" {
 		return usagef("--db-env and --nats-url are required")
 	}
-	st, err := openStore(ctx, o.dbEnv)
+	cp, err := attachControlPlane(ctx, o.dbEnv, o.nats.credentials(), "svc-log-admin", nil, nil)
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	js, nc, err := connectBroker(ctx, o.nats.credentials(), "svc-log-admin")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	vctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	view := tenancy.NewView(js, nil, nil)
-	if err := view.Start(vctx, nil); err != nil {
-		return err
-	}
-	a := &logAdmin{o: o, st: st, nc: nc, js: js, view: view, adm: &tenancy.Admin{JS: js, View: view}, actor: commandLineActor(), out: stdout, errOut: stderr}
+	defer cp.Close()
+	a := &logAdmin{o: o, st: cp.st, nc: cp.nc, js: cp.js, view: cp.view, adm: &tenancy.Admin{JS: cp.js, View: cp.view}, actor: commandLineActor(), out: stdout, errOut: stderr}
 	return a.run(ctx, pos)
 }
 

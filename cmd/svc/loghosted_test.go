@@ -30,11 +30,7 @@ func httpDo(t *testing.T, method, url, token, body string) (int, string) {
 // svc signer's server, and administers it with svc log-admin and the admin API.
 func TestHostedLogEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	ns, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	ns := testkit.ListeningBroker(t)
 	_, ss := startTestSigner(t)
 	t.Setenv("TEST_DATABASE_URL", pgtest.New(t))
 	t.Setenv("TEST_ADMIN_TOKEN", "admin-token-456-0123456789abcdefghij")

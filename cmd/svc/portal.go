@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/httplimits"
+	"svc.dev/svc/internal/store"
 	"svc.dev/svc/internal/tenancy"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/portal"
@@ -129,23 +130,13 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	st, err := openStore(ctx, o.dbEnv)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	js, nc, err := connectBroker(ctx, o.nats.credentials(), "svc-portal")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	vctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	errc := make(chan error, 2)
-	view := tenancy.NewView(js, logger, nil)
-	if err := view.Start(vctx, errc); err != nil {
+	cp, err := attachControlPlane(ctx, o.dbEnv, o.nats.credentials(), "svc-portal", logger, errc)
+	if err != nil {
 		return err
 	}
+	defer cp.Close()
+	st, js, view := cp.st, cp.js, cp.view
 	p, err := portal.New(portal.Config{
 		Admin: &tenancy.Admin{JS: js, View: view}, View: view, JS: js, Store: st, Secret: []byte(secret),
 		PublicURL: o.publicURL, SvcCommand: selfCommand(), LogURL: o.logURL, CheckpointsURL: o.checkpointsURL, PortalURL: o.portURL,
@@ -204,6 +195,45 @@ func portalBilling(o portalOptions) (*portal.Billing, error) {
 		return nil, err
 	}
 	return &portal.Billing{SecretKey: key, WebhookSecret: hook, TeamPrice: o.price, APIURL: o.stripeAPI}, nil
+}
+
+// controlPlane is what svc portal and svc log-admin attach to: the log's database, its
+// broker (with the pipeline's streams) and a tenancy view that follows it.
+type controlPlane struct {
+	st     *store.Store
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	view   *tenancy.View
+	cancel context.CancelFunc
+}
+
+// attachControlPlane opens the database of dbEnv, connects to the broker as name and
+// starts a tenancy view (logging to logger, which may be nil; its errors go to errc,
+// which may be nil). Close undoes it.
+func attachControlPlane(ctx context.Context, dbEnv string, creds pipeline.Credentials, name string, logger *slog.Logger, errc chan<- error) (*controlPlane, error) {
+	st, err := openStore(ctx, dbEnv)
+	if err != nil {
+		return nil, err
+	}
+	js, nc, err := connectBroker(ctx, creds, name)
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	vctx, cancel := context.WithCancel(ctx)
+	cp := &controlPlane{st: st, nc: nc, js: js, view: tenancy.NewView(js, logger, nil), cancel: cancel}
+	if err := cp.view.Start(vctx, errc); err != nil {
+		cp.Close()
+		return nil, err
+	}
+	return cp, nil
+}
+
+// Close stops the view and closes the broker connection and the database.
+func (cp *controlPlane) Close() {
+	cp.cancel()
+	cp.nc.Close()
+	cp.st.Close()
 }
 
 // connectBroker connects to the log servers' broker and makes sure the pipeline's

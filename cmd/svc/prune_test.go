@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -48,14 +49,7 @@ func newPruneFixture(t *testing.T) *pruneFixture {
 	issue := func(rid string, at time.Duration, authorize bool) {
 		t.Helper()
 		now, id = t0.Add(at), rid
-		p, err := is.Begin(receipt.Call{
-			Principal: receipt.Principal{Provenance: receipt.Claimed},
-			Agent:     receipt.Agent{ID: "bot", Provenance: receipt.Claimed},
-			Session:   receipt.Session{Provenance: receipt.Claimed},
-			Model:     receipt.Model{Provenance: receipt.Claimed},
-			Tool:      receipt.Tool{Name: "echo", Provenance: receipt.Claimed},
-			Args:      json.RawMessage(`{"n":"` + rid + `"}`),
-		})
+		p, err := is.Begin(testkit.ClaimedCall("bot", "echo", `{"n":"`+rid+`"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

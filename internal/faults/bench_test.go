@@ -3,7 +3,6 @@ package faults
 import (
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
@@ -11,8 +10,6 @@ import (
 	"time"
 
 	"svc.dev/svc/internal/pgtest"
-	"svc.dev/svc/signer"
-	"svc.dev/svc/signer/remote"
 )
 
 // benchResult is the part of `svc bench --json` this compares.
@@ -35,18 +32,7 @@ func TestClusterVsSingle(t *testing.T) {
 		t.Skip("run with go tool task bench:cluster")
 	}
 	secs := soakEnv(t, "SVC_BENCH_DURATION", 10*time.Second)
-	key, _ := signer.GenerateKey()
-	heads, err := remote.OpenHeadStore(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := remote.NewServer(remote.ServerConfig{Key: key, Token: "signer-shared-token-123", ValidFrom: time.Now().Add(-time.Hour), Logger: slog.New(slog.DiscardHandler), Heads: heads})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig := &signerService{h: h}
-	sig.start(t)
-	t.Cleanup(sig.stop)
+	sig := startBenchSigner(t)
 	setup := func(name string, nodes int) (natsURL, base string) {
 		c := startCluster(t, nodes)
 		env := []string{"TEST_DATABASE_URL=" + pgtest.New(t), "TEST_ADMIN_TOKEN=admin-token-456-0123456789abcdefghij", "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}

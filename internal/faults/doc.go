@@ -6,7 +6,9 @@
 // publisher whose gap is the broker's own failover. Each case asserts that no
 // acknowledged leaf is lost or moved, no index is given twice, every head handed out
 // is a prefix of the final log and no svc process exited, and reports the time to
-// recover beside the publisher's.
+// recover beside the publisher's. The cluster starts through testkit.BootCluster,
+// the one starter of every test cluster (testkit.StartCluster's in-process nodes and
+// deploy's configuration files start through it too).
 //
 //	go test ./internal/faults/        spread, kill -9 of a holder and of a node, clean stop, damaged store (CI)
 //	go tool task test:faults          every case

@@ -56,37 +56,24 @@ type cluster struct {
 func startCluster(t testing.TB, n int) *cluster {
 	t.Helper()
 	c := &cluster{t: t, n: n}
-	// The ports are chosen before the nodes listen (each node's routes name the
-	// others'), so a test running beside this one can take one in between. A node
-	// that cannot listen never becomes ready; the whole cluster then starts again on
-	// new ports.
-	var err error
-	for range 3 {
-		c.configure(n)
-		if err = c.startAll(); err == nil {
-			break
-		}
-		c.stopAll()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Pings every second: the test's own view of the cluster moves off a paused node.
-	if c.nc, err = nats.Connect(c.URLs(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
-		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.nc.Close)
-	js, _ := jetstream.New(c.nc)
-	// The cluster is usable once an R-n stream can be created.
-	testkit.Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: n, Storage: jetstream.MemoryStorage})
-		return err
-	})
+	c.nc = testkit.BootCluster(t, c, n, 60*time.Second, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond),
+		nats.PingInterval(time.Second), nats.MaxPingsOutstanding(2))
 	return c
 }
+
+// Start writes the n nodes' configuration files with fresh ports and links and
+// starts every node (testkit.ClusterNodes). The ports are chosen before the nodes
+// listen (each node's routes name the others'), so a test running beside this one
+// can take one in between: a node that cannot listen never becomes ready, and
+// testkit.BootCluster starts the whole cluster again on new ports.
+func (c *cluster) Start(_ testing.TB, n int) error {
+	c.configure(n)
+	return c.startAll()
+}
+
+// Stop kills every node that runs (testkit.ClusterNodes).
+func (c *cluster) Stop() { c.stopAll() }
 
 // configure writes the n nodes' configuration files with fresh ports and links.
 func (c *cluster) configure(n int) {

@@ -88,14 +88,7 @@ func newBundle(t testing.TB) *receipt.Bundle {
 		t.Fatal(err)
 	}
 	is := testkit.FileIssuer(t, receipt.IssuerConfig{Key: key, Kind: receipt.KindSDK, Framework: "test"})
-	p, err := is.Begin(receipt.Call{
-		Principal: receipt.Principal{Provenance: receipt.Claimed},
-		Agent:     receipt.Agent{ID: "agent", Provenance: receipt.Claimed},
-		Session:   receipt.Session{Provenance: receipt.Claimed},
-		Model:     receipt.Model{Provenance: receipt.Claimed},
-		Tool:      receipt.Tool{Name: "search", Provenance: receipt.Claimed},
-		Args:      json.RawMessage(`{}`),
-	})
+	p, err := is.Begin(testkit.ClaimedCall("agent", "search", `{}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/store"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -58,11 +59,7 @@ func logFile(t *testing.T, from, n int) ([]byte, merkle.Hash) {
 // file's; a second run of the same file (an interrupted import resumed) changes
 // nothing; a file that does not extend the log is refused.
 func TestImport100k(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testkit.ListeningBroker(t)
 	ctx := context.Background()
 	st, err := store.Open(ctx, pgtest.New(t))
 	if err != nil {

@@ -71,11 +71,7 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 // loopback port (processes connect by URL), a fresh database and a log key.
 func hostedParts(t *testing.T) (*server.Server, string, *signer.Key) {
 	t.Helper()
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: "pw-of-tests", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv := testkit.ListeningBroker(t)
 	key, _ := signer.GenerateKey()
 	return srv, pgtest.New(t), key
 }

@@ -32,15 +32,7 @@ import (
 func consumers(t *testing.T, nc *nats.Conn, stream string) int {
 	t.Helper()
 	js, _ := jetstream.New(nc)
-	s, err := js.Stream(context.Background(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Consumers
+	return testkit.StreamInfo(t, js, stream).State.Consumers
 }
 
 // leases counts the sequencer leases held.

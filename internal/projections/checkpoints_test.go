@@ -16,16 +16,25 @@ import (
 	"svc.dev/svc/signer"
 )
 
-func TestCheckpointerGrowthAndHeartbeat(t *testing.T) {
-	dir := t.TempDir()
+// testCheckpointer is a loaded checkpointer of tenant acme (log acme-prod) over a
+// fresh memory tree, writing into dir, due every minute with an hourly heartbeat, its
+// clock reading *now; it returns the tree and the signing key too.
+func testCheckpointer(t *testing.T, dir string, now *time.Time) (*Checkpointer, *merkle.Tree, *signer.Key) {
+	t.Helper()
 	key, _ := signer.GenerateKey()
 	tree, _ := merkle.NewTree(merkle.NewMemoryStore())
-	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	c := &Checkpointer{Dir: dir, Tenant: "acme", LogID: "acme-prod", Tree: tree, Signer: receipt.KeySigner{Key: key},
-		Every: time.Minute, Heartbeat: time.Hour, Now: func() time.Time { return now }}
+		Every: time.Minute, Heartbeat: time.Hour, Now: func() time.Time { return *now }}
 	if err := c.Load(); err != nil {
 		t.Fatal(err)
 	}
+	return c, tree, key
+}
+
+func TestCheckpointerGrowthAndHeartbeat(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
+	c, tree, key := testCheckpointer(t, dir, &now)
 	ctx := context.Background()
 	tick := func() {
 		t.Helper()

@@ -15,7 +15,6 @@ import (
 	"svc.dev/svc/client"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
-	"svc.dev/svc/signer"
 )
 
 // TestThinCheckpointsRule: of a long history the KeepRecent newest are kept, and of
@@ -67,14 +66,8 @@ func TestThinCheckpointsRule(t *testing.T) {
 // latest.json is the newest.
 func TestCheckpointerThinsFilesAndMemory(t *testing.T) {
 	dir := t.TempDir()
-	key, _ := signer.GenerateKey()
-	tree, _ := merkle.NewTree(merkle.NewMemoryStore())
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
-	c := &Checkpointer{Dir: dir, Tenant: "acme", LogID: "acme-prod", Tree: tree, Signer: receipt.KeySigner{Key: key},
-		Every: time.Minute, Heartbeat: time.Hour, Now: func() time.Time { return now }}
-	if err := c.Load(); err != nil {
-		t.Fatal(err)
-	}
+	c, tree, key := testCheckpointer(t, dir, &now)
 	var all []uint64
 	for i := range 200 {
 		tree.Append(merkle.LeafHash([]byte(strconv.Itoa(i))))

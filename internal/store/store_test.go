@@ -220,15 +220,7 @@ func TestReplayRebuildsTheLiveDatabase(t *testing.T) {
 
 func lastSeq(t *testing.T, js jetstream.JetStream, stream string) (uint64, error) {
 	t.Helper()
-	s, err := js.Stream(context.Background(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq, nil
+	return testkit.StreamInfo(t, js, stream).State.LastSeq, nil
 }
 
 // countingSigner counts the heads it signs.

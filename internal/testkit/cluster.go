@@ -25,24 +25,66 @@ const (
 	ClusterPassword = "cluster-password-of-tests"
 )
 
-// StartCluster starts n nodes and waits until an R-n stream can be created. The nodes
-// stop when the test ends.
-func StartCluster(t testing.TB, n int) *Cluster {
+// ClusterNodes runs the nodes of a JetStream cluster on loopback: in this process
+// (Cluster, from StartCluster) or as nats-server processes (internal/faults, whose
+// nodes can be killed with SIGKILL, paused or cut off). BootCluster owns what every
+// kind shares: ports chosen afresh on each of three tries, and a cluster counted as
+// started only once an R-n stream can be created.
+type ClusterNodes interface {
+	// Start configures n nodes on freshly chosen ports and starts them, registering
+	// their stop with t. An error means a node did not come up (most often a port
+	// another process took between choosing and listening).
+	Start(t testing.TB, n int) error
+	// Stop stops every node that runs.
+	Stop()
+	// URLs is the comma-separated client URLs of the nodes, without credentials.
+	URLs() string
+}
+
+// BootCluster starts nodes (up to three tries, each on new ports), then connects
+// with opts and waits up to within until an R-n stream (PROBE, in memory) can be
+// created. It returns that connection, open; it closes when the test ends, if not
+// before.
+func BootCluster(t testing.TB, nodes ClusterNodes, n int, within time.Duration, opts ...nats.Option) *nats.Conn {
 	t.Helper()
 	var err error
 	for range 3 { // a port taken between choosing and listening: start again on new ones
-		c := &Cluster{}
-		if err = c.start(t, n); err == nil {
-			return c.ready(t)
+		if err = nodes.Start(t, n); err == nil {
+			break
 		}
-		c.stop()
+		nodes.Stop()
 	}
-	t.Fatal(err)
-	return nil
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(nodes.URLs(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	Eventually(t, within, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: n, Storage: jetstream.MemoryStorage})
+		return err
+	})
+	return nc
 }
 
-func (c *Cluster) start(t testing.TB, n int) error {
+// StartCluster starts n nodes in this process and waits until an R-n stream can be
+// created. The nodes stop when the test ends.
+func StartCluster(t testing.TB, n int) *Cluster {
+	t.Helper()
+	c := &Cluster{}
+	BootCluster(t, c, n, 30*time.Second, nats.UserInfo(ClusterUser, ClusterPassword)).Close()
+	return c
+}
+
+// Start starts n nodes on fresh ports (ClusterNodes).
+func (c *Cluster) Start(t testing.TB, n int) error {
 	routes, clients := FreePorts(t, n), FreePorts(t, n)
+	var opts []*server.Options
 	for i := range n {
 		o := &server.Options{
 			ServerName: fmt.Sprintf("n%d", i), Host: "127.0.0.1", Port: clients[i],
@@ -55,6 +97,18 @@ func (c *Cluster) start(t testing.TB, n int) error {
 				o.Routes = append(o.Routes, server.RoutesFromStr(fmt.Sprintf("nats://127.0.0.1:%d", routes[j]))...)
 			}
 		}
+		opts = append(opts, o)
+	}
+	return c.StartNodes(t, opts)
+}
+
+// StartNodes starts one node in this process for each of opts, in place of c.Nodes,
+// and waits until each takes connections; they stop when the test ends. A
+// ClusterNodes whose nodes need options of their own (deploy's configuration
+// files) embeds a Cluster and starts through it.
+func (c *Cluster) StartNodes(t testing.TB, opts []*server.Options) error {
+	c.Nodes = nil
+	for _, o := range opts {
 		s, err := server.NewServer(o)
 		if err != nil {
 			return err
@@ -62,29 +116,13 @@ func (c *Cluster) start(t testing.TB, n int) error {
 		go s.Start()
 		c.Nodes = append(c.Nodes, s)
 	}
-	t.Cleanup(c.stop)
+	t.Cleanup(c.Stop)
 	for _, s := range c.Nodes {
 		if !s.ReadyForConnections(20 * time.Second) {
 			return fmt.Errorf("node %s not ready", s.Name())
 		}
 	}
 	return nil
-}
-
-func (c *Cluster) ready(t testing.TB) *Cluster {
-	nc, err := nats.Connect(c.URLs(), nats.UserInfo(ClusterUser, ClusterPassword))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	Eventually(t, 30*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: len(c.Nodes), Storage: jetstream.MemoryStorage})
-		return err
-	})
-	return c
 }
 
 // URLs is the comma-separated client URLs of the nodes, without credentials.
@@ -109,7 +147,8 @@ func (c *Cluster) Kill(i int) {
 	c.Nodes[i].WaitForShutdown()
 }
 
-func (c *Cluster) stop() {
+// Stop stops every node (ClusterNodes).
+func (c *Cluster) Stop() {
 	for _, s := range c.Nodes {
 		s.Shutdown()
 		s.WaitForShutdown()

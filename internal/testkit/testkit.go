@@ -7,12 +7,14 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -20,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"svc.dev/svc/internal/natsembed"
@@ -122,6 +125,19 @@ func FileIssuer(t testing.TB, cfg receipt.IssuerConfig) *receipt.Issuer {
 	return is
 }
 
+// ClaimedCall is a call of tool by agent with args (JSON), every party claimed
+// (no principal, session or model named): what an SDK issuer is handed.
+func ClaimedCall(agent, tool, args string) receipt.Call {
+	return receipt.Call{
+		Principal: receipt.Principal{Provenance: receipt.Claimed},
+		Agent:     receipt.Agent{ID: agent, Provenance: receipt.Claimed},
+		Session:   receipt.Session{Provenance: receipt.Claimed},
+		Model:     receipt.Model{Provenance: receipt.Claimed},
+		Tool:      receipt.Tool{Name: tool, Provenance: receipt.Claimed},
+		Args:      json.RawMessage(args),
+	}
+}
+
 // Predicate decodes a bundle's receipt predicate, failing the test if it does not
 // decode.
 func Predicate(t testing.TB, b *receipt.Bundle) *receipt.Predicate {
@@ -189,14 +205,37 @@ func BareBroker(t testing.TB) func() (*nats.Conn, jetstream.JetStream) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return nc, js
+		return nc, JetStream(t, nc)
 	}
 	return connect
+}
+
+// JetStream is nc's JetStream API; nc closes when the test ends.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// BrokerPassword is the password of user natsembed.User on a ListeningBroker.
+const BrokerPassword = "pw-of-tests"
+
+// ListeningBroker starts an embedded nats-server (no fsync) listening on a free
+// loopback port, admitting user natsembed.User with BrokerPassword
+// (natsembed.URL(srv, BrokerPassword) logs in), for tests whose processes or clients
+// dial it; it stops when the test ends.
+func ListeningBroker(t testing.TB) *server.Server {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Password: BrokerPassword, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
 }
 
 // AppendHashes appends the leaf hashes SHA-256(uint64 from..to, big-endian) to tenant
@@ -233,4 +272,34 @@ func HashLeaf(i int) pipeline.Leaf {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(i))
 	return pipeline.Leaf{Hash: merkle.Hash(sha256.Sum256(b[:]))}
+}
+
+// ReadFileAs reads the file at path and parses it with parse (receipt.ParseBundle,
+// client.ParseCheckpoint, ...), failing the test when either fails.
+func ReadFileAs[T any](t testing.TB, path string, parse func([]byte) (T, error)) T {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := parse(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// StreamInfo is stream's configuration, cluster and state (messages, last sequence,
+// consumers), failing the test when the stream cannot be read.
+func StreamInfo(t testing.TB, js jetstream.JetStream, stream string) *jetstream.StreamInfo {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
 }
