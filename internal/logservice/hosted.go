@@ -106,6 +106,8 @@ type hostedState struct {
 	kv    jetstream.KeyValue
 	js    jetstream.JetStream
 	id    string // this process, in leases
+	// bundles serves the tenants' entry bundles from SVC_LEAVES (bundles.go).
+	bundles bundleSource
 	// runCtx is the service's run context: a tenant handed over keeps its read-only
 	// tree until the process stops.
 	runCtx context.Context
@@ -933,6 +935,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 		Authorize:      func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
 		CheckpointNote: s.hostedNote(id), // c2sp.go
 		Public:         func() bool { cur, _ := st.view.Tenant(id); return cur.Public },
+		Entries:        st.bundles.of(st.js, id, tree), // bundles.go
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
 			if err != nil {
