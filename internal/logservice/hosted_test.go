@@ -195,6 +195,19 @@ func TestTwoFrontEnds(t *testing.T) {
 		}
 		return nil
 	})
+	// Both fronts serve the same entry bundle, the holder's from its sequencer's tree
+	// and the other's from its read-only tree, both read from the log of record.
+	var bundles []string
+	for _, u := range []string{urlA, urlB} {
+		code, _, body := testkit.Do(t, http.MethodGet, u+"/t/acme/tile/entries/000.p/22", tokA, "")
+		if code != 200 {
+			t.Fatalf("entry bundle through %s: %d %s", u, code, body)
+		}
+		bundles = append(bundles, body)
+	}
+	if bundles[0] != bundles[1] || !strings.HasPrefix(bundles[0], "\x00\x05first\x00\x05probe\x00\x06leaf 0") {
+		t.Fatalf("the fronts serve different or wrong bundles: %q, %q", bundles[0], bundles[1])
+	}
 	// A checkpoint published by the holder is listed by both fronts, from PostgreSQL.
 	holderSvc := a
 	if b.Sequencer("acme") != nil {
