@@ -22,24 +22,8 @@ import (
 // tenant's leaves in order; a bundle past the committed size, and one holding a leaf
 // appended by hash only, answer an error wrapping fs.ErrNotExist that says why.
 func TestBundlesFromTheLogOfRecord(t *testing.T) {
-	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Password: "pw", NoSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Shutdown)
-	nc, err := natsembed.Connect(srv, "bundles test", pipeline.Credentials{URL: natsembed.URL(srv, "pw")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := bundleBroker(t)
 	ctx := context.Background()
-	if err := pipeline.EnsureStreams(ctx, js, pipeline.StreamConfig{}); err != nil {
-		t.Fatal(err)
-	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	leaf := func(tenant string, i uint64) []byte { return fmt.Appendf(nil, "%s leaf %d %s", tenant, i, make([]byte, i%7)) }
 	sizes := map[string]uint64{}
@@ -97,4 +81,73 @@ func TestBundlesFromTheLogOfRecord(t *testing.T) {
 			}
 		}
 	}
+}
+
+// bundleBroker is an embedded broker with the pipeline's streams.
+func bundleBroker(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.Config{DataDir: t.TempDir(), Password: "pw", NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	nc, err := natsembed.Connect(srv, "bundles test", pipeline.Credentials{URL: natsembed.URL(srv, "pw")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pipeline.EnsureStreams(context.Background(), js, pipeline.StreamConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+// BenchmarkBundleFromTheLogOfRecord: one uncached bundle (a partial one, which is
+// never cached) of a tenant with 4,096 batches of 64 leaves interleaved with another
+// tenant's, read from the broker: the binary search and the batches read after it.
+func BenchmarkBundleFromTheLogOfRecord(b *testing.B) {
+	js := bundleBroker(b)
+	const batches, per = 4096, 64
+	for i := range uint64(batches) {
+		for _, tenant := range []string{"a", "other"} {
+			bt := &pipeline.Batch{First: i * per}
+			for j := range uint64(per) {
+				bt.Leaves = append(bt.Leaves, pipeline.NewLeaf(fmt.Appendf(nil, "leaf %d of %s, about a receipt's size %0200d", i*per+j, tenant, 0)))
+			}
+			if _, err := js.PublishAsync(pipeline.LeavesSubject(tenant), bt.Encode()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	<-js.PublishAsyncComplete()
+	tree, _ := merkle.NewTree(merkle.NewMemoryStore())
+	if _, err := tree.AppendBatch(make([]merkle.Hash, batches*per)); err != nil {
+		b.Fatal(err)
+	}
+	var src bundleSource
+	bundles := src.of(js, "a", tree)
+	rng := rand.New(rand.NewPCG(3, 4))
+	b.Run("bundle", func(b *testing.B) {
+		for range b.N {
+			if _, err := bundles.Bundle(uint64(rng.IntN(batches*per/256)), 255); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The floor: one get of one of the tenant's batches, a single broker round trip.
+	b.Run("one-get", func(b *testing.B) {
+		stream, err := js.Stream(context.Background(), pipeline.LeavesStream)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range b.N {
+			if _, _, err := batchAt(context.Background(), stream, pipeline.LeavesSubject("a"), uint64(1+rng.IntN(2*batches))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
