@@ -6,8 +6,11 @@
 //
 // Leaf i is the bytes of a tenant's signed checkpoint note as the tenant published it;
 // a tenant whose checkpoint changed gets a new leaf (the log only grows), and Proof
-// names the tenant's latest. This package is the mechanism; serving it (routes, the
-// database of a hosted log) is not built yet.
+// names the tenant's latest. A runner that persists the log records each interval's
+// Pending entries before Checkpoint shows them to a witness, and its successor replays
+// the records through Restore, so the witnesses see one log that only grows. This
+// package is the mechanism; running it in the hosted log (an elected runner, its
+// records, routes) is not built yet.
 package logoflogs
 
 import (
@@ -16,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/mod/sumdb/note"
@@ -52,33 +57,89 @@ func New(signer projections.NoteSigning, witnesses []string, client *http.Client
 	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}, nil
 }
 
+// Entry is one leaf of the log of logs: a tenant's signed checkpoint note.
+type Entry struct {
+	Tenant     string
+	Checkpoint []byte
+}
+
 // Interval appends a leaf for each tenant whose checkpoint differs from its latest
-// leaf, signs the log of logs' checkpoint and sends it to each witness: one request a
-// witness, however many tenants changed. It returns the cosigned checkpoint (nil when
-// nothing changed) and the witnesses that did not cosign, with why.
+// leaf (Pending), signs the log of logs' checkpoint and sends it to each witness
+// (Checkpoint): one request a witness, however many tenants changed. It returns the
+// cosigned checkpoint (nil when nothing changed) and the witnesses that did not
+// cosign, with why. A runner that persists the log calls the three steps itself, so
+// that the leaves are durable before any witness sees a checkpoint over them. One
+// runner calls it at a time.
 func (l *Log) Interval(ctx context.Context, checkpoints map[string][]byte) ([]byte, map[string]error, error) {
+	pending := l.Pending(checkpoints)
+	if len(pending) == 0 {
+		return nil, nil, nil
+	}
+	if err := l.Restore(l.Size(), pending); err != nil {
+		return nil, nil, err
+	}
+	return l.Checkpoint(ctx)
+}
+
+// Pending lists, by tenant name, the tenants of checkpoints whose checkpoint differs
+// from their latest leaf: the leaves the next interval appends, in the order it does.
+func (l *Log) Pending(checkpoints map[string][]byte) []Entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var hashes []merkle.Hash
-	var names []string
+	var out []Entry
 	for tenant, cp := range checkpoints {
 		if i, ok := l.latest[tenant]; ok && bytes.Equal(l.leaves[i], cp) {
 			continue
 		}
-		hashes = append(hashes, merkle.LeafHash(cp))
-		names = append(names, tenant)
+		out = append(out, Entry{Tenant: tenant, Checkpoint: cp})
 	}
-	if len(hashes) == 0 {
-		return nil, nil, nil
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out
+}
+
+// Size is the number of leaves.
+func (l *Log) Size() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return uint64(len(l.leaves))
+}
+
+// Restore appends entries as leaves first, first+1, ...: entries below the size the
+// log holds are skipped (a replay of persisted records may overlap), a first beyond
+// it is an error (a persisted record is missing). A new runner replays the persisted
+// records through it before its first interval, so the witnesses, which hold the size
+// they cosigned, see a log that only grew.
+func (l *Log) Restore(first uint64, entries []Entry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size := uint64(len(l.leaves))
+	if first > size {
+		return fmt.Errorf("log of logs: entries start at leaf %d but the log holds %d leaves (a record is missing)", first, size)
 	}
-	first, err := l.tree.AppendBatch(hashes)
-	if err != nil {
-		return nil, nil, err
+	if first+uint64(len(entries)) <= size {
+		return nil
 	}
-	for i, tenant := range names {
-		l.latest[tenant] = first + uint64(i)
-		l.leaves = append(l.leaves, checkpoints[tenant])
+	entries = entries[size-first:]
+	hashes := make([]merkle.Hash, len(entries))
+	for i, e := range entries {
+		hashes[i] = merkle.LeafHash(e.Checkpoint)
 	}
+	if _, err := l.tree.AppendBatch(hashes); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		l.latest[e.Tenant] = size + uint64(i)
+		l.leaves = append(l.leaves, e.Checkpoint)
+	}
+	return nil
+}
+
+// Checkpoint signs the log of logs' checkpoint at its size and sends it to each
+// witness. It returns the checkpoint with the cosignatures it got and the witnesses
+// that did not cosign, with why.
+func (l *Log) Checkpoint(ctx context.Context) ([]byte, map[string]error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	size := l.tree.Size()
 	root, err := l.tree.RootAt(size)
 	if err != nil {
