@@ -42,6 +42,7 @@ type Log struct {
 	leaves    [][]byte          // leaf bytes by index
 	witnessed map[string]uint64 // witness → the size it cosigned
 	note      []byte            // the latest checkpoint, cosignatures included
+	noteSize  uint64            // its size
 }
 
 // New is an empty log of logs signed by signer (its origin is the log of logs') and
@@ -51,10 +52,16 @@ func New(signer projections.NoteSigning, witnesses []string, client *http.Client
 	if err != nil {
 		return nil, err
 	}
+	return NewOn(tree, signer, witnesses, client), nil
+}
+
+// NewOn is New on tree, which must be empty and which the log then owns (a signer
+// that proves consistency to a signing service reads it).
+func NewOn(tree *merkle.Tree, signer projections.NoteSigning, witnesses []string, client *http.Client) *Log {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}, nil
+	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}
 }
 
 // Entry is one leaf of the log of logs: a tenant's signed checkpoint note.
@@ -158,8 +165,22 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, map[string]error, error) 
 		}
 		signed = append(signed, lines...)
 	}
-	l.note = signed
+	l.note, l.noteSize = signed, size
 	return signed, failed, nil
+}
+
+// SetCheckpoint adopts signed, a checkpoint of size another runner published (a
+// process that serves proofs without running the log).
+func (l *Log) SetCheckpoint(size uint64, signed []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if size > uint64(len(l.leaves)) {
+		return fmt.Errorf("log of logs: a checkpoint of size %d but %d leaves held", size, len(l.leaves))
+	}
+	if size >= l.noteSize {
+		l.note, l.noteSize = signed, size
+	}
+	return nil
 }
 
 // cosign sends the checkpoint of size to witness w, with a proof from the size it
@@ -192,11 +213,11 @@ func (l *Log) cosign(ctx context.Context, w string, size uint64, signed []byte) 
 // index, the inclusion proof into the log of logs' checkpoint, and that checkpoint
 // with its cosignatures.
 type Proof struct {
-	Tenant     string
-	Checkpoint []byte // the tenant's signed checkpoint note
-	Index      uint64
-	Inclusion  []merkle.Hash
-	Witnessed  []byte // the log of logs' cosigned checkpoint
+	Tenant     string        `json:"tenant"`
+	Checkpoint []byte        `json:"checkpoint"` // the tenant's signed checkpoint note
+	Index      uint64        `json:"index"`
+	Inclusion  []merkle.Hash `json:"inclusion"`
+	Witnessed  []byte        `json:"witnessed"` // the log of logs' cosigned checkpoint
 }
 
 // Proof proves tenant's latest checkpoint included in the latest checkpoint of the log
@@ -208,7 +229,10 @@ func (l *Log) Proof(tenant string) (*Proof, error) {
 	if !ok || l.note == nil {
 		return nil, fmt.Errorf("tenant %q has no checkpoint in the log of logs yet", tenant)
 	}
-	size := uint64(len(l.leaves))
+	size := l.noteSize
+	if i >= size {
+		return nil, fmt.Errorf("tenant %q's latest checkpoint is not in a witnessed checkpoint of the log of logs yet; retry after the next interval", tenant)
+	}
 	inc, err := l.tree.InclusionProof(i, size)
 	if err != nil {
 		return nil, err

@@ -25,7 +25,9 @@ func TestBundlesFromTheLogOfRecord(t *testing.T) {
 	js := bundleBroker(t)
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	leaf := func(tenant string, i uint64) []byte { return fmt.Appendf(nil, "%s leaf %d %s", tenant, i, make([]byte, i%7)) }
+	leaf := func(tenant string, i uint64) []byte {
+		return fmt.Appendf(nil, "%s leaf %d %s", tenant, i, make([]byte, i%7))
+	}
 	sizes := map[string]uint64{}
 	for sizes["a"] < 1500 || sizes["b"] < 700 {
 		tenant := []string{"a", "b"}[rng.IntN(2)]

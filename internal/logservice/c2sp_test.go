@@ -29,7 +29,7 @@ import (
 // hostedWithRemoteSigner starts a database-backed process whose log key lives in a
 // signer service (as svc log --db-env runs), with the C2SP witnesses witnesses(key)
 // names, and returns it with its URL.
-func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string) (*Service, string, *signer.Key) {
+func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string, opts ...func(*Config)) (*Service, string, *signer.Key) {
 	t.Helper()
 	srv, dbURL, key := hostedParts(t)
 	heads, err := remote.OpenHeadStore(t.TempDir())
@@ -52,12 +52,16 @@ func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string) 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	svc, err := Start(context.Background(), Config{
+	cfg := Config{
 		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: sc, Keys: sc.Keys,
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
 		Witnesses: witnesses(key),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,6 +53,9 @@ type Hosted struct {
 	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default
 	// DefaultMaxActive.
 	MaxActive int
+	// LogOfLogsEvery is how often the log of logs (logoflogs.go) takes the tenants'
+	// latest checkpoints and sends its own to the witnesses; 0: no log of logs.
+	LogOfLogsEvery time.Duration
 }
 
 // DefaultMaxActive is the default of Hosted.MaxActive.
@@ -210,6 +213,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
+	s.startLogOfLogs(runCtx) // logoflogs.go
 	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
 	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
 	if err := s.Retry(ctx, "administrative events", func(context.Context) error { return st.view.Start(runCtx, s.errs) }); err != nil {
