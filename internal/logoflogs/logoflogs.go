@@ -169,8 +169,10 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, map[string]error, error) 
 	return signed, failed, nil
 }
 
-// SetCheckpoint adopts signed, a checkpoint of size another runner published (a
-// process that serves proofs without running the log).
+// SetCheckpoint adopts signed, a checkpoint of size another runner published: a
+// process that serves proofs without running the log, or a runner taking over, which
+// then takes the witnesses to hold size (a witness that holds another answers 409 with
+// it, and is sent a proof from that one).
 func (l *Log) SetCheckpoint(size uint64, signed []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -179,6 +181,9 @@ func (l *Log) SetCheckpoint(size uint64, signed []byte) error {
 	}
 	if size >= l.noteSize {
 		l.note, l.noteSize = signed, size
+	}
+	for _, w := range l.witnesses {
+		l.witnessed[w] = max(l.witnessed[w], size)
 	}
 	return nil
 }

@@ -45,7 +45,7 @@ func frontEndLogged(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, l
 
 // frontEndWith is frontEndLogged with the hosted settings h (its Store is filled in)
 // and the streams' replica count.
-func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted, replicas int) (*Service, string) {
+func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted, replicas int, opts ...func(*Config)) (*Service, string) {
 	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
@@ -53,12 +53,16 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 	}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	h.Store = st
-	svc, err := Start(context.Background(), Config{
+	cfg := Config{
 		DataDir: dir, NATSURL: natsURL, Replicas: replicas, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: logger, Hosted: &h,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

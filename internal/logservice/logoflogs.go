@@ -72,8 +72,9 @@ func (s *Service) startLogOfLogs(runCtx context.Context) {
 }
 
 // lolCatchUp brings l's copy up to the database (a fresh one when it has none), and
-// adopts the latest recorded checkpoint when adopt.
-func (s *Service) lolCatchUp(ctx context.Context, l *lolState, adopt bool) error {
+// adopts the latest recorded checkpoint (a runner taking over then sends the
+// witnesses a proof from it at once).
+func (s *Service) lolCatchUp(ctx context.Context, l *lolState) error {
 	db := s.hosted.cfg.Store
 	if l.log == nil {
 		tree, err := merkle.NewTree(merkle.NewMemoryStore())
@@ -101,9 +102,6 @@ func (s *Service) lolCatchUp(ctx context.Context, l *lolState, adopt bool) error
 	if err := l.log.Restore(from, entries); err != nil {
 		return err
 	}
-	if !adopt {
-		return nil
-	}
 	size, note, err := db.LogOfLogsCheckpoint(ctx)
 	if err != nil || note == nil {
 		return err
@@ -115,7 +113,7 @@ func (s *Service) lolCatchUp(ctx context.Context, l *lolState, adopt bool) error
 func (s *Service) lolProof(ctx context.Context, l *lolState, tenant string) (*logoflogs.Proof, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := s.lolCatchUp(ctx, l, true); err != nil {
+	if err := s.lolCatchUp(ctx, l); err != nil {
 		return nil, fmt.Errorf("log of logs: %w", err)
 	}
 	return l.log.Proof(tenant)
@@ -172,7 +170,7 @@ func (s *Service) lolInterval(ctx context.Context, l *lolState) error {
 	db := s.hosted.cfg.Store
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if err := s.lolCatchUp(ctx, l, false); err != nil {
+	if err := s.lolCatchUp(ctx, l); err != nil {
 		return err
 	}
 	notes, err := db.AllCheckpointNotes(ctx)

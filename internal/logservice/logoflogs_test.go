@@ -16,7 +16,10 @@ import (
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
+	"log/slog"
+
 	"svc.dev/svc/internal/logoflogs"
+	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
@@ -158,5 +161,93 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	if code, body := get(t, url+"/log-of-logs/proof/nobody"); code != 404 {
 		t.Fatalf("proof of a tenant with no checkpoint: %d %s", code, body)
+	}
+}
+
+// TestLogOfLogsOneRunnerTakesOver: two processes of one deployment run one log of
+// logs between them (one witness request for a change, not two); when the runner
+// stops, the other wins the lease, replays the leaves from PostgreSQL and goes on, and
+// the witness, which cosigned the first runner's checkpoint, cosigns the next (it
+// accepts only a log consistent with it).
+func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	vkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), LogOfLogsLease), key.Public().Key)
+	wkey, _ := signer.GenerateKey()
+	tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wkey, Name: "w.example.com/lol", Logs: []string{vkey}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var requests atomic.Int64
+	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); tw.ServeHTTP(w, r) }))
+	t.Cleanup(ws.Close)
+	policy, err := witness.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness W %s\nquorum W\n", vkey, tw.VerifierKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := Hosted{LeaseTTL: time.Second, LogOfLogsEvery: 100 * time.Millisecond}
+	withWitness := func(c *Config) { c.Witnesses = []string{ws.URL} }
+	var procs []*Service
+	var urls []string
+	for range 2 {
+		p, u := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler), h, 1, withWitness)
+		procs, urls = append(procs, p), append(urls, u)
+	}
+	db := procs[0].hosted.cfg.Store
+	publish := func(from, n int) {
+		t.Helper()
+		err := pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
+			for i := from; i < from+n; i++ {
+				if _, err := tx.Exec(context.Background(), `INSERT INTO checkpoint_notes (tenant_id, tree_size, note) VALUES ($1, 1, $2)`,
+					fmt.Sprintf("t%04d", i), fmt.Appendf(nil, "synthetic checkpoint of t%04d\n", i)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	await := func(url string, want uint64) {
+		t.Helper()
+		testkit.Eventually(t, 20*time.Second, func() error {
+			code, body := get(t, url+"/log-of-logs/checkpoint")
+			if code != 200 {
+				return fmt.Errorf("%d %s", code, body)
+			}
+			c, err := policy.VerifyCheckpoint([]byte(body), nil)
+			if err != nil {
+				return err
+			}
+			if c.Size != want {
+				return fmt.Errorf("witnessed size %d, want %d", c.Size, want)
+			}
+			return nil
+		})
+	}
+	publish(0, 50)
+	await(urls[1], 50)
+	time.Sleep(300 * time.Millisecond) // three more intervals of both processes
+	if got := requests.Load(); got != 1 {
+		t.Fatalf("%d witness requests for one change with two processes, want 1", got)
+	}
+	e, err := procs[0].hosted.kv.Get(context.Background(), LogOfLogsLease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, other := 0, 1
+	if string(e.Value()) != procs[0].hosted.id {
+		runner, other = 1, 0
+	}
+	procs[runner].Close()
+	publish(50, 25)
+	await(urls[other], 75)
+	if got := requests.Load(); got != 2 {
+		t.Fatalf("%d witness requests after the take-over, want 2", got)
+	}
+	code, body := get(t, urls[other]+"/log-of-logs/proof/t0060")
+	var p logoflogs.Proof
+	if code != 200 || json.Unmarshal([]byte(body), &p) != nil || p.Index != 60 {
+		t.Fatalf("proof of t0060 from the new runner: %d %s", code, body)
 	}
 }
