@@ -9,8 +9,7 @@
 // names the tenant's latest. A runner that persists the log records each interval's
 // Pending entries before Checkpoint shows them to a witness, and its successor replays
 // the records through Restore, so the witnesses see one log that only grows. This
-// package is the mechanism; running it in the hosted log (an elected runner, its
-// records, routes) is not built yet.
+// package is the mechanism; the hosted log runs it (internal/logservice/logoflogs.go).
 package logoflogs
 
 import (
