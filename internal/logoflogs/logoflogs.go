@@ -38,7 +38,7 @@ type Log struct {
 
 	mu        sync.Mutex
 	latest    map[string]uint64 // tenant → index of its latest leaf
-	leaves    [][]byte          // leaf bytes by index
+	notes     map[string][]byte // tenant → its latest leaf's bytes (older leaves are hashes in the tree only)
 	witnessed map[string]uint64 // witness → the size it cosigned
 	note      []byte            // the latest checkpoint, cosignatures included
 	noteSize  uint64            // its size
@@ -60,7 +60,7 @@ func NewOn(tree *merkle.Tree, signer projections.NoteSigning, witnesses []string
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}
+	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, notes: map[string][]byte{}, witnessed: map[string]uint64{}}
 }
 
 // Entry is one leaf of the log of logs: a tenant's signed checkpoint note.
@@ -94,7 +94,7 @@ func (l *Log) Pending(checkpoints map[string][]byte) []Entry {
 	defer l.mu.Unlock()
 	var out []Entry
 	for tenant, cp := range checkpoints {
-		if i, ok := l.latest[tenant]; ok && bytes.Equal(l.leaves[i], cp) {
+		if held, ok := l.notes[tenant]; ok && bytes.Equal(held, cp) {
 			continue
 		}
 		out = append(out, Entry{Tenant: tenant, Checkpoint: cp})
@@ -107,7 +107,7 @@ func (l *Log) Pending(checkpoints map[string][]byte) []Entry {
 func (l *Log) Size() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return uint64(len(l.leaves))
+	return l.tree.Size()
 }
 
 // Restore appends entries as leaves first, first+1, ...: entries below the size the
@@ -118,7 +118,7 @@ func (l *Log) Size() uint64 {
 func (l *Log) Restore(first uint64, entries []Entry) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	size := uint64(len(l.leaves))
+	size := l.tree.Size()
 	if first > size {
 		return fmt.Errorf("log of logs: entries start at leaf %d but the log holds %d leaves (a record is missing)", first, size)
 	}
@@ -135,7 +135,7 @@ func (l *Log) Restore(first uint64, entries []Entry) error {
 	}
 	for i, e := range entries {
 		l.latest[e.Tenant] = size + uint64(i)
-		l.leaves = append(l.leaves, e.Checkpoint)
+		l.notes[e.Tenant] = e.Checkpoint
 	}
 	return nil
 }
@@ -175,8 +175,8 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, map[string]error, error) 
 func (l *Log) SetCheckpoint(size uint64, signed []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if size > uint64(len(l.leaves)) {
-		return fmt.Errorf("log of logs: a checkpoint of size %d but %d leaves held", size, len(l.leaves))
+	if held := l.tree.Size(); size > held {
+		return fmt.Errorf("log of logs: a checkpoint of size %d but %d leaves held", size, held)
 	}
 	if size >= l.noteSize {
 		l.note, l.noteSize = signed, size
@@ -241,7 +241,7 @@ func (l *Log) Proof(tenant string) (*Proof, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Proof{Tenant: tenant, Checkpoint: l.leaves[i], Index: i, Inclusion: inc, Witnessed: l.note}, nil
+	return &Proof{Tenant: tenant, Checkpoint: l.notes[tenant], Index: i, Inclusion: inc, Witnessed: l.note}, nil
 }
 
 // Verify checks p: the log of logs' checkpoint under policy (signed by a log of the
