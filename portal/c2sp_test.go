@@ -12,8 +12,8 @@ import (
 
 // TestHostedC2SPAsTheREADMESays (issue 29, point 8; issue 33) pins what the README
 // says of C2SP on the hosted log: hash tiles and checkpoints need no token (public
-// hashes), and it serves no entry bundles yet (with the README's words). When the
-// hosted log grows them, this test and the README change together.
+// hashes), and entry bundles need the tenant's token (the tenant's log is private by
+// default) and hold the leaves appended with their contents.
 func TestHostedC2SPAsTheREADMESays(t *testing.T) {
 	e := portaltest.Start(t, portaltest.Options{})
 	reg := newBrowser(t, e.URL).must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
@@ -27,7 +27,8 @@ func TestHostedC2SPAsTheREADMESays(t *testing.T) {
 	}{
 		{"/tile/0/000.p/1", "", http.StatusOK, ""},
 		{"/tile/0/000.p/1", token, http.StatusOK, ""},
-		{"/tile/entries/000.p/1", token, http.StatusNotFound, "this log serves no entry bundles"},
+		{"/tile/entries/000.p/1", token, http.StatusOK, "\x00\x40" + strings.Repeat("ab", 32)},
+		{"/tile/entries/000.p/1", "", http.StatusUnauthorized, "unauthorized"},
 		{"/checkpoint", "", http.StatusNotFound, "no checkpoint published yet"}, // every hour here
 	} {
 		code, _, body := testkit.Do(t, http.MethodGet, base+c.path, c.token, "")

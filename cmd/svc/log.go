@@ -101,6 +101,7 @@ type logOptions struct {
 	maxConns, maxConnsPerAddr           int
 	checkpointDir                       string
 	checkpointEvery, checkpointBeat     int
+	logOfLogsEvery                      int // seconds; 0: no log of logs
 	trustProxy                          proxyFlags
 	witnesses                           listFlag
 	tokenHashes                         [][32]byte  // svc up: the hash of its generated token
@@ -126,6 +127,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
 	o.trustProxy.register(fs)
 	o.telemetry.register(fs)
+	fs.IntVar(&o.logOfLogsEvery, "log-of-logs-every", 0, "with --db-env: every `seconds`, one checkpoint over all tenants' latest checkpoints is sent to the --witness-add-checkpoint witnesses (one request an interval however many tenants; GET /log-of-logs/checkpoint, /log-of-logs/proof/<tenant>); 0: off")
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
 
@@ -239,6 +241,9 @@ func serveLog(ctx context.Context, o logOptions, stdout, stderr io.Writer, ready
 	}
 	if o.checkpointEvery <= 0 || o.checkpointBeat <= 0 {
 		return usagef("--checkpoint-every and --checkpoint-heartbeat must be positive")
+	}
+	if o.logOfLogsEvery < 0 || (o.logOfLogsEvery > 0 && o.dbEnv == "") {
+		return usagef("--log-of-logs-every takes a positive number of seconds, with --db-env (the log of logs lives in the hosted log's database)")
 	}
 	o.telemetry.hosted = o.dbEnv != ""
 	tel, err := setupTelemetry(o.telemetry)

@@ -104,6 +104,13 @@ func TestLogFlagErrors(t *testing.T) {
 		{[]string{"log", "--file", "x", "--key", "/nonexistent.key"}, 1, "nonexistent.key"},
 		{[]string{"log", "--file", "x", "--key", "/nonexistent.key", "--max-conns", "0"}, 2, "--max-conns 0: want 1 to 65536"},
 	})
+	k0, _ := signer.GenerateKey()
+	kdir := t.TempDir()
+	k0.WriteKeyFiles(kdir, "log")
+	checkCLIErrors(t, []cliError{
+		{[]string{"log", "--file", "x", "--key", filepath.Join(kdir, "log.key"), "--log-of-logs-every", "60"}, 2, "--log-of-logs-every takes a positive number of seconds, with --db-env"},
+		{[]string{"log", "--file", "x", "--key", filepath.Join(kdir, "log.key"), "--log-of-logs-every", "-1"}, 2, "--log-of-logs-every takes a positive"},
+	})
 	t.Setenv("UNSET_FOR_TEST", "")
 	dir := t.TempDir()
 	k, _ := signer.GenerateKey()

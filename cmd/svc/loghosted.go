@@ -60,7 +60,7 @@ func startHosted(ctx context.Context, o logOptions, headSigner receipt.EnvelopeS
 		Signer: headSigner, Keys: keys, CheckpointDir: o.checkpointDir,
 		CheckpointEvery: time.Duration(o.checkpointEvery) * time.Second, CheckpointHeartbeat: time.Duration(o.checkpointBeat) * time.Second,
 		CheckpointFirst: time.Second, // the first checkpoint follows the first append
-		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st}, Telemetry: tel, Waiting: o.waiting,
+		TrustProxy:      o.trustProxy.proxy, Logger: logger, Hosted: &logservice.Hosted{Store: st, LogOfLogsEvery: time.Duration(o.logOfLogsEvery) * time.Second}, Telemetry: tel, Waiting: o.waiting,
 		Witnesses: o.witnesses, // C2SP witnesses cosign each tenant's checkpoints
 	})
 	if err != nil {

@@ -6,8 +6,10 @@
 //
 // Leaf i is the bytes of a tenant's signed checkpoint note as the tenant published it;
 // a tenant whose checkpoint changed gets a new leaf (the log only grows), and Proof
-// names the tenant's latest. This package is the mechanism; serving it (routes, the
-// database of a hosted log) is not built yet.
+// names the tenant's latest. A runner that persists the log records each interval's
+// Pending entries before Checkpoint shows them to a witness, and its successor replays
+// the records through Restore, so the witnesses see one log that only grows. This
+// package is the mechanism; the hosted log runs it (internal/logservice/logoflogs.go).
 package logoflogs
 
 import (
@@ -16,6 +18,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 
 	"golang.org/x/mod/sumdb/note"
@@ -34,9 +38,10 @@ type Log struct {
 
 	mu        sync.Mutex
 	latest    map[string]uint64 // tenant → index of its latest leaf
-	leaves    [][]byte          // leaf bytes by index
+	notes     map[string][]byte // tenant → its latest leaf's bytes (older leaves are hashes in the tree only)
 	witnessed map[string]uint64 // witness → the size it cosigned
 	note      []byte            // the latest checkpoint, cosignatures included
+	noteSize  uint64            // its size
 }
 
 // New is an empty log of logs signed by signer (its origin is the log of logs') and
@@ -46,39 +51,101 @@ func New(signer projections.NoteSigning, witnesses []string, client *http.Client
 	if err != nil {
 		return nil, err
 	}
+	return NewOn(tree, signer, witnesses, client), nil
+}
+
+// NewOn is New on tree, which must be empty and which the log then owns (a signer
+// that proves consistency to a signing service reads it).
+func NewOn(tree *merkle.Tree, signer projections.NoteSigning, witnesses []string, client *http.Client) *Log {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, witnessed: map[string]uint64{}}, nil
+	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, notes: map[string][]byte{}, witnessed: map[string]uint64{}}
+}
+
+// Entry is one leaf of the log of logs: a tenant's signed checkpoint note.
+type Entry struct {
+	Tenant     string
+	Checkpoint []byte
 }
 
 // Interval appends a leaf for each tenant whose checkpoint differs from its latest
-// leaf, signs the log of logs' checkpoint and sends it to each witness: one request a
-// witness, however many tenants changed. It returns the cosigned checkpoint (nil when
-// nothing changed) and the witnesses that did not cosign, with why.
+// leaf (Pending), signs the log of logs' checkpoint and sends it to each witness
+// (Checkpoint): one request a witness, however many tenants changed. It returns the
+// cosigned checkpoint (nil when nothing changed) and the witnesses that did not
+// cosign, with why. A runner that persists the log calls the three steps itself, so
+// that the leaves are durable before any witness sees a checkpoint over them. One
+// runner calls it at a time.
 func (l *Log) Interval(ctx context.Context, checkpoints map[string][]byte) ([]byte, map[string]error, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var hashes []merkle.Hash
-	var names []string
-	for tenant, cp := range checkpoints {
-		if i, ok := l.latest[tenant]; ok && bytes.Equal(l.leaves[i], cp) {
-			continue
-		}
-		hashes = append(hashes, merkle.LeafHash(cp))
-		names = append(names, tenant)
-	}
-	if len(hashes) == 0 {
+	pending := l.Pending(checkpoints)
+	if len(pending) == 0 {
 		return nil, nil, nil
 	}
-	first, err := l.tree.AppendBatch(hashes)
-	if err != nil {
+	if err := l.Restore(l.Size(), pending); err != nil {
 		return nil, nil, err
 	}
-	for i, tenant := range names {
-		l.latest[tenant] = first + uint64(i)
-		l.leaves = append(l.leaves, checkpoints[tenant])
+	return l.Checkpoint(ctx)
+}
+
+// Pending lists, by tenant name, the tenants of checkpoints whose checkpoint differs
+// from their latest leaf: the leaves the next interval appends, in the order it does.
+func (l *Log) Pending(checkpoints map[string][]byte) []Entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Entry
+	for tenant, cp := range checkpoints {
+		if held, ok := l.notes[tenant]; ok && bytes.Equal(held, cp) {
+			continue
+		}
+		out = append(out, Entry{Tenant: tenant, Checkpoint: cp})
 	}
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Tenant, b.Tenant) })
+	return out
+}
+
+// Size is the number of leaves.
+func (l *Log) Size() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.tree.Size()
+}
+
+// Restore appends entries as leaves first, first+1, ...: entries below the size the
+// log holds are skipped (a replay of persisted records may overlap), a first beyond
+// it is an error (a persisted record is missing). A new runner replays the persisted
+// records through it before its first interval, so the witnesses, which hold the size
+// they cosigned, see a log that only grew.
+func (l *Log) Restore(first uint64, entries []Entry) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	size := l.tree.Size()
+	if first > size {
+		return fmt.Errorf("log of logs: entries start at leaf %d but the log holds %d leaves (a record is missing)", first, size)
+	}
+	if first+uint64(len(entries)) <= size {
+		return nil
+	}
+	entries = entries[size-first:]
+	hashes := make([]merkle.Hash, len(entries))
+	for i, e := range entries {
+		hashes[i] = merkle.LeafHash(e.Checkpoint)
+	}
+	if _, err := l.tree.AppendBatch(hashes); err != nil {
+		return err
+	}
+	for i, e := range entries {
+		l.latest[e.Tenant] = size + uint64(i)
+		l.notes[e.Tenant] = e.Checkpoint
+	}
+	return nil
+}
+
+// Checkpoint signs the log of logs' checkpoint at its size and sends it to each
+// witness. It returns the checkpoint with the cosignatures it got and the witnesses
+// that did not cosign, with why.
+func (l *Log) Checkpoint(ctx context.Context) ([]byte, map[string]error, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	size := l.tree.Size()
 	root, err := l.tree.RootAt(size)
 	if err != nil {
@@ -97,8 +164,27 @@ func (l *Log) Interval(ctx context.Context, checkpoints map[string][]byte) ([]by
 		}
 		signed = append(signed, lines...)
 	}
-	l.note = signed
+	l.note, l.noteSize = signed, size
 	return signed, failed, nil
+}
+
+// SetCheckpoint adopts signed, a checkpoint of size another runner published: a
+// process that serves proofs without running the log, or a runner taking over, which
+// then takes the witnesses to hold size (a witness that holds another answers 409 with
+// it, and is sent a proof from that one).
+func (l *Log) SetCheckpoint(size uint64, signed []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if held := l.tree.Size(); size > held {
+		return fmt.Errorf("log of logs: a checkpoint of size %d but %d leaves held", size, held)
+	}
+	if size >= l.noteSize {
+		l.note, l.noteSize = signed, size
+	}
+	for _, w := range l.witnesses {
+		l.witnessed[w] = max(l.witnessed[w], size)
+	}
+	return nil
 }
 
 // cosign sends the checkpoint of size to witness w, with a proof from the size it
@@ -131,11 +217,11 @@ func (l *Log) cosign(ctx context.Context, w string, size uint64, signed []byte) 
 // index, the inclusion proof into the log of logs' checkpoint, and that checkpoint
 // with its cosignatures.
 type Proof struct {
-	Tenant     string
-	Checkpoint []byte // the tenant's signed checkpoint note
-	Index      uint64
-	Inclusion  []merkle.Hash
-	Witnessed  []byte // the log of logs' cosigned checkpoint
+	Tenant     string        `json:"tenant"`
+	Checkpoint []byte        `json:"checkpoint"` // the tenant's signed checkpoint note
+	Index      uint64        `json:"index"`
+	Inclusion  []merkle.Hash `json:"inclusion"`
+	Witnessed  []byte        `json:"witnessed"` // the log of logs' cosigned checkpoint
 }
 
 // Proof proves tenant's latest checkpoint included in the latest checkpoint of the log
@@ -147,12 +233,15 @@ func (l *Log) Proof(tenant string) (*Proof, error) {
 	if !ok || l.note == nil {
 		return nil, fmt.Errorf("tenant %q has no checkpoint in the log of logs yet", tenant)
 	}
-	size := uint64(len(l.leaves))
+	size := l.noteSize
+	if i >= size {
+		return nil, fmt.Errorf("tenant %q's latest checkpoint is not in a witnessed checkpoint of the log of logs yet; retry after the next interval", tenant)
+	}
 	inc, err := l.tree.InclusionProof(i, size)
 	if err != nil {
 		return nil, err
 	}
-	return &Proof{Tenant: tenant, Checkpoint: l.leaves[i], Index: i, Inclusion: inc, Witnessed: l.note}, nil
+	return &Proof{Tenant: tenant, Checkpoint: l.notes[tenant], Index: i, Inclusion: inc, Witnessed: l.note}, nil
 }
 
 // Verify checks p: the log of logs' checkpoint under policy (signed by a log of the

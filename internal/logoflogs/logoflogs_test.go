@@ -129,3 +129,91 @@ func TestThousandTenantsOneWitnessRequest(t *testing.T) {
 		t.Fatalf("a policy the witness alone does not meet: %v", err)
 	}
 }
+
+// TestRestoredLogKeepsItsWitness: a runner that persisted each interval's leaves
+// (Pending, before any witness saw them) dies; the next one restores them, replays
+// overlapping records harmlessly, refuses a missing one, and its next checkpoint is
+// cosigned by the same witness, which accepts only a log consistent with what it
+// cosigned before. A tenant's proof from the new runner verifies under the policy.
+func TestRestoredLogKeepsItsWitness(t *testing.T) {
+	logKey, _ := signer.GenerateKey()
+	wKey, _ := signer.GenerateKey()
+	lolSigner, err := projections.NewNoteSigner("example.com/log-of-logs", logKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wKey, Name: "w.example.com/1", Logs: []string{lolSigner.VerifierKey()}, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := httptest.NewServer(tw)
+	defer ws.Close()
+	type record struct {
+		first   uint64
+		entries []logoflogs.Entry
+	}
+	var persisted []record
+	tenants := map[string]*tenant{}
+	cps := map[string][]byte{}
+	grow := func(names ...string) {
+		for _, name := range names {
+			if tenants[name] == nil {
+				tree, _ := merkle.NewTree(merkle.NewMemoryStore())
+				ns, _ := projections.NewNoteSigner(projections.DefaultOrigin("", logKey.KeyID(), name), logKey)
+				tenants[name] = &tenant{tree: tree, ns: ns}
+			}
+			cps[name] = tenants[name].grow(t, name, 2)
+		}
+	}
+	interval := func(lol *logoflogs.Log) {
+		t.Helper()
+		pending := lol.Pending(cps)
+		persisted = append(persisted, record{lol.Size(), pending}) // durable first
+		if err := lol.Restore(lol.Size(), pending); err != nil {
+			t.Fatal(err)
+		}
+		if _, failed, err := lol.Checkpoint(context.Background()); err != nil || len(failed) > 0 {
+			t.Fatalf("checkpoint: %v %v", err, failed)
+		}
+	}
+	first, err := logoflogs.New(lolSigner, []string{ws.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grow("a", "b", "c")
+	interval(first)
+	grow("b")
+	interval(first)
+
+	next, err := logoflogs.New(lolSigner, []string{ws.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := next.Restore(persisted[1].first, persisted[1].entries); err == nil || !strings.Contains(err.Error(), "a record is missing") {
+		t.Fatalf("a restore that skips a record: %v", err)
+	}
+	for _, r := range append(persisted, persisted[0]) { // the last: a replayed overlap
+		if err := next.Restore(r.first, r.entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if next.Size() != 4 {
+		t.Fatalf("restored %d leaves, want 4", next.Size())
+	}
+	grow("a", "d")
+	interval(next) // the witness holds size 4 from the first runner: it needs consistency
+	policy, err := witness.ParsePolicy([]byte(fmt.Sprintf("log %s\nwitness W %s\nquorum W\n", lolSigner.VerifierKey(), tw.VerifierKey())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a", "b", "c", "d"} {
+		p, err := next.Proof(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tv, _ := note.NewVerifier(tenants[name].ns.VerifierKey())
+		if size, _, err := logoflogs.Verify(p, policy, tv); err != nil || size != tenants[name].tree.Size() {
+			t.Fatalf("tenant %s: size %d, %v", name, size, err)
+		}
+	}
+}

@@ -29,7 +29,7 @@ import (
 // hostedWithRemoteSigner starts a database-backed process whose log key lives in a
 // signer service (as svc log --db-env runs), with the C2SP witnesses witnesses(key)
 // names, and returns it with its URL.
-func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string) (*Service, string, *signer.Key) {
+func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string, opts ...func(*Config)) (*Service, string, *signer.Key) {
 	t.Helper()
 	srv, dbURL, key := hostedParts(t)
 	heads, err := remote.OpenHeadStore(t.TempDir())
@@ -52,12 +52,16 @@ func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string) 
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	svc, err := Start(context.Background(), Config{
+	cfg := Config{
 		DataDir: dir, NATSURL: natsembed.URL(srv, "pw-of-tests"), Signer: sc, Keys: sc.Keys,
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
 		Witnesses: witnesses(key),
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,8 +135,10 @@ func publicCheckpoint(t *testing.T, base string, v note.Verifiers) tlog.Tree {
 // and an independent client (golang.org/x/mod/sumdb/tlog and note), with no
 // credential, reads its checkpoint and hash tiles and proves a leaf's inclusion and
 // the consistency of two checkpoints; each checkpoint carries the cosignature of the
-// C2SP witness the log sends it to (svc's own). Entry bundles still need the tenant's
-// token, until the tenant opts its log public (an audited admin event).
+// C2SP witness the log sends it to (svc's own). Entry bundles (read from SVC_LEAVES)
+// need the tenant's token, until the tenant opts its log public (an audited admin
+// event); then the same client reads them with no credential and checks each entry
+// against the authenticated hash tiles.
 func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	var cosV *witness.CosignatureVerifier
 	svc, url, key := hostedWithRemoteSigner(t, func(key *signer.Key) []string {
@@ -206,16 +212,39 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	if err := tlog.CheckTree(proof, newer.N, newer.Hash, older.N, older.Hash); err != nil {
 		t.Fatalf("the checkpoints are not consistent: %v", err)
 	}
-	if code, body := get(t, base+"/tile/entries/000"); code != 401 {
-		t.Fatalf("an entry bundle without the tenant's token: %d %s", code, body)
+	// Entry bundles are the tenant's: its token reads them, and no token, a wrong one
+	// or another tenant's gets 401 before the tenant is looked up or started.
+	other := addTenant(t, svc, "globex")
+	addTenant(t, svc, "beta") // never used: it stays unstarted
+	for _, c := range []struct{ base, token string }{{base, ""}, {base, "not-a-token"}, {base, other}, {url + "/t/beta", ""}, {url + "/t/beta", tok}} {
+		if code, _, body := testkit.Do(t, http.MethodGet, c.base+"/tile/entries/000", c.token, ""); code != 401 {
+			t.Fatalf("GET %s/tile/entries/000 with token %q: %d %s, want 401", c.base, c.token, code, body)
+		}
 	}
-	// The tenant opts its log public (an audited admin event): bundles need no token
-	// (this hosted log serves none yet: 404 instead of 401).
+	svc.hosted.mu.Lock()
+	started := svc.hosted.held["beta"] != nil || svc.hosted.follows["beta"] != nil
+	svc.hosted.mu.Unlock()
+	if started {
+		t.Fatal("a refused entry-bundle read started the tenant")
+	}
+	checkBundles(t, base, tok, newer, leaves)
+	if code, _, body := testkit.Do(t, http.MethodGet, base+"/tile/entries/001.p/90", tok, ""); code != 404 || !strings.Contains(body, "not all committed yet") {
+		t.Fatalf("a bundle past the log's size: %d %s", code, body)
+	}
+	// The tenant opts its log public (an audited admin event): an independent client
+	// reads its bundles with no credential.
 	if _, err := svc.Admin().SetPublic(context.Background(), "test", "acme", true); err != nil {
 		t.Fatal(err)
 	}
-	if code, body := get(t, base+"/tile/entries/000"); code != 404 || !strings.Contains(body, "no entry bundles") {
-		t.Fatalf("an entry bundle of a public log without a token: %d %s", code, body)
+	testkit.Eventually(t, 10*time.Second, func() error {
+		if code, body := get(t, base+"/tile/entries/000"); code != 200 {
+			return fmt.Errorf("an entry bundle of a public log without a token: %d %s", code, body)
+		}
+		return nil
+	})
+	checkBundles(t, base, "", newer, leaves)
+	if code, body := get(t, url+"/t/globex/tile/entries/000"); code != 401 {
+		t.Fatalf("another (private) tenant's bundle without a token: %d %s", code, body)
 	}
 	testkit.Eventually(t, 10*time.Second, func() error {
 		code, _, body := testkit.Do(t, http.MethodGet, base+"/audit", tok, "")
@@ -235,4 +264,47 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// checkBundles reads every entry bundle of tree (full and partial, with token, or
+// none when it is empty) as golang.org/x/mod/sumdb/tlog names them, and checks each
+// entry against the leaf appended and against its record hash in the public hash
+// tiles, which tlog authenticates against tree's root.
+func checkBundles(t *testing.T, base, token string, tree tlog.Tree, leaves []string) {
+	t.Helper()
+	thr := tlog.TileHashReader(tree, publicTiles{t: t, base: base})
+	for n := int64(0); n*256 < tree.N; n++ {
+		tile := tlog.Tile{H: 8, L: -1, N: n, W: int(min(256, tree.N-n*256))}
+		path := strings.Replace(tile.Path(), "tile/8/data/", "tile/entries/", 1)
+		code, _, body := testkit.Do(t, http.MethodGet, base+"/"+path, token, "")
+		if code != 200 {
+			t.Fatalf("GET %s (token %q): %d %s", path, token, code, body)
+		}
+		b := []byte(body)
+		for j := range tile.W {
+			k := n*256 + int64(j)
+			if len(b) < 2 {
+				t.Fatalf("%s ends before entry %d", path, j)
+			}
+			l := int(b[0])<<8 | int(b[1])
+			if len(b) < 2+l {
+				t.Fatalf("%s ends inside entry %d", path, j)
+			}
+			entry := b[2 : 2+l]
+			b = b[2+l:]
+			if string(entry) != leaves[k] {
+				t.Fatalf("%s entry %d is %q, want %q", path, j, entry, leaves[k])
+			}
+			hashes, err := thr.ReadHashes([]int64{tlog.StoredHashIndex(0, k)})
+			if err != nil {
+				t.Fatalf("leaf hash %d from the public tiles: %v", k, err)
+			}
+			if hashes[0] != tlog.RecordHash(entry) {
+				t.Fatalf("%s entry %d does not hash to leaf %d of the hash tiles", path, j, k)
+			}
+		}
+		if len(b) != 0 {
+			t.Fatalf("%s holds %d bytes past its %d entries", path, len(b), tile.W)
+		}
+	}
 }

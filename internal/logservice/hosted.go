@@ -53,6 +53,9 @@ type Hosted struct {
 	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default
 	// DefaultMaxActive.
 	MaxActive int
+	// LogOfLogsEvery is how often the log of logs (logoflogs.go) takes the tenants'
+	// latest checkpoints and sends its own to the witnesses; 0: no log of logs.
+	LogOfLogsEvery time.Duration
 }
 
 // DefaultMaxActive is the default of Hosted.MaxActive.
@@ -106,6 +109,8 @@ type hostedState struct {
 	kv    jetstream.KeyValue
 	js    jetstream.JetStream
 	id    string // this process, in leases
+	// bundles serves the tenants' entry bundles from SVC_LEAVES (bundles.go).
+	bundles bundleSource
 	// runCtx is the service's run context: a tenant handed over keeps its read-only
 	// tree until the process stops.
 	runCtx context.Context
@@ -208,6 +213,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
+	s.startLogOfLogs(runCtx) // logoflogs.go
 	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
 	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
 	if err := s.Retry(ctx, "administrative events", func(context.Context) error { return st.view.Start(runCtx, s.errs) }); err != nil {
@@ -933,6 +939,7 @@ func (s *Service) hostedFront(id string, tree *merkle.Tree) *logserver.Tenant {
 		Authorize:      func(token string, mayAsk func() bool) bool { return st.authorize(id, token, mayAsk) },
 		CheckpointNote: s.hostedNote(id), // c2sp.go
 		Public:         func() bool { cur, _ := st.view.Tenant(id); return cur.Public },
+		Entries:        st.bundles.of(st.js, id, tree), // bundles.go
 		Checkpoints: func(since uint64) ([]logserver.Checkpoint, error) {
 			cps, err := db.CheckpointsSince(context.Background(), id, since, 10000)
 			if err != nil {

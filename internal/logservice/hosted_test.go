@@ -45,7 +45,7 @@ func frontEndLogged(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, l
 
 // frontEndWith is frontEndLogged with the hosted settings h (its Store is filled in)
 // and the streams' replica count.
-func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted, replicas int) (*Service, string) {
+func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, logger *slog.Logger, h Hosted, replicas int, opts ...func(*Config)) (*Service, string) {
 	t.Helper()
 	st, err := store.Open(context.Background(), dbURL)
 	if err != nil {
@@ -53,12 +53,16 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 	}
 	doc := &signer.KeyDocument{Keys: []signer.KeyEntry{key.Public().Entry(time.Now().Add(-time.Hour), nil)}}
 	h.Store = st
-	svc, err := Start(context.Background(), Config{
+	cfg := Config{
 		DataDir: dir, NATSURL: natsURL, Replicas: replicas, Signer: receipt.KeySigner{Key: key},
 		Keys:          func(context.Context) (*signer.KeyDocument, error) { return doc, nil },
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: logger, Hosted: &h,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := Start(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +195,19 @@ func TestTwoFrontEnds(t *testing.T) {
 		}
 		return nil
 	})
+	// Both fronts serve the same entry bundle, the holder's from its sequencer's tree
+	// and the other's from its read-only tree, both read from the log of record.
+	var bundles []string
+	for _, u := range []string{urlA, urlB} {
+		code, _, body := testkit.Do(t, http.MethodGet, u+"/t/acme/tile/entries/000.p/22", tokA, "")
+		if code != 200 {
+			t.Fatalf("entry bundle through %s: %d %s", u, code, body)
+		}
+		bundles = append(bundles, body)
+	}
+	if bundles[0] != bundles[1] || !strings.HasPrefix(bundles[0], "\x00\x05first\x00\x05probe\x00\x06leaf 0") {
+		t.Fatalf("the fronts serve different or wrong bundles: %q, %q", bundles[0], bundles[1])
+	}
 	// A checkpoint published by the holder is listed by both fronts, from PostgreSQL.
 	holderSvc := a
 	if b.Sequencer("acme") != nil {
