@@ -33,6 +33,9 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 		if method == string(mcp.MethodNotificationMessage) && !logLevelWanted(ctx, params) {
 			return
 		}
+		if method == string(mcp.MethodNotificationToolsListChanged) {
+			return // the gateway's own goes to each agent whose grant names a changed tool (routes.go)
+		}
 		var p map[string]any
 		if len(params) > 0 && json.Unmarshal(params, &p) != nil {
 			return
@@ -94,7 +97,7 @@ func askAgent(ctx context.Context, srv *server.MCPServer, method string, params 
 // fastTool reports whether a fast path may answer a call of tool: an upstream offers
 // it and cannot send the agent anything mid-call.
 func (g *Gateway) fastTool(tool string) bool {
-	up := g.owner[tool]
+	up := g.ownerOf(tool)
 	if up == nil {
 		return false
 	}
