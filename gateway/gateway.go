@@ -78,8 +78,8 @@ type Gateway struct {
 	policy        Decider
 	policyDigest  string
 	upstreams     []upstream.Upstream
-	routes        atomic.Pointer[routing]       // tool → the one upstream offering it (routes.go)
-	watchers      toolWatchers                  // the fronts told when the routed tools change (routes.go)
+	routes        atomic.Pointer[routing] // tool → the one upstream offering it (routes.go)
+	watchers      toolWatchers            // the fronts told when the routed tools change (routes.go)
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time
