@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/receipt"
@@ -183,5 +186,53 @@ func TestToolCollidingAfterStartIsNotRouted(t *testing.T) {
 	}
 	if p.Execution.Status != receipt.StatusDenied || !strings.Contains(p.Execution.Reason, "tool a_echo is offered by more than one upstream (a, b)") {
 		t.Fatalf("a_echo's denied receipt: %+v", p.Execution)
+	}
+}
+
+// TestStdioPassThroughDoesNotBlockReading: over the stdio front a passed-through
+// request (resources/read) is answered on a worker, as a tools/call is: while the
+// upstream holds it, the agent's next request is read and answered. The upstream
+// (the official TypeScript SDK) answers the read only once that request, a call of
+// release, reached it, so a front that read nothing meanwhile never answers either.
+func TestStdioPassThroughDoesNotBlockReading(t *testing.T) {
+	nodeModules(t)
+	f := keyedFixture(t)
+	f.writeGrant(t, "grant.json", []string{"release", "resources"}, time.Now().Add(-time.Minute), 24*time.Hour, nil)
+	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`permit (principal, action, resource);`), 0o644)
+	f.writeConfig(map[string]any{
+		"identity":  map[string]any{"keyFile": "gateway.key"},
+		"upstream":  map[string]any{"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "rugpull-server.mjs")}, "env": map[string]string{"HOLD": "1", "HOLD_LOG": filepath.Join(f.dir, "hold.log")}},
+		"grantFile": "grant.json", "trustedPrincipalKeys": []string{"alice.pub"}, "policyFile": "policy.cedar",
+		"receiptsDir": "receipts", "logFile": "receipts.log", "passThrough": []string{"resources"},
+	})
+	cmd, c := startStdioGateway(t, f.config)
+	defer func() { c.Close(); _ = cmd.Wait() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	read := make(chan error, 1)
+	go func() {
+		req := mcp.ReadResourceRequest{}
+		req.Params.URI = "test://held"
+		res, err := c.ReadResource(ctx, req)
+		if err == nil && (len(res.Contents) != 1 || res.Contents[0].(mcp.TextResourceContents).Text != "held until released") {
+			err = fmt.Errorf("resources/read: %+v", res.Contents)
+		}
+		read <- err
+	}()
+	// release only once the read is with the upstream (which holds it): a front still
+	// waiting for the read's answer would not read release's request.
+	testkit.Eventually(t, 20*time.Second, func() error {
+		if data, _ := os.ReadFile(filepath.Join(f.dir, "hold.log")); string(data) != "read\n" {
+			return fmt.Errorf("resources/read not at the upstream yet")
+		}
+		return nil
+	})
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "release"
+	if res, err := c.CallTool(ctx, req); err != nil || res.IsError || resultText(res) != "released" {
+		t.Fatalf("release, sent while resources/read is held: %+v, %v", res, err)
+	}
+	if err := <-read; err != nil {
+		t.Fatal(err)
 	}
 }
