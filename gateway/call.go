@@ -134,7 +134,9 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	if res := g.precommit(ctx, c, p); res != nil {
 		return res, nil
 	}
-	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: ask})
+	var relayed relayCount
+	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: relayed.counting(ask)})
+	p.SetRelayed(relayed.record())
 	// Once the call was forwarded its receipt is owed even if the agent gave up on it
 	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
 	return g.finish(context.WithoutCancel(ctx), c, p, out, callErr)

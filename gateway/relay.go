@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/receipt"
 )
 
 // What an upstream sends within a tools/call besides its answer goes to the agent
@@ -103,4 +105,38 @@ func (g *Gateway) fastTool(tool string) bool {
 	}
 	r, ok := up.(interface{ Relays() bool })
 	return !ok || !r.Relays()
+}
+
+// relayCount counts the requests an upstream sent the agent within one call, by
+// method, for the receipt's relayed member (claimed: the parties' exchange is not
+// recorded, only that it took place).
+type relayCount struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+// counting is ask counting each request it relays (nil: ask, nil, refusing them).
+func (r *relayCount) counting(ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	if ask == nil {
+		return nil
+	}
+	return func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		r.mu.Lock()
+		if r.n == nil {
+			r.n = map[string]uint64{}
+		}
+		r.n[method]++
+		r.mu.Unlock()
+		return ask(ctx, method, params)
+	}
+}
+
+// record is the receipt's relayed member; nil when the call relayed nothing.
+func (r *relayCount) record() *receipt.Relayed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.n) == 0 {
+		return nil
+	}
+	return &receipt.Relayed{Requests: r.n, Provenance: receipt.Claimed}
 }

@@ -123,7 +123,7 @@ func TestToolAddedAfterStartIsRouted(t *testing.T) {
 			}
 			id := receiptID(t, late)
 			waitForReceipts(t, f, 3)
-			if rep := verifyAll(t, f)[id]; !strings.Contains(rep, "verified") {
+			if rep := verifyAll(t, f)[id]; !strings.Contains(rep, "RESULT: VERIFIED") {
 				t.Fatalf("svc verify of late's receipt: %s", rep)
 			}
 			b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", id+".json"))
