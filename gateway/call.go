@@ -46,21 +46,33 @@ func (g *Gateway) callRelaying(ctx context.Context, s *Session, tool string, arg
 	return res
 }
 
-// addTools registers every upstream tool with a handler that runs the call path for
-// the session of the request.
+// addTools registers every routed tool with a handler that runs the call path for
+// the session of the request; a tool routed later is registered then (reroute).
 func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {
+	w := &g.watchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.servers == nil {
+		w.servers = map[*server.MCPServer]func(context.Context) *Session{}
+	}
+	w.servers[srv] = session
 	for _, u := range g.upstreams {
 		for _, t := range u.Tools() {
-			name := t.Name
-			srv.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				s := session(ctx)
-				if s == nil {
-					return errorResult("Denied by policy: no grant was presented for this request"), nil
-				}
-				return g.callRelaying(ctx, s, name, requestArgs(req), requestMeta(req)), nil
-			})
+			g.addTool(srv, t, session)
 		}
 	}
+}
+
+// addTool registers t with srv.
+func (g *Gateway) addTool(srv *server.MCPServer, t mcp.Tool, session func(context.Context) *Session) {
+	name := t.Name
+	srv.AddTool(t, func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s := session(ctx)
+		if s == nil {
+			return errorResult("Denied by policy: no grant was presented for this request"), nil
+		}
+		return g.callRelaying(ctx, s, name, requestArgs(req), requestMeta(req)), nil
+	})
 }
 
 func requestArgs(req mcp.CallToolRequest) json.RawMessage {
@@ -122,7 +134,9 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	if res := g.precommit(ctx, c, p); res != nil {
 		return res, nil
 	}
-	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: ask})
+	var relayed relayCount
+	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: relayed.counting(ask)})
+	p.SetRelayed(relayed.record())
 	// Once the call was forwarded its receipt is owed even if the agent gave up on it
 	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.
 	return g.finish(context.WithoutCancel(ctx), c, p, out, callErr)
@@ -146,7 +160,7 @@ func (g *Gateway) refuseUnrecordable(s *Session, tool string, args json.RawMessa
 func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *toolCall {
 	leaf := s.chain.Leaf()
 	principal := s.chain.Root().Principal
-	c := &toolCall{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.owner[tool]}
+	c := &toolCall{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.ownerOf(tool)}
 	c.record = receipt.Call{
 		Principal:  receipt.Principal{ID: &principal, KeyID: s.principal.KeyID, Provenance: receipt.Attested},
 		Agent:      receipt.Agent{ID: leaf.Agent, Provenance: receipt.Attested},
@@ -190,11 +204,14 @@ func (g *Gateway) decide(ctx context.Context, c *toolCall) (*receipt.Pending, *m
 	// 3. Scope.
 	leaf := c.s.chain.Leaf()
 	if !leaf.HasScope(c.tool) || c.up == nil {
-		why := fmt.Sprintf("tool %s is outside the grant's scopes", c.tool)
-		if leaf.HasScope(c.tool) {
+		why, reason := fmt.Sprintf("tool %s is outside the grant's scopes", c.tool), "outside delegated scope"
+		if ups := g.offeredBy(c.tool); leaf.HasScope(c.tool) && ups != nil {
+			reason = fmt.Sprintf("tool offered by more than one upstream (%s)", strings.Join(ups, ", "))
+			why = fmt.Sprintf("tool %s is offered by more than one upstream (%s) since their tools changed, and each tool must belong to exactly one: it is not routed until one of them drops it", c.tool, strings.Join(ups, ", "))
+		} else if leaf.HasScope(c.tool) {
 			why = fmt.Sprintf("no upstream offers tool %s", c.tool)
 		}
-		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"outside delegated scope"}})
+		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{reason}})
 		p, err := g.issuer.Begin(c.record)
 		if err != nil {
 			return nil, errorResult(err.Error())

@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/receipt"
 )
 
 // The official MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with
@@ -301,4 +302,41 @@ func TestMCPConformance(t *testing.T) {
 		}
 	}
 	t.Logf("%d receipts verify", len(files))
+	checkRelayedRecorded(t, files)
+}
+
+// checkRelayedRecorded: the receipts of the reference server's sampling and
+// elicitation tools record the request relayed to the agent (relayed, claimed); a
+// plain tool's records none.
+func checkRelayedRecorded(t *testing.T, files []string) {
+	t.Helper()
+	want := map[string]string{"test_sampling": "sampling/createMessage", "test_elicitation": "elicitation/create", "test_simple_text": ""}
+	seen := map[string]int{}
+	for _, file := range files {
+		b, err := receipt.ReadBundle(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := receipt.DecodeStatement(b.Envelope)
+		p, err := st.DecodePredicate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		method, ok := want[p.Tool.Name]
+		if !ok || p.Execution.Status != receipt.StatusExecuted {
+			continue
+		}
+		seen[p.Tool.Name]++
+		switch r := p.Relayed; {
+		case method == "" && r != nil:
+			t.Fatalf("%s's receipt records relayed requests: %+v", p.Tool.Name, r)
+		case method != "" && (r == nil || r.Requests[method] != 1 || len(r.Requests) != 1 || r.Provenance != receipt.Claimed):
+			t.Fatalf("%s's receipt: relayed %+v, want {requests: {%s: 1}, provenance: claimed}", p.Tool.Name, r, method)
+		}
+	}
+	for tool := range want {
+		if seen[tool] == 0 {
+			t.Fatalf("no executed receipt of %s among the suite's", tool)
+		}
+	}
 }

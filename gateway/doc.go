@@ -50,6 +50,9 @@
 // Tool definitions: tooldefs.go (each upstream's tools logged as a tool-definitions
 // statement at start and on list_changed, the citation every receipt carries, the
 // toolPins modes); upstream.WatchTools and upstream.Relist relist an upstream.
+// routes.go: which upstream each tool goes to (one owner; a name two upstreams offer
+// is routed to neither), rebuilt after a relisting, the agents whose grant names a
+// changed tool told with notifications/tools/list_changed.
 //
 // Log: oversize.go (capLog, a remote log whose appends are capped); the log itself
 // (a file, HTTP or NATS) is opened by pipeline.OpenLog, the SDK's opener too, from

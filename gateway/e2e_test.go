@@ -155,6 +155,9 @@ type agentRun struct {
 	Tools        []string     `json:"tools"`
 	Results      []callResult `json:"results"`
 	ConnectError string       `json:"connectError"`
+	Lists        [][]string   `json:"lists"`       // tools/list again ({"list": true})
+	ListChanged  int          `json:"listChanged"` // notifications/tools/list_changed received
+	WaitErrors   []string     `json:"waitErrors"`  // {"waitListChanged": true} that timed out
 }
 
 // runAgent drives the gateway with the official TypeScript SDK client.

@@ -78,7 +78,8 @@ type Gateway struct {
 	policy        Decider
 	policyDigest  string
 	upstreams     []upstream.Upstream
-	owner         map[string]upstream.Upstream // tool → the one upstream offering it
+	routes        atomic.Pointer[routing] // tool → the one upstream offering it (routes.go)
+	watchers      toolWatchers            // the fronts told when the routed tools change (routes.go)
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time
@@ -167,7 +168,7 @@ func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 	var all []mcp.Tool
 	for _, u := range g.upstreams {
 		for _, t := range u.Tools() {
-			if g.owner[t.Name] == u { // a tool added after the start is not routed
+			if g.ownerOf(t.Name) == u { // not a tool two upstreams offer
 				all = append(all, t)
 			}
 		}

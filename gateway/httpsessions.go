@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"sync"
@@ -124,6 +125,23 @@ func (r *httpSessions) session(id string) *Session {
 		return hs.s
 	}
 	return nil
+}
+
+// toolsChanged tells each live session whose grant names one of the tools changed,
+// on its standalone stream when one is open (a stream's queue full: dropped, as an
+// agent without a stream misses it; its next tools/list is current either way).
+func (r *httpSessions) toolsChanged(changed []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, hs := range r.live {
+		if hs.asks == nil || hs.asks.open.Load() == 0 || !grantNamesAny(hs.s, changed) {
+			continue
+		}
+		select {
+		case hs.asks.events <- bytes.TrimSuffix(listChangedLine, []byte("\n")):
+		default:
+		}
+	}
 }
 
 func (r *httpSessions) count() int {

@@ -44,7 +44,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, onToolChanged: opts.OnToolChanged, owner: map[string]upstream.Upstream{}}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, onToolChanged: opts.OnToolChanged}
 	ok := false
 	defer func() {
 		if !ok {
@@ -140,25 +140,18 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 		}
 		g.upstreams = append(g.upstreams, u)
 	}
-	owners := map[string][]string{}
-	for _, u := range g.upstreams {
-		for _, t := range u.Tools() {
-			owners[t.Name] = append(owners[t.Name], u.Name())
-			g.owner[t.Name] = u
-		}
-	}
-	var dups []string
-	for t, us := range owners {
-		if len(us) > 1 {
+	r := g.newRouting()
+	if len(r.dups) > 0 {
+		var dups []string
+		for t, us := range r.dups {
 			dups = append(dups, fmt.Sprintf("%s (offered by %s)", t, strings.Join(us, ", ")))
 		}
-	}
-	if len(dups) > 0 {
 		sort.Strings(dups)
 		return fmt.Errorf("upstreams: each tool must belong to exactly one upstream: %s", strings.Join(dups, "; "))
 	}
+	g.routes.Store(r)
 	for _, f := range g.cfg.Facts {
-		if g.owner[f.Tool] == nil {
+		if g.ownerOf(f.Tool) == nil {
 			return fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
 		}
 	}

@@ -51,6 +51,16 @@ func (g *Gateway) passThroughOptions() []server.ServerOption {
 // agent's id; a feature the session's grant does not name is refused as an unknown
 // method, as without pass-through.
 func (g *Gateway) passThrough(ctx context.Context, s *Session, body []byte) ([]byte, bool) {
+	env, ok := g.passThroughRequest(body)
+	if !ok {
+		return nil, false
+	}
+	return g.answerPassThrough(ctx, s, env), true
+}
+
+// passThroughRequest is body decoded when it is a request the config passes through
+// (ok false otherwise: not one, or not configured).
+func (g *Gateway) passThroughRequest(body []byte) (*rpcEnvelope, bool) {
 	if len(g.cfg.PassThrough) == 0 {
 		return nil, false
 	}
@@ -62,8 +72,15 @@ func (g *Gateway) passThrough(ctx context.Context, s *Session, body []byte) ([]b
 	if !ok || !slices.Contains(g.cfg.PassThrough, feature) {
 		return nil, false
 	}
+	return &env, true
+}
+
+// answerPassThrough is the answer line to a request passThroughRequest took: the
+// upstream's result or error as sent, or an error naming what failed.
+func (g *Gateway) answerPassThrough(ctx context.Context, s *Session, env *rpcEnvelope) []byte {
+	feature := passThroughMethods[env.Method]
 	if s == nil || !s.chain.Leaf().HasScope(feature) {
-		return rpcErrorLine(env.ID, mcp.METHOD_NOT_FOUND, fmt.Sprintf("%s: the grant does not name %q", env.Method, feature), nil), true
+		return rpcErrorLine(env.ID, mcp.METHOD_NOT_FOUND, fmt.Sprintf("%s: the grant does not name %q", env.Method, feature), nil)
 	}
 	for _, u := range g.upstreams {
 		f, ok := u.(upstream.Forwarder)
@@ -72,22 +89,22 @@ func (g *Gateway) passThrough(ctx context.Context, s *Session, body []byte) ([]b
 		}
 		res, rerr, err := f.Forward(ctx, env.Method, env.Params)
 		if err != nil {
-			return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("%s: upstream %s: %v", env.Method, u.Name(), err), nil), true
+			return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, fmt.Sprintf("%s: upstream %s: %v", env.Method, u.Name(), err), nil)
 		}
 		if rerr != nil {
-			return rpcErrorLine(env.ID, 0, "", rerr), true
+			return rpcErrorLine(env.ID, 0, "", rerr)
 		}
 		var b bytes.Buffer
 		b.WriteString(`{"jsonrpc":"2.0","id":`)
 		b.Write(env.ID)
 		b.WriteString(`,"result":`)
 		if json.Compact(&b, res) != nil {
-			return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, env.Method+": the upstream's result is not JSON", nil), true
+			return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, env.Method+": the upstream's result is not JSON", nil)
 		}
 		b.WriteString("}\n")
-		return b.Bytes(), true
+		return b.Bytes()
 	}
-	return rpcErrorLine(env.ID, mcp.METHOD_NOT_FOUND, env.Method+": no MCP upstream to pass it to", nil), true
+	return rpcErrorLine(env.ID, mcp.METHOD_NOT_FOUND, env.Method+": no MCP upstream to pass it to", nil)
 }
 
 // rpcErrorLine is a JSON-RPC error answer, one line: code and message, or raw, the

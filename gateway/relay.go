@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/gateway/upstream"
+	"svc.dev/svc/receipt"
 )
 
 // What an upstream sends within a tools/call besides its answer goes to the agent
@@ -32,6 +34,9 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 	notify = func(method string, params json.RawMessage) {
 		if method == string(mcp.MethodNotificationMessage) && !logLevelWanted(ctx, params) {
 			return
+		}
+		if method == string(mcp.MethodNotificationToolsListChanged) {
+			return // the gateway's own goes to each agent whose grant names a changed tool (routes.go)
 		}
 		var p map[string]any
 		if len(params) > 0 && json.Unmarshal(params, &p) != nil {
@@ -94,10 +99,44 @@ func askAgent(ctx context.Context, srv *server.MCPServer, method string, params 
 // fastTool reports whether a fast path may answer a call of tool: an upstream offers
 // it and cannot send the agent anything mid-call.
 func (g *Gateway) fastTool(tool string) bool {
-	up := g.owner[tool]
+	up := g.ownerOf(tool)
 	if up == nil {
 		return false
 	}
 	r, ok := up.(interface{ Relays() bool })
 	return !ok || !r.Relays()
+}
+
+// relayCount counts the requests an upstream sent the agent within one call, by
+// method, for the receipt's relayed member (claimed: the parties' exchange is not
+// recorded, only that it took place).
+type relayCount struct {
+	mu sync.Mutex
+	n  map[string]uint64
+}
+
+// counting is ask counting each request it relays (nil: ask, nil, refusing them).
+func (r *relayCount) counting(ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) func(context.Context, string, json.RawMessage) (json.RawMessage, error) {
+	if ask == nil {
+		return nil
+	}
+	return func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		r.mu.Lock()
+		if r.n == nil {
+			r.n = map[string]uint64{}
+		}
+		r.n[method]++
+		r.mu.Unlock()
+		return ask(ctx, method, params)
+	}
+}
+
+// record is the receipt's relayed member; nil when the call relayed nothing.
+func (r *relayCount) record() *receipt.Relayed {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.n) == 0 {
+		return nil
+	}
+	return &receipt.Relayed{Requests: r.n, Provenance: receipt.Claimed}
 }

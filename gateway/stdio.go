@@ -24,6 +24,7 @@ func (g *Gateway) mcpServer(s *Session) *server.MCPServer {
 	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
 		res.Tools = g.ToolsFor(s) // the upstreams' current tools (tooldefs.go: relisted, pinned)
 	})
+	advertiseListChanged(hooks)
 	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
 	g.addTools(srv, func(context.Context) *Session { return s })
 	return srv
@@ -46,6 +47,11 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 	// Plain tools/call requests take the fast path (stdiofast.go); mcp-go serves
 	// every other line, passed on through a pipe.
 	lw := wire.NewLineWriter(out)
+	defer g.watchTools(func(changed []string) {
+		if grantNamesAny(s, changed) {
+			go lw.Write(listChangedLine) // not under the routes' lock: the agent may be slow to read
+		}
+	})()
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

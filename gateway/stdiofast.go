@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -77,10 +78,15 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 			}
 			continue
 		}
-		if ans, ok := f.g.passThrough(ctx, f.s, line); ok {
-			if _, err := f.out.Write(ans); err != nil {
-				return fmt.Errorf("answering a passed-through request: %w", err)
+		if env, ok := f.g.passThroughRequest(line); ok {
+			// Answered on a worker, as a call is: reading goes on (cancellations,
+			// pings, the agent's answers to the gateway's requests).
+			select {
+			case f.slots <- struct{}{}:
+			case <-ctx.Done():
+				return ctx.Err()
 			}
+			f.run(ctx, env.ID, func(ctx context.Context) []byte { return f.g.answerPassThrough(ctx, f.s, env) })
 			continue
 		}
 		if req, ok := decodeToolCall(line); ok && f.g.fastTool(req.name) {
@@ -100,6 +106,12 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 
 // start runs one call on a worker of its own, cancellable by notifications/cancelled.
 func (f *stdioFront) start(ctx context.Context, req *toolCallRequest) {
+	f.run(ctx, req.id, func(ctx context.Context) []byte { return f.g.answerCall(ctx, f.log, f.s, req) })
+}
+
+// run answers request id on a worker of its own, cancellable by
+// notifications/cancelled; the caller took a slot, which the answer gives back.
+func (f *stdioFront) run(ctx context.Context, id json.RawMessage, answer func(context.Context) []byte) {
 	f.mu.Lock()
 	if f.stopped {
 		f.mu.Unlock()
@@ -108,15 +120,15 @@ func (f *stdioFront) start(ctx context.Context, req *toolCallRequest) {
 	}
 	f.calls.Add(1)
 	f.mu.Unlock()
-	cctx, done := f.inflight.start(ctx, req.id)
+	cctx, done := f.inflight.start(ctx, id)
 	f.workers.run(func() {
 		defer func() {
 			done()
 			<-f.slots
 			f.calls.Done()
 		}()
-		if _, err := f.out.Write(f.g.answerCall(cctx, f.log, f.s, req)); err != nil {
-			f.log.Warn("writing the answer to a tool call", "err", err)
+		if _, err := f.out.Write(answer(cctx)); err != nil {
+			f.log.Warn("writing an answer to the agent", "err", err)
 		}
 	})
 }

@@ -257,17 +257,19 @@ func (g *Gateway) toolChanged(up, tool, from, to string, leaf uint64) {
 // ToolDefinitionChanges is how many tool definitions changed since the gateway started.
 func (g *Gateway) ToolDefinitionChanges() int64 { return g.defs.changes.Load() }
 
-// watchToolDefinitions relists u's tools whenever it says they changed, and logs them
-// when they differ.
+// watchToolDefinitions relists u's tools whenever it says they changed, logs them
+// when they differ, and reroutes (routes.go: a tool added is routed, the agents told).
 func (g *Gateway) watchToolDefinitions(u upstream.Upstream) {
 	upstream.WatchTools(u, func() {
 		g.defs.refresh.Lock()
 		defer g.defs.refresh.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		before := toolsByName(u)
 		changed, err := upstream.Relist(ctx, u)
 		if err == nil && changed {
 			err = g.recordToolDefinitions(ctx, u)
+			g.reroute(u, before) // routed whether or not the log took the definitions yet
 		}
 		if err != nil {
 			g.log.Warn("tool definitions not refreshed", "upstream", u.Name(), "err", err)

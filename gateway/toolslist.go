@@ -54,7 +54,7 @@ func (g *Gateway) toolsListLine(s *Session, id json.RawMessage) []byte {
 	for _, u := range g.upstreams {
 		raws := upstream.RawTools(u)
 		for i, t := range u.Tools() {
-			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) || g.owner[t.Name] != u {
+			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) || g.ownerOf(t.Name) != u {
 				continue
 			}
 			raw := g.offeredTool(t.Name, raws[i]) // under toolPins, the pinned definition

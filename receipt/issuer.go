@@ -129,7 +129,8 @@ type Call struct {
 	Args       json.RawMessage // nil is recorded as {}
 	Facts      map[string]Fact // nil is recorded as {}
 	Consumed   *Consumed
-	Policy     *Policy // nil when no policy was evaluated
+	Relayed    *Relayed // set after forwarding (Pending.SetRelayed); nil when none
+	Policy     *Policy  // nil when no policy was evaluated
 }
 
 // Pending is a receipt under construction: its id and timestamp are fixed when the
@@ -141,6 +142,15 @@ type Pending struct {
 	args          canonicalJSON // call.Args in canonical form
 	argsDigest    string
 	authorization *Authorization
+}
+
+// SetRelayed records, before Finish, the requests the upstream sent the agent within
+// the call (nil or empty: none).
+func (p *Pending) SetRelayed(r *Relayed) {
+	if r != nil && len(r.Requests) == 0 {
+		r = nil
+	}
+	p.call.Relayed = r
 }
 
 // Authorization returns the logged authorization, if Authorize succeeded.
@@ -241,7 +251,7 @@ func (is *Issuer) receiptEnvelope(p *Pending, exec Execution) (*Envelope, error)
 		ReceiptID: p.ReceiptID, Timestamp: p.Timestamp, Issuer: is.issuerInfo(),
 		Principal: c.Principal, Agent: c.Agent, Delegation: c.Delegation, Session: c.Session,
 		Model: c.Model, Tool: c.Tool, Request: is.request(p), Facts: c.Facts, Consumed: c.Consumed,
-		Authorization: p.authorization, Policy: c.Policy, Execution: exec,
+		Relayed: c.Relayed, Authorization: p.authorization, Policy: c.Policy, Execution: exec,
 	}
 	extra := len(exec.Result) + len(exec.Upstream)
 	if a := p.authorization; a != nil && a.Envelope != nil {

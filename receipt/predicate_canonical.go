@@ -304,6 +304,10 @@ func appendCanonicalPredicate(b []byte, p *Predicate, pa predicateArgs, result *
 	w.principal(p.Principal)
 	w.lit(`,"receiptId":`)
 	w.str(p.ReceiptID)
+	if p.Relayed != nil {
+		w.lit(`,"relayed":`)
+		w.relayed(p.Relayed)
+	}
 	w.lit(`,"request":`)
 	w.request(p.Request, pa)
 	w.lit(`,"session":{"id":`)
@@ -318,6 +322,27 @@ func appendCanonicalPredicate(b []byte, p *Predicate, pa predicateArgs, result *
 	w.tool(p.Tool)
 	w.lit("}")
 	return w.b, !w.bad, w.err
+}
+
+// relayed writes the relayed member: provenance, then requests by method in order.
+func (w *jcsWriter) relayed(r *Relayed) {
+	w.lit(`{"provenance":`)
+	w.str(string(r.Provenance))
+	w.lit(`,"requests":`)
+	if r.Requests == nil {
+		w.lit("null}")
+		return
+	}
+	w.lit("{")
+	for i, m := range slices.SortedFunc(maps.Keys(r.Requests), compareUTF16) {
+		if i > 0 {
+			w.lit(",")
+		}
+		w.str(m)
+		w.lit(":")
+		w.uint(r.Requests[m])
+	}
+	w.lit("}}")
 }
 
 // execution writes the execution member; result, when not nil, is its Result

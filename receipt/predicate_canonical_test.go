@@ -131,6 +131,15 @@ func (g *predicateGen) predicate() *Predicate {
 	}
 	p.Execution = Execution{Status: g.str(), Result: g.raw(), ResultDigest: g.str(), Upstream: g.raw(),
 		Reason: g.str(), Error: g.str(), Provenance: g.prov()}
+	if g.byte()%3 == 0 { // drawn last: the seeds' earlier members stay as they were
+		p.Relayed = &Relayed{Provenance: g.prov()}
+		if n := int(g.byte() % 4); n < 3 {
+			p.Relayed.Requests = map[string]uint64{}
+			for range n {
+				p.Relayed.Requests[g.str()] = uint64(g.byte()) << (g.byte() % 64)
+			}
+		}
+	}
 	return p
 }
 

@@ -82,6 +82,7 @@ type Predicate struct {
 	Request       Request         `json:"request"`
 	Facts         map[string]Fact `json:"facts"`
 	Consumed      *Consumed       `json:"consumed,omitempty"`
+	Relayed       *Relayed        `json:"relayed,omitempty"`
 	Authorization *Authorization  `json:"authorization,omitempty"`
 	Policy        *Policy         `json:"policy"` // null when no policy was evaluated
 	Execution     Execution       `json:"execution"`
@@ -181,6 +182,17 @@ type Fact struct {
 type Consumed struct {
 	FactIDs    []string   `json:"factIds"`
 	Provenance Provenance `json:"provenance"`
+}
+
+// Relayed counts, by method, the requests the upstream sent the agent within the
+// call (sampling/createMessage, elicitation/create, roots/list) and the gateway
+// relayed. Gateway receipts only; claimed (the gateway relayed them, but what they
+// asked and what the agent answered are the parties' word, not recorded); absent when
+// there were none. Added after v0.2 shipped, so optional (docs/design/gateway.md,
+// "Relayed requests in the receipt": proposed SPEC text).
+type Relayed struct {
+	Requests   map[string]uint64 `json:"requests"`
+	Provenance Provenance        `json:"provenance"`
 }
 
 // Authorization is the pre-commit evidence embedded in a receipt: the signed
