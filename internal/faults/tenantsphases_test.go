@@ -142,6 +142,9 @@ func (r *tenantsRun) restart() (time.Duration, int, error) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
+	if u := r.unavailable.Load(); u != nil {
+		progress("N=%d: the last 503: %s", r.n, u)
+	}
 	if int(done.Load()) < r.n {
 		return 0, int(unavailable.Load()), fmt.Errorf("%d of %d tenants appended after the restart", done.Load(), r.n)
 	}

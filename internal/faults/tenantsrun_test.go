@@ -47,6 +47,9 @@ type tenantsRun struct {
 	busy    []string // the busy tenant's four tokens
 	peak    atomic.Int64
 	stopped atomic.Bool // by the watchdog
+	// unavailable: the body of the last 503 an append got (what the restart's
+	// 503s were, in the progress lines)
+	unavailable atomic.Value
 }
 
 const benchAdminToken = "admin-token-456-0123456789abcdefghij"
@@ -274,8 +277,11 @@ func (r *tenantsRun) appendOne(tenant, token, leaf string) (int, time.Duration) 
 	if err != nil {
 		return 0, time.Since(t0)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	ans, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		r.unavailable.Store(tenant + ": " + tail(string(ans), 300))
+	}
 	return resp.StatusCode, time.Since(t0)
 }
 

@@ -144,6 +144,7 @@ type Sequencer struct {
 	readyOne sync.Once     // Run may be called again after a broker failure
 	replayed uint64        // leaves replayed from the stream by the last recovery
 	active   atomic.Int64  // unix nanoseconds of the last batch taken up (or of Run's start)
+	busy     atomic.Bool   // a batch is being processed
 
 	beforeAck func() error // tests: a crash between the answers and the acks
 }
@@ -202,9 +203,15 @@ func New(cfg Config) (*Sequencer, error) {
 // the size of the log.
 func (s *Sequencer) Replayed() uint64 { return s.replayed }
 
-// LastActive is when the sequencer last took up a batch of requests (or started):
-// the service stops a sequencer that has been quiet for a while.
-func (s *Sequencer) LastActive() time.Time { return time.Unix(0, s.active.Load()) }
+// LastActive is when the sequencer last took up a batch of requests (or started),
+// now while it processes one: the service stops a sequencer that has been quiet for
+// a while, never one in the middle of a batch (whose requests would be answered 503).
+func (s *Sequencer) LastActive() time.Time {
+	if s.busy.Load() {
+		return time.Now()
+	}
+	return time.Unix(0, s.active.Load())
+}
 
 // ConsumerName is the durable consumer on SVC_APPEND through which the sequencer of
 // tenant takes its requests; one exists only while the tenant is active.
@@ -338,7 +345,11 @@ func (s *Sequencer) run(ctx context.Context) error {
 			}
 		}
 		s.active.Store(time.Now().UnixNano())
-		if err := s.process(ctx, batch); err != nil {
+		s.busy.Store(true)
+		err := s.process(ctx, batch)
+		s.busy.Store(false)
+		s.active.Store(time.Now().UnixNano())
+		if err != nil {
 			return err
 		}
 		if s.cfg.Now().Sub(s.lastCkpt) >= s.cfg.CheckpointEvery {
@@ -474,7 +485,14 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 		}
 	}
 	if len(fresh) > 0 && s.cfg.Admit != nil {
-		if k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh)); k < len(fresh) {
+		k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh))
+		if k < len(fresh) && ctx.Err() != nil {
+			// The sequencer is stopping (quiet, handed over): its requests stay in
+			// SVC_APPEND, unanswered and unacknowledged, for its next start or the
+			// next holder, instead of a 503 its stop alone caused.
+			return fmt.Errorf("sequencer %s: stopped while admitting: %w", s.cfg.Tenant, ctx.Err())
+		}
+		if k < len(fresh) {
 			// The first k fresh leaves go in; the rest, and every request of this batch
 			// that repeats one of them, are refused.
 			ref := pipeline.AsRefusal(err)
@@ -490,7 +508,9 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 	if len(fresh) > 0 {
 		b := &pipeline.Batch{First: size, Leaves: fresh}
 		if err := s.commit(ctx, b); err != nil {
-			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
+			if ctx.Err() == nil {
+				s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
+			} // else stopping: left unanswered to the next start, as above
 			return err
 		}
 		hashes := make([]merkle.Hash, len(fresh))
