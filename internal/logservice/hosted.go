@@ -123,7 +123,28 @@ type hostedState struct {
 	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 
-	roomWanted chan struct{} // a start found MaxActive tenants active (the reaper makes room)
+	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
+	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
+}
+
+// leavesStream is SVC_LEAVES, looked up once for all the tenants' sequencers (a
+// start then costs no stream info request); nil when the lookup fails (the
+// sequencer then tries itself, and reports the broker's error).
+func (st *hostedState) leavesStream(ctx context.Context) jetstream.Stream {
+	st.mu.Lock()
+	s := st.leaves
+	st.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	s, err := st.js.Stream(ctx, pipeline.LeavesStream)
+	if err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	st.leaves = s
+	st.mu.Unlock()
+	return s
 }
 
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
@@ -536,7 +557,8 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
 	}
 	reqs, _ := st.feed.add(t.ID)
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry})
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry,
+		Leaves: st.leavesStream(ctx)})
 	if err != nil {
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

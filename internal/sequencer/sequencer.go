@@ -119,8 +119,12 @@ type Config struct {
 	// committed, and leaves the ones it did not take up when it stops to the owner of
 	// the channel. Nil: the sequencer runs its own durable consumer ConsumerName.
 	Requests <-chan jetstream.Msg
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Leaves, when set, is SVC_LEAVES already looked up (its stream info read) by the
+	// caller: a process starting thousands of tenants' sequencers asks once instead
+	// of once per start. Nil: Run looks it up.
+	Leaves jetstream.Stream
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Sequencer is the single writer of one tenant's log. Construct with New, then Run.
@@ -292,7 +296,9 @@ func (s *Sequencer) Run(ctx context.Context) error {
 // requests (svc replay tree); Run does it first itself.
 func (s *Sequencer) Recover(ctx context.Context) error {
 	var err error
-	if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
+	if s.cfg.Leaves != nil {
+		s.stream = s.cfg.Leaves
+	} else if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
 		return fmt.Errorf("sequencer %s: stream %s: %w", s.cfg.Tenant, pipeline.LeavesStream, err)
 	}
 	return s.recover(ctx)
