@@ -50,7 +50,7 @@ type tenantsRun struct {
 	// unavailable: the body of the last 503 an append got (what the restart's
 	// 503s were, in the progress lines)
 	unavailable atomic.Value
-	// warm: the restart's appends made again once every tenant runs (its floor)
+	// warm: the restart's appends made again at once
 	warm time.Duration
 }
 
@@ -121,7 +121,7 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	}
 	row.note += r.exits()
 	if r.warm > 0 {
-		row.note += fmt.Sprintf(" the same appends again, all tenants running: %s;", r.warm.Round(10*time.Millisecond))
+		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
 	}
 	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
 	return row
