@@ -293,8 +293,19 @@ func (s *Sequencer) Run(ctx context.Context) error {
 }
 
 // Recover brings the tree store up to the last committed batch without taking
-// requests (svc replay tree); Run does it first itself.
+// requests (svc replay tree), and syncs it; Run does it first itself.
 func (s *Sequencer) Recover(ctx context.Context) error {
+	if err := s.recoverTree(ctx); err != nil {
+		return err
+	}
+	return s.checkpoint()
+}
+
+// recoverTree is Recover without the final sync. Run leaves that to its periodic
+// checkpoint (or to Close), as for the leaves it appends: a tenant's start, on its
+// first request's path, then costs no fsync for the leaves it replayed, and a crash
+// before the sync replays them again.
+func (s *Sequencer) recoverTree(ctx context.Context) error {
 	var err error
 	if s.cfg.Leaves != nil {
 		s.stream = s.cfg.Leaves
@@ -307,8 +318,11 @@ func (s *Sequencer) Recover(ctx context.Context) error {
 func (s *Sequencer) run(ctx context.Context) error {
 	start := time.Now()
 	s.active.Store(start.UnixNano())
-	if err := s.Recover(ctx); err != nil {
+	if err := s.recoverTree(ctx); err != nil {
 		return err
+	}
+	if s.lastCkpt.IsZero() {
+		s.lastCkpt = s.cfg.Now() // the first sync comes CheckpointEvery after the start
 	}
 	if err := s.adopt(ctx); err != nil {
 		return err
@@ -854,7 +868,7 @@ func (s *Sequencer) recover(ctx context.Context) error {
 	} else if !ok && s.tree.Size() == 0 && s.lastSeq == 0 {
 		s.synced = &state{} // an empty log: nothing to record (replay starts at 1)
 	}
-	return s.checkpoint()
+	return nil
 }
 
 // replay appends the committed leaves [from, to) that the tree store lacks.
