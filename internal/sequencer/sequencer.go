@@ -692,6 +692,11 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request, bundles []bundle
 		if err == nil && th.TreeSize != size {
 			err = fmt.Errorf("the signed head has size %d, the tree %d", th.TreeSize, size)
 		}
+		if err != nil && ctx.Err() != nil {
+			// Stopping: the leaves are committed; the requests, neither answered nor
+			// acknowledged, are proven by the next start (its idempotency window).
+			return fmt.Errorf("sequencer %s: stopped while signing: %w", s.cfg.Tenant, ctx.Err())
+		}
 		if err != nil {
 			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
 			return nil // the leaves are committed; retries are answered once the signer is back

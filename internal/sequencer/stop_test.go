@@ -3,6 +3,7 @@ package sequencer
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,5 +76,72 @@ func TestStopWhileAdmittingLeavesTheRequest(t *testing.T) {
 	<-next.Ready()
 	if as := readBundleReply(t, replies, 1); leafIndex(t, as[0]) != 0 {
 		t.Fatalf("answers: %+v", as)
+	}
+}
+
+// stallingSigner stalls its first signature until the sequencer's context ends, as a
+// signer service does when the process stops mid-request.
+type stallingSigner struct {
+	receipt.KeySigner
+	entered chan struct{}
+	once    sync.Once
+}
+
+func (s *stallingSigner) SignEnvelope(ctx context.Context, payloadType string, payload []byte) (*receipt.Envelope, error) {
+	stall := false
+	s.once.Do(func() { stall = true })
+	if stall {
+		close(s.entered)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.KeySigner.SignEnvelope(ctx, payloadType, payload)
+}
+
+// TestStopWhileSigningLeavesTheRequest: a sequencer stopped while it has its batch's
+// head signed (the leaves committed) answers nothing either; the next sequencer
+// proves the request at the index committed.
+func TestStopWhileSigningLeavesTheRequest(t *testing.T) {
+	nc := testBroker(t)
+	key, _ := signer.GenerateKey()
+	dir := t.TempDir()
+	sg := &stallingSigner{KeySigner: receipt.KeySigner{Key: key}, entered: make(chan struct{})}
+	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: sg, LogID: "acme-log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-s.Ready()
+	replies := make(chan *nats.Msg, 4)
+	inbox := nats.NewInbox()
+	sub, _ := nc.ChanSubscribe(inbox, replies)
+	defer sub.Unsubscribe()
+	if err := nc.PublishMsg(pipeline.NewBundleRequest("acme", []pipeline.Leaf{pipeline.NewLeaf([]byte("one"))}, inbox)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sg.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the batch never reached the signer")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after its stop: %v", err)
+	}
+	s.Close()
+	select {
+	case m := <-replies:
+		t.Fatalf("the stop answered the request: %s %q", m.Header.Get(pipeline.HeaderStatus), m.Data)
+	case <-time.After(500 * time.Millisecond):
+	}
+	next := startSequencer(t, nc, dir, key)
+	<-next.Ready()
+	if as := readBundleReply(t, replies, 1); leafIndex(t, as[0]) != 0 {
+		t.Fatalf("answers: %+v", as)
+	}
+	if next.Tree().Size() != 1 {
+		t.Fatalf("tree size %d after the retry, want 1", next.Tree().Size())
 	}
 }
