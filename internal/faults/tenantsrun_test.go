@@ -47,6 +47,11 @@ type tenantsRun struct {
 	busy    []string // the busy tenant's four tokens
 	peak    atomic.Int64
 	stopped atomic.Bool // by the watchdog
+	// unavailable: the body of the last 503 an append got (what the restart's
+	// 503s were, in the progress lines)
+	unavailable atomic.Value
+	// warm: the restart's appends made again at once
+	warm time.Duration
 }
 
 const benchAdminToken = "admin-token-456-0123456789abcdefghij"
@@ -84,6 +89,11 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		args = append(args, "--nats-listen", listen, "--nats-nkey", seed, "--nats-listen-password-env", "TEST_NATS_LISTEN_PASSWORD")
 		r.natsURL = "nats://svc:" + benchNATSPassword + "@" + listen
 	}
+	if dir := os.Getenv("SVC_BENCH_CPUPROFILE"); dir != "" {
+		// The restarted process's profile is what stays (the killed one's is cut
+		// short and overwritten): its restart, then its stop.
+		args = append(args, "--cpuprofile", filepath.Join(dir, fmt.Sprintf("log-%d.pprof", n)))
+	}
 	r.p = startProc(t, fmt.Sprintf("log-%d", n), env, args...)
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -110,6 +120,9 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		row.note = r.why(fmt.Sprintf("during the restart: %v;", err))
 	}
 	row.note += r.exits()
+	if r.warm > 0 {
+		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
+	}
 	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
 	return row
 }
@@ -274,8 +287,11 @@ func (r *tenantsRun) appendOne(tenant, token, leaf string) (int, time.Duration) 
 	if err != nil {
 		return 0, time.Since(t0)
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	ans, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		r.unavailable.Store(tenant + ": " + tail(string(ans), 300))
+	}
 	return resp.StatusCode, time.Since(t0)
 }
 

@@ -1,6 +1,7 @@
 package logservice
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -47,7 +48,11 @@ func (s *Service) withNotes(cp *projections.Checkpointer, logID, tenant string, 
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	return receipt.WriteFileAtomic(filepath.Join(dir, "checkpoint.vkey"), []byte(ns.VerifierKey()+"\n"), 0o644)
+	path, want := filepath.Join(dir, "checkpoint.vkey"), []byte(ns.VerifierKey()+"\n")
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+		return nil // written at an earlier start: a restart's starts skip its two fsyncs
+	}
+	return receipt.WriteFileAtomic(path, want, 0o644)
 }
 
 // errNoNote: a tenant has no C2SP checkpoint yet (404, not 503).

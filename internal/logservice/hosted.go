@@ -128,9 +128,32 @@ type hostedState struct {
 	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 
-	roomWanted chan struct{} // a start found MaxActive tenants active (the reaper makes room)
+	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
+	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
 }
 
+// leavesStream is SVC_LEAVES, looked up once for all the tenants' sequencers (a
+// start then costs no stream info request); nil when the lookup fails (the
+// sequencer then tries itself, and reports the broker's error).
+func (st *hostedState) leavesStream(ctx context.Context) jetstream.Stream {
+	st.mu.Lock()
+	s := st.leaves
+	st.mu.Unlock()
+	if s != nil {
+		return s
+	}
+	s, err := st.js.Stream(ctx, pipeline.LeavesStream)
+	if err != nil {
+		return nil
+	}
+	st.mu.Lock()
+	st.leaves = s
+	st.mu.Unlock()
+	return s
+}
+
+// startHosted starts the hosted mode: its buckets, append feed, administrative view,
+// quota and HTTP front, and the loops that follow them until runCtx ends.
 func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
 	h := s.cfg.Hosted
 	if h.Store == nil {
@@ -155,22 +178,8 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	var err error
 	// Every broker-facing step of the start retries while the cluster elects or
 	// lacks a quorum (Retry); the process never exits for it.
-	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) error {
-		storage, err := leaseStorage(ctx, js)
-		if err != nil {
-			return err
-		}
-		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: storage,
-			Description: "which process runs each tenant's sequencer"})
+	if err := s.openBuckets(ctx, st); err != nil {
 		return err
-	}); err != nil {
-		return fmt.Errorf("lease bucket: %w", err)
-	}
-	if err := s.Retry(ctx, "process bucket", func(ctx context.Context) (err error) {
-		st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"})
-		return err
-	}); err != nil {
-		return fmt.Errorf("process bucket: %w", err)
 	}
 	st.runCtx = runCtx
 	name, err := feedName(s.cfg.DataDir)
@@ -220,6 +229,30 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	return s.wakeOnAppend(runCtx)
+}
+
+// openBuckets opens (creating them if needed) the lease and process buckets of st,
+// retrying while the cluster elects or lacks a quorum.
+func (s *Service) openBuckets(ctx context.Context, st *hostedState) error {
+	h, js := &st.cfg, st.js
+	if err := s.Retry(ctx, "lease bucket", func(ctx context.Context) error {
+		storage, err := leaseStorage(ctx, js)
+		if err != nil {
+			return err
+		}
+		st.kv, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Storage: storage,
+			Description: "which process runs each tenant's sequencer"})
+		return err
+	}); err != nil {
+		return fmt.Errorf("lease bucket: %w", err)
+	}
+	if err := s.Retry(ctx, "process bucket", func(ctx context.Context) (err error) {
+		st.members, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: MembersBucket, TTL: h.LeaseTTL, Replicas: max(s.cfg.Replicas, 1), Description: "live log processes and how many tenants each sequences"})
+		return err
+	}); err != nil {
+		return fmt.Errorf("process bucket: %w", err)
+	}
+	return nil
 }
 
 // runProjections keeps the database's projections following the streams. A database
@@ -542,7 +575,8 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
 	}
 	reqs, _ := st.feed.add(t.ID)
-	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry})
+	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry,
+		Leaves: st.leavesStream(ctx)})
 	if err != nil {
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -594,8 +628,22 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
 	}
+	if err := s.startCheckpoints(workCtx, h); err != nil {
+		return err
+	}
+	// Registered last: stepDown may stop it only once everything above runs.
+	st.mu.Lock()
+	st.held[t.ID] = h
+	delete(st.refused, t.ID)
+	st.mu.Unlock()
+	return nil
+}
+
+// startCheckpoints loads and runs the checkpointer of h's tenant (until workCtx ends).
+func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {
+	t, seq := h.t, h.seq
 	cp := &projections.Checkpointer{Dir: s.cfg.CheckpointDir, Tenant: t.ID, LogID: t.LogID, Tree: seq.Tree(), Signer: s.cfg.Signer,
-		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: st.cfg.Store, Telemetry: s.cfg.Telemetry}
+		Every: s.cfg.CheckpointEvery, Heartbeat: s.cfg.CheckpointHeartbeat, First: s.cfg.CheckpointFirst, Logger: s.cfg.Logger, DB: s.hosted.cfg.Store, Telemetry: s.cfg.Telemetry}
 	if err := s.withNotes(cp, t.LogID, t.ID, seq.Tree()); err != nil { // C2SP checkpoints (c2sp.go)
 		return err
 	}
@@ -607,11 +655,6 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	s.mu.Unlock()
 	h.work.Add(1)
 	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
-	// Registered last: stepDown may stop it only once everything above runs.
-	st.mu.Lock()
-	st.held[t.ID] = h
-	delete(st.refused, t.ID)
-	st.mu.Unlock()
 	return nil
 }
 

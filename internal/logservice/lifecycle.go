@@ -353,9 +353,10 @@ const holderFile = "lease-holder"
 
 // reclaim releases the leases the previous process on this data directory held
 // when it died (kill -9, a crash): that process is gone, so its tenants need not
-// wait out the lease TTL before their next request starts them here. Then it
-// records this process's lease id there. Two processes never share a data
-// directory; if they did, the commit fence would still refuse the second writer.
+// wait out the lease TTL before their next request starts them here, and its entry
+// in the process bucket goes. Then it records this process's lease id there. Two
+// processes never share a data directory; if they did, the commit fence would still
+// refuse the second writer.
 func (st *hostedState) reclaim(ctx context.Context, dataDir string, log *slog.Logger) error {
 	path := filepath.Join(dataDir, holderFile)
 	prev, err := os.ReadFile(path)
@@ -363,6 +364,13 @@ func (st *hostedState) reclaim(ctx context.Context, dataDir string, log *slog.Lo
 		return err
 	}
 	if len(prev) > 0 && string(prev) != st.id {
+		// Its entry in the process bucket goes too: it lives for a lease TTL, and
+		// the balancer would hand tenants over to that dead process meanwhile
+		// (each such hand-over a stop of a sequencer in the middle of the
+		// restart's first appends, and a wait of LeaseTTL/2 for a taker).
+		if err := st.members.Delete(ctx, memberKey(string(prev))); err != nil {
+			log.Warn("removing the previous process from the process bucket failed; the balancer may defer to it for a lease TTL", "err", err)
+		}
 		n, err := st.releaseHeldBy(ctx, string(prev))
 		if err != nil {
 			log.Warn("releasing the leases of the previous process failed; its tenants start once the leases run out", "err", err)

@@ -119,8 +119,12 @@ type Config struct {
 	// committed, and leaves the ones it did not take up when it stops to the owner of
 	// the channel. Nil: the sequencer runs its own durable consumer ConsumerName.
 	Requests <-chan jetstream.Msg
-	Logger   *slog.Logger
-	Now      func() time.Time
+	// Leaves, when set, is SVC_LEAVES already looked up (its stream info read) by the
+	// caller: a process starting thousands of tenants' sequencers asks once instead
+	// of once per start. Nil: Run looks it up.
+	Leaves jetstream.Stream
+	Logger *slog.Logger
+	Now    func() time.Time
 }
 
 // Sequencer is the single writer of one tenant's log. Construct with New, then Run.
@@ -144,6 +148,7 @@ type Sequencer struct {
 	readyOne sync.Once     // Run may be called again after a broker failure
 	replayed uint64        // leaves replayed from the stream by the last recovery
 	active   atomic.Int64  // unix nanoseconds of the last batch taken up (or of Run's start)
+	busy     atomic.Bool   // a batch is being processed
 
 	beforeAck func() error // tests: a crash between the answers and the acks
 }
@@ -202,9 +207,15 @@ func New(cfg Config) (*Sequencer, error) {
 // the size of the log.
 func (s *Sequencer) Replayed() uint64 { return s.replayed }
 
-// LastActive is when the sequencer last took up a batch of requests (or started):
-// the service stops a sequencer that has been quiet for a while.
-func (s *Sequencer) LastActive() time.Time { return time.Unix(0, s.active.Load()) }
+// LastActive is when the sequencer last took up a batch of requests (or started),
+// now while it processes one: the service stops a sequencer that has been quiet for
+// a while, never one in the middle of a batch (whose requests would be answered 503).
+func (s *Sequencer) LastActive() time.Time {
+	if s.busy.Load() {
+		return time.Now()
+	}
+	return time.Unix(0, s.active.Load())
+}
 
 // ConsumerName is the durable consumer on SVC_APPEND through which the sequencer of
 // tenant takes its requests; one exists only while the tenant is active.
@@ -282,10 +293,23 @@ func (s *Sequencer) Run(ctx context.Context) error {
 }
 
 // Recover brings the tree store up to the last committed batch without taking
-// requests (svc replay tree); Run does it first itself.
+// requests (svc replay tree), and syncs it; Run does it first itself.
 func (s *Sequencer) Recover(ctx context.Context) error {
+	if err := s.recoverTree(ctx); err != nil {
+		return err
+	}
+	return s.checkpoint()
+}
+
+// recoverTree is Recover without the final sync. Run leaves that to its periodic
+// checkpoint (or to Close), as for the leaves it appends: a tenant's start, on its
+// first request's path, then costs no fsync for the leaves it replayed, and a crash
+// before the sync replays them again.
+func (s *Sequencer) recoverTree(ctx context.Context) error {
 	var err error
-	if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
+	if s.cfg.Leaves != nil {
+		s.stream = s.cfg.Leaves
+	} else if s.stream, err = s.js.Stream(ctx, pipeline.LeavesStream); err != nil {
 		return fmt.Errorf("sequencer %s: stream %s: %w", s.cfg.Tenant, pipeline.LeavesStream, err)
 	}
 	return s.recover(ctx)
@@ -294,8 +318,11 @@ func (s *Sequencer) Recover(ctx context.Context) error {
 func (s *Sequencer) run(ctx context.Context) error {
 	start := time.Now()
 	s.active.Store(start.UnixNano())
-	if err := s.Recover(ctx); err != nil {
+	if err := s.recoverTree(ctx); err != nil {
 		return err
+	}
+	if s.lastCkpt.IsZero() {
+		s.lastCkpt = s.cfg.Now() // the first sync comes CheckpointEvery after the start
 	}
 	if err := s.adopt(ctx); err != nil {
 		return err
@@ -338,7 +365,11 @@ func (s *Sequencer) run(ctx context.Context) error {
 			}
 		}
 		s.active.Store(time.Now().UnixNano())
-		if err := s.process(ctx, batch); err != nil {
+		s.busy.Store(true)
+		err := s.process(ctx, batch)
+		s.busy.Store(false)
+		s.active.Store(time.Now().UnixNano())
+		if err != nil {
 			return err
 		}
 		if s.cfg.Now().Sub(s.lastCkpt) >= s.cfg.CheckpointEvery {
@@ -474,7 +505,14 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 		}
 	}
 	if len(fresh) > 0 && s.cfg.Admit != nil {
-		if k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh)); k < len(fresh) {
+		k, err := admit(ctx, s.cfg.Admit, s.cfg.Tenant, len(fresh))
+		if k < len(fresh) && ctx.Err() != nil {
+			// The sequencer is stopping (quiet, handed over): its requests stay in
+			// SVC_APPEND, unanswered and unacknowledged, for its next start or the
+			// next holder, instead of a 503 its stop alone caused.
+			return fmt.Errorf("sequencer %s: stopped while admitting: %w", s.cfg.Tenant, ctx.Err())
+		}
+		if k < len(fresh) {
 			// The first k fresh leaves go in; the rest, and every request of this batch
 			// that repeats one of them, are refused.
 			ref := pipeline.AsRefusal(err)
@@ -490,7 +528,9 @@ func (s *Sequencer) process(ctx context.Context, msgs []jetstream.Msg) (err erro
 	if len(fresh) > 0 {
 		b := &pipeline.Batch{First: size, Leaves: fresh}
 		if err := s.commit(ctx, b); err != nil {
-			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
+			if ctx.Err() == nil {
+				s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(err)})
+			} // else stopping: left unanswered to the next start, as above
 			return err
 		}
 		hashes := make([]merkle.Hash, len(fresh))
@@ -651,6 +691,11 @@ func (s *Sequencer) answer(ctx context.Context, reqs []request, bundles []bundle
 		head, th, err := receipt.SignHead(ctx, s.cfg.Signer, s.tree, s.cfg.Tenant, s.cfg.LogID, stamp)
 		if err == nil && th.TreeSize != size {
 			err = fmt.Errorf("the signed head has size %d, the tree %d", th.TreeSize, size)
+		}
+		if err != nil && ctx.Err() != nil {
+			// Stopping: the leaves are committed; the requests, neither answered nor
+			// acknowledged, are proven by the next start (its idempotency window).
+			return fmt.Errorf("sequencer %s: stopped while signing: %w", s.cfg.Tenant, ctx.Err())
 		}
 		if err != nil {
 			s.answerAll(reqs, bundles, &pipeline.Reply{Refusal: pipeline.Unavailable(fmt.Errorf("signer did not answer: %w", err))})
@@ -828,7 +873,7 @@ func (s *Sequencer) recover(ctx context.Context) error {
 	} else if !ok && s.tree.Size() == 0 && s.lastSeq == 0 {
 		s.synced = &state{} // an empty log: nothing to record (replay starts at 1)
 	}
-	return s.checkpoint()
+	return nil
 }
 
 // replay appends the committed leaves [from, to) that the tree store lacks.
@@ -838,7 +883,24 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 		startSeq = st.StreamSeq + 1
 	}
 	s.log.Info("replaying committed leaves into the tree store", "from", from, "to", to, "startSeq", startSeq)
-	it, done, err := pipeline.ReadFrom(ctx, s.stream, s.subject, pipeline.From{Seq: startSeq})
+	// The first batches one message read each: a replay after a crash is mostly a
+	// batch or two, and an ordered consumer's creation cost seconds on a loaded
+	// cluster (10 s and more at a 3-node cluster's restart with 1,000 tenants).
+	seq := startSeq
+	for n := 0; n < replayByGet && s.tree.Size() < to; n++ {
+		m, err := s.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(s.subject))
+		if err != nil {
+			return fmt.Errorf("sequencer %s: replay at %d of %d leaves (stream seq %d on): %w", s.cfg.Tenant, s.tree.Size(), to, seq, err)
+		}
+		if err := s.replayBatch(m.Data, to); err != nil {
+			return err
+		}
+		seq = m.Sequence + 1
+	}
+	if s.tree.Size() >= to {
+		return nil
+	}
+	it, done, err := pipeline.ReadFrom(ctx, s.stream, s.subject, pipeline.From{Seq: seq})
 	if err != nil {
 		return err
 	}
@@ -848,22 +910,34 @@ func (s *Sequencer) replay(ctx context.Context, from, to uint64) error {
 		if err != nil {
 			return fmt.Errorf("sequencer %s: replay at %d of %d leaves: %w", s.cfg.Tenant, s.tree.Size(), to, err)
 		}
-		b, err := pipeline.DecodeBatch(m.Data())
-		if err != nil {
-			return fmt.Errorf("sequencer %s: replay: %w", s.cfg.Tenant, err)
+		if err := s.replayBatch(m.Data(), to); err != nil {
+			return err
 		}
-		size := s.tree.Size()
-		end := min(b.First+uint64(len(b.Leaves)), to) // never past the batch recover read last
-		if end <= size {
-			continue
-		}
-		if b.First > size {
-			return fmt.Errorf("%w: sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", ErrShorterLog, s.cfg.Tenant, b.First, size)
-		}
-		for _, l := range b.Leaves[size-b.First : end-b.First] {
-			if _, err := s.tree.Append(l.Hash); err != nil {
-				return err
-			}
+	}
+	return nil
+}
+
+// replayByGet is how many batches a replay reads one by one before it takes an
+// ordered consumer for the rest.
+const replayByGet = 8
+
+// replayBatch appends the leaves of a committed batch (data) the tree lacks, up to to.
+func (s *Sequencer) replayBatch(data []byte, to uint64) error {
+	b, err := pipeline.DecodeBatch(data)
+	if err != nil {
+		return fmt.Errorf("sequencer %s: replay: %w", s.cfg.Tenant, err)
+	}
+	size := s.tree.Size()
+	end := min(b.First+uint64(len(b.Leaves)), to) // never past the batch recover read last
+	if end <= size {
+		return nil
+	}
+	if b.First > size {
+		return fmt.Errorf("%w: sequencer %s: replay: batch starts at %d but the tree holds %d leaves: the stream has a gap", ErrShorterLog, s.cfg.Tenant, b.First, size)
+	}
+	for _, l := range b.Leaves[size-b.First : end-b.First] {
+		if _, err := s.tree.Append(l.Hash); err != nil {
+			return err
 		}
 	}
 	return nil

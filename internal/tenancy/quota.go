@@ -67,27 +67,12 @@ func (q *Quota) AdmitUpTo(ctx context.Context, tenant string, n int) (int, error
 	}
 	now = now.UTC()
 	month := now.Format("2006-01")
+	c, err := q.count(ctx, tenant, month, now)
+	if err != nil {
+		return 0, err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.counts == nil {
-		q.counts = map[string]*monthCount{}
-	}
-	c := q.counts[tenant]
-	if c == nil || c.month != month {
-		if q.leaves == nil {
-			stream, err := q.JS.Stream(ctx, pipeline.LeavesStream)
-			if err != nil {
-				return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
-			}
-			q.leaves = stream
-		}
-		used, err := monthAppends(ctx, q.JS, q.leaves, tenant, now)
-		if err != nil {
-			return 0, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
-		}
-		c = &monthCount{month: month, n: used}
-		q.counts[tenant] = c
-	}
 	allow, limited := Allowance(t.Plan)
 	k := uint64(n)
 	if limited {
@@ -102,6 +87,41 @@ func (q *Quota) AdmitUpTo(ctx context.Context, tenant string, n int) (int, error
 	return int(k), pipeline.Refuse(pipeline.ErrQuota, retry,
 		"monthly quota reached: tenant %s used all %d appends of plan %s in %s; retry after %s or move to a larger plan",
 		tenant, allow, t.Plan, month, next.Format(time.RFC3339))
+}
+
+// count is tenant's count for month, read from SVC_LEAVES when Quota holds none yet.
+// The broker's round trips run without q.mu: after a restart every tenant's first
+// batch counts its month, and one lock over them all made the tenants' starts wait
+// for each other (a tenant's sequencer, its only caller, counts one at a time).
+func (q *Quota) count(ctx context.Context, tenant, month string, now time.Time) (*monthCount, error) {
+	q.mu.Lock()
+	if q.counts == nil {
+		q.counts = map[string]*monthCount{}
+	}
+	c, stream := q.counts[tenant], q.leaves
+	q.mu.Unlock()
+	if c != nil && c.month == month {
+		return c, nil
+	}
+	if stream == nil {
+		var err error
+		if stream, err = q.JS.Stream(ctx, pipeline.LeavesStream); err != nil {
+			return nil, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
+		}
+	}
+	used, err := monthAppends(ctx, q.JS, stream, tenant, now)
+	if err != nil {
+		return nil, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.leaves = stream
+	if c := q.counts[tenant]; c != nil && c.month == month {
+		return c, nil // counted meanwhile by another caller
+	}
+	c = &monthCount{month: month, n: used}
+	q.counts[tenant] = c
+	return c, nil
 }
 
 // Used is the count Quota holds for a tenant's current month (0 before its first
