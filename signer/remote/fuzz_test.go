@@ -78,6 +78,14 @@ func FuzzSignRequest(f *testing.F) {
 			if json.Unmarshal(w.Body.Bytes(), &e) != nil || strings.TrimSpace(e.Error) == "" {
 				t.Fatalf("error body %q", w.Body.String())
 			}
+		case 409: // the signer's append-only rule: a head that does not extend what it signed for that log before
+			var e struct {
+				Error string
+				Last  *receipt.TreeHead `json:"last"`
+			}
+			if perr != nil || json.Unmarshal(w.Body.Bytes(), &e) != nil || strings.TrimSpace(e.Error) == "" || e.Last == nil {
+				t.Fatalf("409 for a body the parser refuses (%v), or without the last head: %s", perr, w.Body.String())
+			}
 		default:
 			t.Fatalf("status %d: %s", w.Code, w.Body.String())
 		}
