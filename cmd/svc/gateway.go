@@ -51,7 +51,7 @@ Example:
   examples/gateway/setup.sh && svc gateway --config examples/gateway/gateway.json`
 
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes --require-proof --cpuprofile]", gatewayHelp, stderr)
+	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes --require-proof --otlp-metrics --cpuprofile]", gatewayHelp, stderr)
 	config := fs.String("config", "", "the gateway config `file` (JSON)")
 	httpMode := fs.Bool("http", false, "serve MCP Streamable HTTP on /mcp instead of stdio")
 	host := fs.String("host", "127.0.0.1", "HTTP mode: `address` to listen on (plain HTTP: loopback, a private network, or TLS in front)")
