@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"time"
 
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
@@ -18,8 +17,8 @@ import (
 // "Tool definitions"); the event is a copy that tells the operator's collector at
 // once. docs/design/exports.md, "Tool definition changes", describes both wire forms.
 type ToolChange struct {
-	Upstream string
-	Tool     string
+	Upstream string    // the gateway config's name of the upstream
+	Tool     string    // the tool's name
 	From     string    // the digest before (or the pin's)
 	To       string    // the digest the upstream now sends
 	Leaf     *uint64   // leaf index of the statement that logged To; nil: the log has not taken it yet
@@ -128,7 +127,7 @@ type HECChangeEvent struct {
 func (s *Splunk) ChangeEvent(c *ToolChange) HECChangeEvent {
 	ms := c.At.UnixMilli()
 	return HECChangeEvent{
-		Time:   json.Number(strconv.FormatInt(ms/1000, 10) + fmt.Sprintf(".%03d", ms%1000)),
+		Time:   json.Number(fmt.Sprintf("%d.%03d", ms/1000, ms%1000)),
 		Source: s.source, Sourcetype: ToolChangeSourcetype, Index: s.index, Host: s.host,
 		Event: HECChangeFields{Event: EventToolDefinitionChanged, ChangeID: c.changeID(), Upstream: c.Upstream, Tool: c.Tool,
 			PreviousDefinitionDigest: c.From, DefinitionDigest: c.To, LogLeafIndex: c.Leaf, ToolPins: c.Pins, Refused: c.Refused},
