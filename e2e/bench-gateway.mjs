@@ -242,8 +242,15 @@ async function stdioClient(command, argv) {
 
 // httpClient connects over Streamable HTTP, presenting the grant (headers: svc
 // gateway's; a peer gets none).
-async function httpClient(url, headers = { "X-Svc-Grant": grantB64 }) {
-  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
+// noGetStream is a fetch that answers the transport's standalone GET stream with 405
+// itself (the SDK then goes on without one) and sends every other request.
+const noGetStream = (input, init) =>
+  (init?.method ?? "GET") === "GET" ? Promise.resolve(new Response(null, { status: 405 })) : fetch(input, init);
+
+// httpClient connects the TS SDK client over Streamable HTTP. getStream false: no
+// standalone GET stream (measureHTTPMany).
+async function httpClient(url, headers = { "X-Svc-Grant": grantB64 }, getStream = true) {
+  const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, ...(getStream ? {} : { fetch: noGetStream }) });
   const client = new Client({ name: "svc-bench", version: "1.0.0" });
   await client.connect(transport);
   return client;
@@ -343,10 +350,18 @@ async function measureHTTPOne(name) {
 }
 
 // measureHTTPMany: many sessions at once, each doing its share one call at a time.
+// The sessions open no standalone GET stream (idle here: every answer comes on its
+// POST): with one, 32 sessions from one address hold 32 streams plus up to 32 POSTs,
+// and the gateway refuses the connection beyond its per-address share (64 of its 1024,
+// httplimits) with 503 "too many connections from this address".
 async function measureHTTPMany(name) {
   const gw = await startHTTPGateway("http-sessions");
+  const clients = [];
   try {
-    const clients = await Promise.all(Array.from({ length: sessions }, () => httpClient(gw.url)));
+    for (const c of await Promise.allSettled(Array.from({ length: sessions }, () => httpClient(gw.url, undefined, false)))) {
+      if (c.status === "rejected") throw c.reason;
+      clients.push(c.value);
+    }
     await Promise.all(clients.map(async (cl) => { for (let i = 0; i < 10; i++) await callOnce(cl); }));
     const per = Math.max(1, Math.floor(calls / sessions));
     const lat = [];
@@ -367,9 +382,9 @@ async function measureHTTPMany(name) {
       cpuPerCallMicros: (cpuMicros(gw.proc.pid) - cpu0) / lat.length, sysPerCallMicros: (cpuTimes(gw.proc.pid).sys - sys0) / lat.length,
       ctxPerCall: (ctxSwitches(gw.proc.pid) - ctx0) / lat.length };
     log(`  ${many.name}: ${many.callsPerSec.toFixed(0)} receipts/s, p50 ${many.p50.toFixed(2)} ms, p99 ${many.p99.toFixed(2)} ms, gateway CPU ${many.cpuPerCallMicros.toFixed(0)} µs/call (${many.sysPerCallMicros.toFixed(0)} in the kernel), ${many.ctxPerCall.toFixed(1)} context switches/call`);
-    await Promise.all(clients.map((cl) => cl.close()));
     return many;
   } finally {
+    await Promise.allSettled(clients.map((cl) => cl.close()));
     await stopProc(gw.proc);
   }
 }
@@ -403,7 +418,13 @@ try {
     log(`  load average (1 min) at the end of round ${r + 1}: ${loads[r].toFixed(2)}`);
   }
 } finally {
-  rmSync(dir, { recursive: true, force: true });
+  // Retried: a process that outlived its variant (a failed one's upstream) may still
+  // add a file while the tree is removed (ENOTEMPTY), which would hide the failure.
+  try {
+    rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch (e) {
+    log(`could not remove ${dir}: ${e.message}`);
+  }
 }
 
 const median = (xs) => {

@@ -71,6 +71,15 @@
 // the receipt does not have is null (consumed_count included: null, not 0, on a receipt
 // without consumed).
 //
+// # Tool definition changes
+//
+// The one record kind besides receipts ([ToolChange], [EventSink]): a gateway's
+// upstream changed a tool's definition. It goes through each exporter's in-memory
+// queue (with a broker too; SVC_RECEIPTS holds receipts only) as an OTLP span named
+// svc.tool_definition.changed or a HEC event of sourcetype svc:tool_definition_change;
+// the receipts' wire forms above are unchanged. docs/design/exports.md, "Tool
+// definition changes", lists the fields.
+//
 // # Failures
 //
 // A transport error, a timeout (ten seconds a request), 408, 429, 5xx, and 401, 403 and

@@ -118,6 +118,9 @@ func Spans(serviceName string, recs []*Record) *tracepb.TracesData {
 }
 
 func span(r *Record) *tracepb.Span {
+	if r.Change != nil {
+		return changeSpan(r.Change)
+	}
 	tid, sid := TraceID(r.ReceiptID), SpanID(r.ReceiptID)
 	ts := uint64(r.Timestamp.UnixNano())
 	attrs := []*commonpb.KeyValue{

@@ -26,8 +26,9 @@ type Queue struct {
 }
 
 type queueItem struct {
-	b  *receipt.Bundle
-	at time.Time
+	b   *receipt.Bundle
+	rec *Record // instead of b: a record that is not a receipt (ToolChange)
+	at  time.Time
 }
 
 type queueWorker struct {
@@ -61,13 +62,13 @@ func (q *Queue) Export(_ context.Context, b *receipt.Bundle) {
 	now := time.Now()
 	for _, w := range q.workers {
 		if q.closed {
-			q.drop(w.exp.Name(), receiptIDOf(b), "the exporter is closed")
+			q.drop(w.exp.Name(), "receipt "+receiptIDOf(b), "the exporter is closed")
 			continue
 		}
 		select {
 		case w.ch <- queueItem{b: b, at: now}:
 		default:
-			q.drop(w.exp.Name(), receiptIDOf(b), "queue full")
+			q.drop(w.exp.Name(), "receipt "+receiptIDOf(b), "queue full")
 		}
 	}
 }
@@ -102,9 +103,29 @@ func (q *Queue) Close(ctx context.Context) error {
 	}
 }
 
-func (q *Queue) drop(exporter, id, why string) {
+// ExportToolChange queues a tool definition change for every exporter without
+// waiting (EventSink).
+func (q *Queue) ExportToolChange(_ context.Context, c ToolChange) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	r := c.record()
+	for _, w := range q.workers {
+		if q.closed {
+			q.drop(w.exp.Name(), r.label(), "the exporter is closed")
+			continue
+		}
+		select {
+		case w.ch <- queueItem{rec: r, at: time.Now()}:
+		default:
+			q.drop(w.exp.Name(), r.label(), "queue full")
+		}
+	}
+}
+
+// drop counts and reports what (a record's label: "receipt <id>", …) given up.
+func (q *Queue) drop(exporter, what, why string) {
 	q.count.dropped.Add(1)
-	q.log.printf("svc: %s export of receipt %s dropped: %s", exporter, id, why)
+	q.log.printf("svc: %s export of %s dropped: %s", exporter, what, why)
 }
 
 func (w *queueWorker) run() {
@@ -140,9 +161,13 @@ func (w *queueWorker) deliver(batch []queueItem) {
 	recs := make([]*Record, 0, len(batch))
 	oldest := batch[0].at
 	for _, it := range batch {
+		if it.rec != nil {
+			recs = append(recs, it.rec)
+			continue
+		}
 		r, err := FromBundle(it.b)
 		if err != nil {
-			w.q.drop(name, "(unreadable bundle)", err.Error())
+			w.q.drop(name, "receipt (unreadable bundle)", err.Error())
 			continue
 		}
 		recs = append(recs, r)
@@ -150,7 +175,7 @@ func (w *queueWorker) deliver(batch []queueItem) {
 	for try := 0; len(recs) > 0; try++ {
 		if w.hard.Err() != nil {
 			for _, r := range recs {
-				w.q.drop(name, r.ReceiptID, "the exporter was closed before the collector accepted it")
+				w.q.drop(name, r.label(), "the exporter was closed before the collector accepted it")
 			}
 			return
 		}
@@ -159,7 +184,7 @@ func (w *queueWorker) deliver(batch []queueItem) {
 			if o.err == nil {
 				w.q.count.exported.Add(1)
 			} else {
-				w.q.drop(name, o.rec.ReceiptID, o.err.Error())
+				w.q.drop(name, o.rec.label(), o.err.Error())
 			}
 		}
 		recs = retry
@@ -168,7 +193,7 @@ func (w *queueWorker) deliver(batch []queueItem) {
 		}
 		if time.Since(oldest) >= w.cfg.MaxAge {
 			for _, r := range recs {
-				w.q.drop(name, r.ReceiptID, "collector did not accept it within "+w.cfg.MaxAge.String()+": "+err.Error())
+				w.q.drop(name, r.label(), "collector did not accept it within "+w.cfg.MaxAge.String()+": "+err.Error())
 			}
 			return
 		}

@@ -36,6 +36,9 @@ type Record struct {
 	ConsumedCount          *int    // nil when the receipt has no consumed (SDK receipts)
 	Model                  *string
 	Session                *string // session.id
+	// Change, when set, makes this record a tool definition change, not a receipt:
+	// only Timestamp, Tool and Upstream are set besides it (toolchange.go).
+	Change *ToolChange
 }
 
 // FromBundle reads a bundle's export record. It checks the statement's form, not its

@@ -115,7 +115,11 @@ func (s *Splunk) Send(ctx context.Context, recs []*Record) error {
 	var body bytes.Buffer
 	enc := json.NewEncoder(&body)
 	for _, r := range recs {
-		if err := enc.Encode(s.Event(r)); err != nil {
+		var ev any = s.Event(r)
+		if r.Change != nil {
+			ev = s.ChangeEvent(r.Change)
+		}
+		if err := enc.Encode(ev); err != nil {
 			return fmt.Errorf("%w: %v", ErrPermanent, err)
 		}
 	}

@@ -96,6 +96,7 @@ type StreamSink struct {
 	pubWG  sync.WaitGroup
 
 	router *Router // nil without exporters
+	events *Queue  // tool definition changes (EventSink), in memory; nil without exporters
 }
 
 // NewStreamSink ensures the stream and the consumers and starts them. tenant ""
@@ -124,6 +125,7 @@ func NewStreamSink(ctx context.Context, nc *nats.Conn, tenant string, exps []Exp
 		if s.router, err = NewRouter(ctx, nc, tenant, exps, rc, s.log, &s.count); err != nil {
 			return nil, err
 		}
+		s.events = NewQueue(exps, cfg, opts.Stderr)
 	}
 	s.pubWG.Add(1)
 	go s.publishLoop()
@@ -142,6 +144,14 @@ func (s *StreamSink) Export(_ context.Context, b *receipt.Bundle) {
 	case s.ch <- b:
 	default:
 		s.drop("publish", receiptIDOf(b), "publish queue full")
+	}
+}
+
+// ExportToolChange queues a tool definition change for every exporter in memory
+// (EventSink): it is not a receipt, and the log holds its evidence.
+func (s *StreamSink) ExportToolChange(ctx context.Context, c ToolChange) {
+	if s.events != nil {
+		s.events.ExportToolChange(ctx, c)
 	}
 }
 
@@ -184,6 +194,11 @@ func (s *StreamSink) Close(ctx context.Context) error {
 	if s.router != nil {
 		if rerr := s.router.Close(); rerr != nil && err == nil {
 			err = rerr
+		}
+	}
+	if s.events != nil {
+		if qerr := s.events.Close(ctx); qerr != nil && err == nil {
+			err = qerr
 		}
 	}
 	return err

@@ -117,9 +117,9 @@ func (f *fixture) writeConfig(cfg map[string]any) {
 // startStdioGateway runs `svc gateway --config config` as an agent does (its stdio the
 // MCP transport, its stderr the test's) and returns the process and an initialized
 // mcp-go client over it. The caller stops it: c.Close (stdin closed) or a kill.
-func startStdioGateway(t testing.TB, config string) (*exec.Cmd, *client.Client) {
+func startStdioGateway(t testing.TB, config string, flags ...string) (*exec.Cmd, *client.Client) {
 	t.Helper()
-	cmd := exec.Command(svcBin, "gateway", "--config", config)
+	cmd := exec.Command(svcBin, append([]string{"gateway", "--config", config}, flags...)...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
@@ -85,6 +86,7 @@ type Gateway struct {
 	now           func() time.Time
 	onReceipt     func(*receipt.Bundle)       // exporters; nil: none
 	onToolChanged func(upstream, tool string) // Options.OnToolChanged; nil: none
+	events        exporters.EventSink         // the exporters' tool definition changes; nil: none
 	closers       []func() error
 	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise

@@ -57,6 +57,10 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if err := g.openIssuer(opts.Now); err != nil {
 		return nil, err
 	}
+	// Before the tool definitions: a change seen at start (against a pin) is exported too.
+	if err := g.openExporters(ctx); err != nil {
+		return nil, err
+	}
 	if err := g.openToolDefs(); err != nil {
 		return nil, err
 	}
@@ -70,9 +74,6 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			opts.Logger.Warn("tool definitions not logged at start", "upstream", u.Name(), "err", err)
 		}
 		g.watchToolDefinitions(u)
-	}
-	if err := g.openExporters(ctx); err != nil {
-		return nil, err
 	}
 	ok = true
 	return g, nil
@@ -175,6 +176,9 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 	sink, err := exporters.New(ctx, ec, opts)
 	if err != nil {
 		return err
+	}
+	if es, ok := sink.(exporters.EventSink); ok {
+		g.events = es
 	}
 	prev := g.onReceipt
 	g.onReceipt = func(b *receipt.Bundle) {

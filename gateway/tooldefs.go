@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/receipt"
 )
@@ -203,10 +204,6 @@ func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefin
 			delete(next.cur, name)
 		}
 	}
-	var at uint64
-	if leaf != nil {
-		at = *leaf
-	}
 	for i, t := range defs {
 		next.cur[t.Name] = toolDef{upstream: u.Name(), digest: t.DefinitionDigest, leaf: leaf, raw: raws[i]}
 		prev, had := old.cur[t.Name]
@@ -218,9 +215,9 @@ func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefin
 			next.pins[t.Name] = toolPin{digest: pin.digest, raw: raws[i]} // as the upstream sends it
 		}
 		if had && prev.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, at)
+			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, leaf)
 		} else if !had && pinned && pin.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, at)
+			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, leaf)
 		}
 	}
 	d.view.Store(next)
@@ -244,14 +241,24 @@ func (g *Gateway) retryToolDefinitions(ctx context.Context) {
 }
 
 // toolChanged reports a definition that differs from the one before it (or, at start,
-// from its pin): a structured log line, the count, and Options.OnToolChanged.
-func (g *Gateway) toolChanged(up, tool, from, to string, leaf uint64) {
+// from its pin): a structured log line, the count, Options.OnToolChanged (the metric)
+// and an event to the configured exporters. leaf is the statement logging to; nil
+// while the log has not taken it.
+func (g *Gateway) toolChanged(up, tool, from, to string, leaf *uint64) {
 	g.defs.changes.Add(1)
 	if g.onToolChanged != nil {
 		g.onToolChanged(up, tool)
 	}
-	g.log.Warn("tool definition changed", "upstream", up, "tool", tool, "from", from, "to", to,
-		"leafIndex", leaf, "toolPins", g.defs.mode, "refused", g.defs.mode != PinsOff)
+	refused := g.defs.mode != PinsOff
+	if g.events != nil {
+		g.events.ExportToolChange(context.Background(), exporters.ToolChange{Upstream: up, Tool: tool, From: from, To: to,
+			Leaf: leaf, Pins: g.defs.mode, Refused: refused, At: g.now()})
+	}
+	attrs := []any{"upstream", up, "tool", tool, "from", from, "to", to, "toolPins", g.defs.mode, "refused", refused}
+	if leaf != nil {
+		attrs = append(attrs, "leafIndex", *leaf)
+	}
+	g.log.Warn("tool definition changed", attrs...)
 }
 
 // ToolDefinitionChanges is how many tool definitions changed since the gateway started.

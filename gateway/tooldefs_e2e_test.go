@@ -87,10 +87,10 @@ type rugpullRun struct {
 }
 
 // runRugpull lists, calls echo, calls rugpull, waits for the second tool-definitions
-// statement, calls echo again and lists again.
-func runRugpull(t *testing.T, f *fixture) *rugpullRun {
+// statement, calls echo again and lists again; flags go to svc gateway.
+func runRugpull(t *testing.T, f *fixture, flags ...string) *rugpullRun {
 	t.Helper()
-	cmd, c := startStdioGateway(t, f.config)
+	cmd, c := startStdioGateway(t, f.config, flags...)
 	defer func() { c.Close(); _ = cmd.Wait() }()
 	r := &rugpullRun{}
 	r.before = echoDescription(t, c)

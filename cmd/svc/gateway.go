@@ -51,7 +51,7 @@ Example:
   examples/gateway/setup.sh && svc gateway --config examples/gateway/gateway.json`
 
 func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes --require-proof --cpuprofile]", gatewayHelp, stderr)
+	fs := newFlagSet("gateway", "--config <file> [--http --port --host --idle-minutes --require-proof --otlp-metrics --cpuprofile]", gatewayHelp, stderr)
 	config := fs.String("config", "", "the gateway config `file` (JSON)")
 	httpMode := fs.Bool("http", false, "serve MCP Streamable HTTP on /mcp instead of stdio")
 	host := fs.String("host", "127.0.0.1", "HTTP mode: `address` to listen on (plain HTTP: loopback, a private network, or TLS in front)")
@@ -60,6 +60,7 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	requireProof := fs.Bool("require-proof", false, "HTTP mode: refuse grants without agentKey; every request then carries X-Svc-Proof")
 	var origins originList
 	fs.Var(&origins, "allow-origin", "HTTP mode: a browser origin (scheme://host[:port]) allowed besides the gateway's own; repeat for more. Requests with any other Origin header get 403")
+	otlpMetrics := fs.String("otlp-metrics", "", "push the gateway's metrics (svc.gateway.tool_definitions.changes, docs/design/telemetry.md) every 15 s and at exit over OTLP/HTTP to this `URL` (e.g. http://collector:4318/v1/metrics)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the gateway to `file` until it stops (performance work)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -82,7 +83,12 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("--idle-minutes must be positive")
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	g, err := openGateway(ctx, *config, !*httpMode, logger)
+	tel, err := gatewayTelemetry(*otlpMetrics)
+	if err != nil {
+		return err
+	}
+	defer flushTelemetry(tel, logger)
+	g, err := openGateway(ctx, *config, !*httpMode, logger, gateway.Options{OnToolChanged: tel.ToolDefinitionChanged})
 	if err != nil {
 		if *httpMode {
 			return err
@@ -105,12 +111,13 @@ func runGateway(ctx context.Context, args []string, stdout, stderr io.Writer) er
 
 // openGateway loads the config and starts the gateway; over stdio it also checks
 // the grant.
-func openGateway(ctx context.Context, config string, stdio bool, logger *slog.Logger) (*gateway.Gateway, error) {
+func openGateway(ctx context.Context, config string, stdio bool, logger *slog.Logger, opts gateway.Options) (*gateway.Gateway, error) {
 	cfg, err := gateway.LoadConfig(config)
 	if err != nil {
 		return nil, err
 	}
-	g, err := gateway.New(ctx, cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy, Logger: logger})
+	opts.LoadPolicy, opts.Logger = gateway.CedarPolicy, logger
+	g, err := gateway.New(ctx, cfg, opts)
 	if err != nil {
 		return nil, err
 	}

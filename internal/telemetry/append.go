@@ -66,6 +66,15 @@ func (t *Telemetry) BrokerRetry(what string) {
 	t.inst.brokerRetries.Add(bg, 1, metric.WithAttributeSet(attrs("loop", what)))
 }
 
+// ToolDefinitionChanged counts a tool whose definition the upstream changed
+// (svc.gateway.tool_definitions.changes): svc gateway's gateway.Options.OnToolChanged.
+func (t *Telemetry) ToolDefinitionChanged(upstream, _ string) {
+	if t == nil {
+		return
+	}
+	t.inst.toolChanges.Add(bg, 1, metric.WithAttributeSet(attrs("upstream", upstream)))
+}
+
 // LeaseLost counts a tenant whose sequencer this process lost (svc.sequencer.leases.lost).
 func (t *Telemetry) LeaseLost(tenant string) {
 	if t == nil {

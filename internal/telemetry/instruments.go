@@ -22,6 +22,7 @@ type instruments struct {
 	startRefused   metric.Int64Counter     // svc.sequencer.starts.refused
 	halted         metric.Int64Counter     // svc.sequencer.halted
 	brokerRetries  metric.Int64Counter     // svc.broker.retries
+	toolChanges    metric.Int64Counter     // svc.gateway.tool_definitions.changes
 }
 
 // latencyBuckets (seconds) resolve the sub-millisecond appends of a local broker and
@@ -51,6 +52,7 @@ func (in *instruments) init(m metric.Meter, t *Telemetry) error {
 	in.leasesLost = counter("svc.sequencer.leases.lost", "{lease}", "Tenants whose sequencer this process lost (lease taken or not renewed in time, or fenced out) and now serves read-only as a standby, by tenant.")
 	in.halted = counter("svc.sequencer.halted", "{sequencer}", "Sequencers stopped because the log of record (SVC_LEAVES) holds fewer leaves than their tree: the broker lost acknowledged leaves. /health answers 503 until the process restarts. By tenant.")
 	in.brokerRetries = counter("svc.broker.retries", "{retry}", "Times a loop that reads or writes the broker (a projection, the read-only tree, the admin view, a sequencer) failed and retries with backoff instead of stopping the process, by loop. Rising while appends fail: the broker has no quorum, or this process cannot reach it.")
+	in.toolChanges = counter("svc.gateway.tool_definitions.changes", "{change}", "Tool definitions an upstream changed after the gateway logged them (or that differ from their pin at start), by upstream (svc gateway).")
 	var err error
 	in.batchSize, err = m.Int64Histogram("svc.sequencer.batch.size", metric.WithUnit("{request}"),
 		metric.WithDescription("Append requests per sequencer batch."),
