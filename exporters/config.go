@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"svc.dev/svc/pipeline"
 )
 
 // Config holds the exporters' fields of a gateway or SDK config (SPEC.md, "Gateway
@@ -79,7 +80,7 @@ func (o *OTelConfig) validate() error {
 		if !validHeaderName(h) {
 			return fmt.Errorf("otel.headersEnv: %q is not an HTTP header name", h)
 		}
-		if !validEnvName(o.HeadersEnv[h]) {
+		if !pipeline.ValidEnvName(o.HeadersEnv[h]) {
 			return fmt.Errorf("otel.headersEnv.%s: %q is not an environment variable name", h, o.HeadersEnv[h])
 		}
 	}
@@ -93,7 +94,7 @@ func (s *SplunkConfig) validate() error {
 	if s.TokenEnv == "" {
 		return fmt.Errorf("splunk.tokenEnv is required: the environment variable holding the collector token")
 	}
-	if !validEnvName(s.TokenEnv) {
+	if !pipeline.ValidEnvName(s.TokenEnv) {
 		return fmt.Errorf("splunk.tokenEnv: %q is not an environment variable name", s.TokenEnv)
 	}
 	return nil
@@ -111,18 +112,6 @@ func checkURL(field, raw string) error {
 		return fmt.Errorf("%s %q: want a base address without query or fragment", field, raw)
 	}
 	return nil
-}
-
-func validEnvName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i, r := range s {
-		if r != '_' && (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (i == 0 || r < '0' || r > '9') {
-			return false
-		}
-	}
-	return true
 }
 
 func sortedKeys(m map[string]string) []string {
