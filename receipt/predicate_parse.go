@@ -10,10 +10,11 @@ import (
 // that form without encoding/json's reflection, which cost a fifth of verifying a
 // gateway bundle in a batch: they follow the layout member by member, give up (false)
 // at the first byte that differs (an escape in a string, another order, whitespace, an
-// unknown or duplicated member), and accept a result only if writing it back gives the
-// predicate byte for byte. Such bytes are Canonical of the result, which encoding/json
-// decodes to the same value (FuzzDecodeCanonicalPredicate), so DecodePredicate answers
-// as unmarshalStrict would. Anything else takes the general path.
+// unknown or duplicated member, or the rare relayed member), and accept a result only
+// if writing it back gives the predicate byte for byte. Such bytes are Canonical of
+// the result, which encoding/json decodes to the same value
+// (FuzzDecodeCanonicalPredicate), so DecodePredicate answers as unmarshalStrict would.
+// Anything else takes the general path.
 
 // decodeCanonicalPredicate reads a receipt predicate in canonical form.
 func decodeCanonicalPredicate(raw []byte) (*Predicate, bool) {
