@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"strings"
 	"fmt"
 	"io"
 	"net/http"
@@ -135,18 +136,18 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 		t.Fatalf("%d witness requests for one changed tenant, want 1", got)
 	}
 
-	// End to end, with no credential.
+	// End to end, with no credential: the proof in C2SP tlog-proof's text form.
 	code, pbody := get(t, url+"/log-of-logs/proof/acme")
-	if code != 200 {
+	if code != 200 || !strings.HasPrefix(pbody, "c2sp.org/tlog-proof@v1\n") {
 		t.Fatalf("proof of acme: %d %s", code, pbody)
 	}
-	var p logoflogs.Proof
-	if err := json.Unmarshal([]byte(pbody), &p); err != nil {
+	p, err := logoflogs.ParseProof([]byte(pbody))
+	if err != nil {
 		t.Fatal(err)
 	}
 	tvk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), "acme"), key.Public().Key)
 	tv, _ := note.NewVerifier(tvk)
-	size, root, err := logoflogs.Verify(&p, policy, tv)
+	size, root, err := logoflogs.Verify(p, policy, tv)
 	if err != nil {
 		t.Fatalf("acme's checkpoint is not proved witnessed: %v", err)
 	}
@@ -161,6 +162,30 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	if code, body := get(t, url+"/log-of-logs/proof/nobody"); code != 404 {
 		t.Fatalf("proof of a tenant with no checkpoint: %d %s", code, body)
+	}
+	lolIncludes(t, url, lolVkey, "acme", p.Index)
+}
+
+// lolIncludes: an independent client (golang.org/x/mod/sumdb/note and tlog) reads the
+// log of logs' checkpoint and hash tiles at base with no credential, and proves
+// tenant's checkpoint, as its own route serves it, the log of logs' leaf index.
+func lolIncludes(t *testing.T, base, lolVkey, tenant string, index uint64) {
+	t.Helper()
+	v, err := note.NewVerifier(lolVkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := publicCheckpointOf(t, base+"/log-of-logs", note.VerifierList(v), 1)
+	code, cp := get(t, base+"/t/"+tenant+"/checkpoint")
+	if code != 200 {
+		t.Fatalf("%s's checkpoint: %d %s", tenant, code, cp)
+	}
+	proof, err := tlog.ProveRecord(tree.N, int64(index), tlog.TileHashReader(tree, publicTiles{t: t, base: base + "/log-of-logs"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tlog.CheckRecord(proof, tree.N, tree.Hash, int64(index), tlog.RecordHash([]byte(cp))); err != nil {
+		t.Fatalf("%s's checkpoint is not leaf %d of the log of logs by its public tiles: %v", tenant, index, err)
 	}
 }
 
@@ -246,8 +271,7 @@ func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
 		t.Fatalf("%d witness requests after the take-over, want 2", got)
 	}
 	code, body := get(t, urls[other]+"/log-of-logs/proof/t0060")
-	var p logoflogs.Proof
-	if code != 200 || json.Unmarshal([]byte(body), &p) != nil || p.Index != 60 {
+	if p, err := logoflogs.ParseProof([]byte(body)); code != 200 || err != nil || p.Index != 60 {
 		t.Fatalf("proof of t0060 from the new runner: %d %s", code, body)
 	}
 }
