@@ -7,6 +7,7 @@ import (
 	"strings"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -164,6 +165,46 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 		t.Fatalf("proof of a tenant with no checkpoint: %d %s", code, body)
 	}
 	lolIncludes(t, url, lolVkey, "acme", p.Index)
+	lolStrangerBounded(t, url)
+}
+
+// lolStrangerBounded: one address asking the /log-of-logs/ routes as fast as it can
+// is answered 429 with Retry-After past its budget (LogOfLogsBurst at once), while
+// another address is served meanwhile.
+func lolStrangerBounded(t *testing.T, base string) {
+	t.Helper()
+	from := func(ip string) *http.Client {
+		tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}).DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
+	ask := func(c *http.Client, path string) *http.Response {
+		resp, err := c.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	stranger, other := from("127.0.0.2"), from("127.0.0.3")
+	statuses := map[int]int{}
+	var refused *http.Response
+	for range 3 * LogOfLogsBurst {
+		resp := ask(stranger, "/log-of-logs/tile/0/000.p/1")
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused = resp
+		}
+	}
+	if refused == nil || refused.Header.Get("Retry-After") != "1" || statuses[200] < LogOfLogsBurst || statuses[200]+statuses[429] != 3*LogOfLogsBurst {
+		t.Fatalf("%d requests from one address: statuses %v, want %d or more 200s, then 429s with Retry-After: 1", 3*LogOfLogsBurst, statuses, LogOfLogsBurst)
+	}
+	for _, path := range []string{"/log-of-logs/checkpoint", "/log-of-logs/tile/0/000.p/1", "/log-of-logs/proof/acme"} {
+		if resp := ask(other, path); resp.StatusCode != 200 {
+			t.Fatalf("%s from another address while the first is over its budget: %d", path, resp.StatusCode)
+		}
+	}
 }
 
 // lolIncludes: an independent client (golang.org/x/mod/sumdb/note and tlog) reads the
