@@ -351,12 +351,15 @@ func (st *hostedState) lolLease(ctx context.Context, rev uint64) (uint64, bool) 
 
 // lolInterval appends the tenants whose checkpoint changed, records them, then signs
 // and sends the checkpoint to the witnesses and records it: nothing when no tenant
-// changed (no witness request).
+// changed and every recorded leaf is under the recorded checkpoint (no witness
+// request). Leaves a runner recorded but did not checkpoint (it died between the two)
+// are checkpointed by its successor's first interval, changes or not.
 func (s *Service) lolInterval(ctx context.Context, l *lolState) error {
 	db := s.hosted.cfg.Store
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := s.lolCatchUp(ctx, l); err != nil {
+	published, err := s.lolCatchUp(ctx, l)
+	if err != nil {
 		return err
 	}
 	notes, err := db.AllCheckpointNotes(ctx)
@@ -364,19 +367,21 @@ func (s *Service) lolInterval(ctx context.Context, l *lolState) error {
 		return err
 	}
 	pending := l.log.Pending(notes)
-	if len(pending) == 0 {
+	if len(pending) == 0 && l.log.Size() == published {
 		return nil
 	}
-	first := l.log.Size()
-	rows := make([]store.LogOfLogsEntry, len(pending))
-	for i, e := range pending {
-		rows[i] = store.LogOfLogsEntry{Tenant: e.Tenant, Note: e.Checkpoint}
-	}
-	if err := db.AppendLogOfLogs(ctx, first, rows); err != nil {
-		return err
-	}
-	if err := l.log.Restore(first, pending); err != nil {
-		return err
+	if len(pending) > 0 {
+		first := l.log.Size()
+		rows := make([]store.LogOfLogsEntry, len(pending))
+		for i, e := range pending {
+			rows[i] = store.LogOfLogsEntry{Tenant: e.Tenant, Note: e.Checkpoint}
+		}
+		if err := db.AppendLogOfLogs(ctx, first, rows); err != nil {
+			return err
+		}
+		if err := l.log.Restore(first, pending); err != nil {
+			return err
+		}
 	}
 	signed, failed, err := l.log.Checkpoint(ctx)
 	if err != nil {
