@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -132,6 +135,10 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	tick()
 	awaitSize(1001)
+	// The process's copy of the tree is on disk (a file store), not in memory.
+	if fi, err := os.Stat(filepath.Join(svc.cfg.DataDir, "log-of-logs", "tree", merkle.LevelFileName(0))); err != nil || fi.Size() < 768*merkle.HashSize {
+		t.Fatalf("the log of logs' leaf hashes on disk: %v %v, want at least 768 of the 1,001 written out", fi, err)
+	}
 	time.Sleep(600 * time.Millisecond)
 	if got := lolRequests.Load() - before; got != 1 {
 		t.Fatalf("%d witness requests for one changed tenant, want 1", got)
@@ -314,5 +321,35 @@ func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
 	code, body := get(t, urls[other]+"/log-of-logs/proof/t0060")
 	if p, err := logoflogs.ParseProof([]byte(body)); code != 200 || err != nil || p.Index != 60 {
 		t.Fatalf("proof of t0060 from the new runner: %d %s", code, body)
+	}
+
+	// A process whose tree store is not the database's (another deployment's, or
+	// one the database lost) rebuilds it from the database: its proof verifies.
+	dir := t.TempDir()
+	bogus, err := merkle.OpenFileStore(filepath.Join(dir, "log-of-logs", "tree"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, _ := merkle.NewTree(bogus)
+	for i := range 10 {
+		if _, err := bt.Append(merkle.LeafHash(fmt.Appendf(nil, "not a leaf of this log of logs %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bogus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, url3 := frontEndWith(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler), h, 1, withWitness)
+	code, body = get(t, url3+"/log-of-logs/proof/t0005")
+	p, err := logoflogs.ParseProof([]byte(body))
+	if code != 200 || err != nil {
+		t.Fatalf("proof of t0005 from a process whose tree store was another's: %d %s", code, body)
+	}
+	c, err := policy.VerifyCheckpoint(p.Witnessed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := merkle.VerifyInclusion(p.Index, c.Size, merkle.LeafHash(p.Checkpoint), p.Inclusion, c.Root); err != nil || p.Index != 5 {
+		t.Fatalf("proof of t0005 (leaf %d) from a rebuilt tree: %v", p.Index, err)
 	}
 }
