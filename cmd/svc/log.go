@@ -127,7 +127,7 @@ func (o *logOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.checkpointBeat, "checkpoint-heartbeat", 21600, "`seconds` after which an unchanged head is re-signed")
 	o.trustProxy.register(fs)
 	o.telemetry.register(fs)
-	fs.IntVar(&o.logOfLogsEvery, "log-of-logs-every", 0, "with --db-env: every `seconds`, one checkpoint over all tenants' latest checkpoints is sent to the --witness-add-checkpoint witnesses (one request an interval however many tenants; GET /log-of-logs/checkpoint, /log-of-logs/proof/<tenant>); 0: off")
+	fs.IntVar(&o.logOfLogsEvery, "log-of-logs-every", 0, "with --db-env: every `seconds`, one checkpoint over all tenants' latest checkpoints is sent to the --witness-add-checkpoint witnesses (one request an interval however many tenants; a C2SP log under /log-of-logs/: checkpoint, tile/..., proof/<tenant> in tlog-proof form); 0: off")
 	fs.Var(&o.witnesses, "witness-add-checkpoint", "C2SP tlog-witness base `URL` to send each signed-note checkpoint to (POST <url>/add-checkpoint); repeatable")
 }
 

@@ -10,7 +10,7 @@
 // the one starter of every test cluster (testkit.StartCluster's in-process nodes and
 // deploy's configuration files start through it too).
 //
-//	go test ./internal/faults/        spread, kill -9 of a holder and of a node, clean stop, damaged store (CI)
+//	go test ./internal/faults/        spread, kill -9 of a holder, of a node and of the log of logs' runner, clean stop, damaged store (CI)
 //	go tool task test:faults          every case
 //	go tool task soak                 DURATION (30m), KILL_EVERY (5m)
 //	go tool task bench:cluster        one node against three, same run

@@ -5,15 +5,17 @@
 // proved witnessed by its inclusion in a cosigned checkpoint of the log of logs.
 //
 // Leaf i is the bytes of a tenant's signed checkpoint note as the tenant published it;
-// a tenant whose checkpoint changed gets a new leaf (the log only grows), and Proof
-// names the tenant's latest. A runner that persists the log records each interval's
+// a tenant whose checkpoint changed gets a new leaf (the log only grows), and Latest
+// names the tenant's latest. The Log keeps its hashes in the tree's store (a file
+// store in the hosted log: flat memory however many leaves) and, per tenant, only its
+// latest leaf's index and hash; the leaves' bytes are the caller's (the hosted log's
+// PostgreSQL table). A runner that persists the log records each interval's
 // Pending entries before Checkpoint shows them to a witness, and its successor replays
 // the records through Restore, so the witnesses see one log that only grows. This
 // package is the mechanism; the hosted log runs it (internal/logservice/logoflogs.go).
 package logoflogs
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,11 +39,11 @@ type Log struct {
 	client    *http.Client
 
 	mu        sync.Mutex
-	latest    map[string]uint64 // tenant → index of its latest leaf
-	notes     map[string][]byte // tenant → its latest leaf's bytes (older leaves are hashes in the tree only)
-	witnessed map[string]uint64 // witness → the size it cosigned
-	note      []byte            // the latest checkpoint, cosignatures included
-	noteSize  uint64            // its size
+	latest    map[string]uint64      // tenant → index of its latest leaf
+	hashes    map[string]merkle.Hash // tenant → its latest leaf's hash (the leaves' bytes are not held)
+	witnessed map[string]uint64      // witness → the size it cosigned
+	note      []byte                 // the latest checkpoint, cosignatures included
+	noteSize  uint64                 // its size
 }
 
 // New is an empty log of logs signed by signer (its origin is the log of logs') and
@@ -60,7 +62,7 @@ func NewOn(tree *merkle.Tree, signer projections.NoteSigning, witnesses []string
 	if client == nil {
 		client = http.DefaultClient
 	}
-	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, notes: map[string][]byte{}, witnessed: map[string]uint64{}}
+	return &Log{tree: tree, signer: signer, witnesses: witnesses, client: client, latest: map[string]uint64{}, hashes: map[string]merkle.Hash{}, witnessed: map[string]uint64{}}
 }
 
 // Entry is one leaf of the log of logs: a tenant's signed checkpoint note.
@@ -94,7 +96,7 @@ func (l *Log) Pending(checkpoints map[string][]byte) []Entry {
 	defer l.mu.Unlock()
 	var out []Entry
 	for tenant, cp := range checkpoints {
-		if held, ok := l.notes[tenant]; ok && bytes.Equal(held, cp) {
+		if held, ok := l.hashes[tenant]; ok && held == merkle.LeafHash(cp) {
 			continue
 		}
 		out = append(out, Entry{Tenant: tenant, Checkpoint: cp})
@@ -135,9 +137,22 @@ func (l *Log) Restore(first uint64, entries []Entry) error {
 	}
 	for i, e := range entries {
 		l.latest[e.Tenant] = size + uint64(i)
-		l.notes[e.Tenant] = e.Checkpoint
+		l.hashes[e.Tenant] = hashes[i]
 	}
 	return nil
+}
+
+// Known records leaf, leaf index of the tree, as tenant's latest unless a later one
+// is known: a runner that reopens a tree its store already holds learns each tenant's
+// latest leaf this way (Restore records those it appends), so that Pending compares
+// against it. An index outside the tree is ignored.
+func (l *Log) Known(tenant string, index uint64, leaf []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i, ok := l.latest[tenant]; (ok && i >= index) || index >= l.tree.Size() {
+		return
+	}
+	l.latest[tenant], l.hashes[tenant] = index, merkle.LeafHash(leaf)
 }
 
 // Checkpoint signs the log of logs' checkpoint at its size and sends it to each
@@ -215,33 +230,45 @@ func (l *Log) cosign(ctx context.Context, w string, size uint64, signed []byte) 
 
 // Proof is what proves a tenant's checkpoint witnessed: the checkpoint (the leaf), its
 // index, the inclusion proof into the log of logs' checkpoint, and that checkpoint
-// with its cosignatures.
+// with its cosignatures. Its text form is C2SP tlog-proof's (Marshal, ParseProof).
 type Proof struct {
-	Tenant     string        `json:"tenant"`
-	Checkpoint []byte        `json:"checkpoint"` // the tenant's signed checkpoint note
-	Index      uint64        `json:"index"`
-	Inclusion  []merkle.Hash `json:"inclusion"`
-	Witnessed  []byte        `json:"witnessed"` // the log of logs' cosigned checkpoint
+	Checkpoint []byte // the tenant's signed checkpoint note: the leaf, tlog-proof's extra data
+	Index      uint64
+	Inclusion  []merkle.Hash
+	Witnessed  []byte // the log of logs' cosigned checkpoint
 }
 
-// Proof proves tenant's latest checkpoint included in the latest checkpoint of the log
-// of logs.
-func (l *Log) Proof(tenant string) (*Proof, error) {
+// Latest is the index of tenant's latest leaf; false when it has none.
+func (l *Log) Latest(tenant string) (uint64, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i, ok := l.latest[tenant]
-	if !ok || l.note == nil {
-		return nil, fmt.Errorf("tenant %q has no checkpoint in the log of logs yet", tenant)
+	return i, ok
+}
+
+// ProofAt proves leaf, the bytes of leaf index, included in the latest witnessed
+// checkpoint of the log of logs. Leaf must hash to the tree's leaf index (the bytes
+// come from the caller's record of the leaves).
+func (l *Log) ProofAt(index uint64, leaf []byte) (*Proof, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.note == nil {
+		return nil, errors.New("the log of logs has no witnessed checkpoint yet")
 	}
 	size := l.noteSize
-	if i >= size {
-		return nil, fmt.Errorf("tenant %q's latest checkpoint is not in a witnessed checkpoint of the log of logs yet; retry after the next interval", tenant)
+	if index >= size {
+		return nil, fmt.Errorf("leaf %d is not in a witnessed checkpoint of the log of logs yet (size %d); retry after the next interval", index, size)
 	}
-	inc, err := l.tree.InclusionProof(i, size)
+	if h, err := l.tree.LeafHash(index); err != nil {
+		return nil, err
+	} else if h != merkle.LeafHash(leaf) {
+		return nil, fmt.Errorf("log of logs: the recorded leaf %d does not hash to the tree's", index)
+	}
+	inc, err := l.tree.InclusionProof(index, size)
 	if err != nil {
 		return nil, err
 	}
-	return &Proof{Tenant: tenant, Checkpoint: l.notes[tenant], Index: i, Inclusion: inc, Witnessed: l.note}, nil
+	return &Proof{Checkpoint: leaf, Index: index, Inclusion: inc, Witnessed: l.note}, nil
 }
 
 // Verify checks p: the log of logs' checkpoint under policy (signed by a log of the

@@ -1,10 +1,13 @@
 package logoflogs_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -37,6 +40,35 @@ func (tn *tenant) grow(t *testing.T, name string, n int) []byte {
 		t.Fatal(err)
 	}
 	return cp
+}
+
+// proofOf is the proof of tenant's latest leaf, whose bytes are cp, carried through
+// its C2SP tlog-proof text (Marshal, then ParseProof gives it back whole).
+func proofOf(t *testing.T, lol *logoflogs.Log, tenant string, cp []byte) *logoflogs.Proof {
+	t.Helper()
+	i, ok := lol.Latest(tenant)
+	if !ok {
+		t.Fatalf("tenant %s has no leaf", tenant)
+	}
+	p, err := lol.ProofAt(i, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := p.Marshal()
+	if !bytes.HasPrefix(text, []byte("c2sp.org/tlog-proof@v1\nextra ")) || !bytes.HasSuffix(text, p.Witnessed) {
+		t.Fatalf("not a tlog-proof:\n%s", text)
+	}
+	back, err := logoflogs.ParseProof(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, p) {
+		t.Fatalf("the tlog-proof read back differs:\n%+v\n%+v", back, p)
+	}
+	if _, err := lol.ProofAt(i, append(cp, 'x')); err == nil || !strings.Contains(err.Error(), "does not hash") {
+		t.Fatalf("a proof of bytes that are not the leaf: %v", err)
+	}
+	return back
 }
 
 // TestThousandTenantsOneWitnessRequest: 1,000 tenants' checkpoints go into one log of
@@ -99,10 +131,7 @@ func TestThousandTenantsOneWitnessRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "t0097" // grew in the second interval
-	p, err := lol.Proof(name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := proofOf(t, lol, name, cps[name])
 	tv, _ := note.NewVerifier(tenants[name].ns.VerifierKey())
 	size, root, err := logoflogs.Verify(p, policy, tv)
 	if err != nil {
@@ -207,13 +236,49 @@ func TestRestoredLogKeepsItsWitness(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"a", "b", "c", "d"} {
-		p, err := next.Proof(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p := proofOf(t, next, name, cps[name])
 		tv, _ := note.NewVerifier(tenants[name].ns.VerifierKey())
 		if size, _, err := logoflogs.Verify(p, policy, tv); err != nil || size != tenants[name].tree.Size() {
 			t.Fatalf("tenant %s: size %d, %v", name, size, err)
 		}
 	}
+}
+
+// TestParseProofRefuses: a tlog-proof that is not one of the log of logs' (no extra
+// line, a non-canonical index, a short hash, no checkpoint, too large) is refused
+// with what is wrong.
+func TestParseProofRefuses(t *testing.T) {
+	good := "c2sp.org/tlog-proof@v1\nextra Y3A=\nindex 3\n" + strings.Repeat("A", 43) + "=\n\norigin\n4\nroot\n\n— sig\n"
+	if p, err := logoflogs.ParseProof([]byte(good)); err != nil || p.Index != 3 || string(p.Checkpoint) != "cp" || len(p.Inclusion) != 1 {
+		t.Fatalf("a well-formed proof: %+v %v", p, err)
+	}
+	for _, c := range []struct{ in, want string }{
+		{strings.Replace(good, "extra Y3A=\n", "", 1), "no extra line"},
+		{strings.Replace(good, "extra Y3A=", "extra Y3A", 1), "extra is not base64"},
+		{strings.Replace(good, "extra Y3A=", "other Y3A=", 1), "no extra line"},
+		{strings.Replace(good, "index 3", "index 03", 1), "not index <decimal>"},
+		{strings.Replace(good, strings.Repeat("A", 43)+"=", "AAAA", 1), "inclusion line 1"},
+		{strings.Replace(good, "tlog-proof@v1", "tlog-proof@v2", 1), "first line"},
+		{strings.SplitAfter(good, "\n\n")[0], "no empty line"},
+		{good + strings.Repeat("x", logoflogs.MaxProofBytes), "at most"},
+	} {
+		if _, err := logoflogs.ParseProof([]byte(c.in)); err == nil || !errors.Is(err, logoflogs.ErrProof) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want an error saying %q", c.in[:min(len(c.in), 60)], err, c.want)
+		}
+	}
+}
+
+// FuzzParseProof: any input is refused or read back to what Marshal writes again.
+func FuzzParseProof(f *testing.F) {
+	f.Add([]byte("c2sp.org/tlog-proof@v1\nextra Y3A=\nindex 3\n" + strings.Repeat("A", 43) + "=\n\norigin\n4\nroot\n\n— sig\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := logoflogs.ParseProof(data)
+		if err != nil {
+			return
+		}
+		again, err := logoflogs.ParseProof(p.Marshal())
+		if err != nil || !reflect.DeepEqual(again, p) {
+			t.Fatalf("read back %+v %v, want %+v", again, err, p)
+		}
+	})
 }

@@ -655,6 +655,20 @@ func (s *Server) authorized(t *Tenant, r *http.Request, token string) bool {
 	return t.authorized(token, s.mayAsk(r))
 }
 
+// AllowAddr spends one request of r's client address's budget named kind (rate
+// requests a second, burst at once; the address under Config.TrustProxy, as every
+// per-address limit counts it). Over budget it answers 429 with Retry-After: 1 and
+// returns false. Routes served beside the tenants' whose requests cost the database
+// (the log of logs') take their requests through it.
+func (s *Server) AllowAddr(w http.ResponseWriter, r *http.Request, kind string, rt rate.Limit, burst int) bool {
+	if s.limiterOf(kind+" "+httplimits.ClientAddr(r, s.cfg.TrustProxy), rt, burst).Allow() {
+		return true
+	}
+	w.Header().Set("Retry-After", "1")
+	httpjson.WriteError(w, http.StatusTooManyRequests, "too many requests from this address; retry shortly")
+	return false
+}
+
 // mayAsk is r's address's budget of broker rechecks of tokens the view does not know.
 func (s *Server) mayAsk(r *http.Request) func() bool {
 	return func() bool {

@@ -78,28 +78,54 @@ func (s *Server) tile(w http.ResponseWriter, r *http.Request, t *Tenant) {
 		httpjson.WriteError(w, http.StatusNotFound, err.Error())
 		return
 	}
-	var body []byte
-	if p.Entries {
-		if t.Entries == nil {
-			httpjson.WriteError(w, http.StatusNotFound, "this log serves no entry bundles")
-			return
+	if !p.Entries {
+		if err := ServeHashTile(w, p, t.Tree); err != nil {
+			s.unavailable(w, r, err)
 		}
-		body, err = t.Entries.Bundle(p.Index, p.Width)
-		if errors.Is(err, fs.ErrNotExist) {
-			httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
-			return
-		}
-	} else {
-		body, err = t.Tree.TileHashes(p.Level, p.Index, p.Width)
-		if errors.Is(err, merkle.ErrIndexOutOfRange) {
-			httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
-			return
-		}
+		return
+	}
+	if t.Entries == nil {
+		httpjson.WriteError(w, http.StatusNotFound, "this log serves no entry bundles")
+		return
+	}
+	body, err := t.Entries.Bundle(p.Index, p.Width)
+	if errors.Is(err, fs.ErrNotExist) {
+		httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+": "+err.Error())
+		return
 	}
 	if err != nil {
 		s.unavailable(w, r, err)
 		return
 	}
+	writeTile(w, p, body, private)
+}
+
+// ServeHashTile answers the hash tile p of the log whose hashes tree holds: read from
+// its store (never recomputed), 404 when the tree does not reach it yet, with the
+// public cache lifetimes of a tile. It is the one server of hash tiles: a tenant's
+// /tile/ routes and the log of logs' (internal/logservice) both answer through it.
+// It returns only a failure of the store, which it has not answered.
+func ServeHashTile(w http.ResponseWriter, p TilePath, tree *merkle.Tree) error {
+	if p.Entries {
+		httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+": not a hash tile")
+		return nil
+	}
+	body, err := tree.TileHashes(p.Level, p.Index, p.Width)
+	if errors.Is(err, merkle.ErrIndexOutOfRange) {
+		httpjson.WriteError(w, http.StatusNotFound, "tile/"+p.String()+" does not exist yet: "+err.Error())
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	writeTile(w, p, body, false)
+	return nil
+}
+
+// writeTile writes a tile's body with its cache lifetime: a year and immutable when
+// full, TileCachePartial seconds when partial; private (no shared cache) for a
+// tenant's private entry bundles.
+func writeTile(w http.ResponseWriter, p TilePath, body []byte, private bool) {
 	w.Header().Set("Content-Type", "application/octet-stream")
 	scope := "public" // shared caches may keep hashes and an open log's bundles
 	if private {

@@ -2,7 +2,6 @@ package logservice
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -55,7 +54,7 @@ func (b *hostedBundles) Bundle(index uint64, width int) ([]byte, error) {
 	}
 	key := bundleKey{b.tenant, index}
 	if body, ok := b.cache.get(key); ok {
-		return prefixOf(body, width), nil
+		return projections.BundlePrefix(body, width), nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bundleTimeout)
 	defer cancel()
@@ -82,22 +81,11 @@ func encodeEntries(first uint64, leaves []pipeline.Leaf) ([]byte, error) {
 	var body []byte
 	for i, l := range leaves {
 		if l.Data == nil || len(l.Data) > 0xffff {
-			return nil, fmt.Errorf("%w: leaf %d has no entry in C2SP form (it was appended by its hash only, or is longer than 65,535 bytes); its leaf hash is in the level-0 tile %d",
-				projections.ErrNoEntry, first+uint64(i), first/merkle.TileWidth)
+			return nil, projections.NoEntryError(first + uint64(i))
 		}
-		body = binary.BigEndian.AppendUint16(body, uint16(len(l.Data)))
-		body = append(body, l.Data...)
+		body = projections.AppendBundleEntry(body, l.Data)
 	}
 	return body, nil
-}
-
-// prefixOf cuts a full bundle after n entries.
-func prefixOf(body []byte, n int) []byte {
-	off := 0
-	for i := 0; i < n && off+2 <= len(body); i++ {
-		off += 2 + int(binary.BigEndian.Uint16(body[off:]))
-	}
-	return body[:min(off, len(body))]
 }
 
 // errLogOfRecord says the stream does not hold leaves the tree committed.

@@ -103,6 +103,13 @@ func (publicTiles) SaveTiles([]tlog.Tile, [][]byte) {}
 // it carries a valid signature by each of v's keys.
 func publicCheckpoint(t *testing.T, base string, v note.Verifiers) tlog.Tree {
 	t.Helper()
+	return publicCheckpointOf(t, base, v, 2)
+}
+
+// publicCheckpointOf is publicCheckpoint for a checkpoint with sigs signatures v
+// verifies.
+func publicCheckpointOf(t *testing.T, base string, v note.Verifiers, sigs int) tlog.Tree {
+	t.Helper()
 	resp, err := http.Get(base + "/checkpoint")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +120,7 @@ func publicCheckpoint(t *testing.T, base string, v note.Verifiers) tlog.Tree {
 		t.Fatalf("GET /checkpoint without a token: %d %s", resp.StatusCode, body)
 	}
 	n, err := note.Open(body, v)
-	if err != nil || len(n.Sigs) != 2 {
+	if err != nil || len(n.Sigs) != sigs {
 		t.Fatalf("the checkpoint does not verify with the log's and the witness's keys: %v\n%s", err, body)
 	}
 	// tlog.ParseTree wants the go.sum database's origin; a C2SP checkpoint's body

@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +26,7 @@ import (
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/projections"
 	"svc.dev/svc/internal/testkit"
+	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 	"svc.dev/svc/witness"
@@ -130,23 +135,27 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	tick()
 	awaitSize(1001)
+	// The process's copy of the tree is on disk (a file store), not in memory.
+	if fi, err := os.Stat(filepath.Join(svc.cfg.DataDir, "log-of-logs", "tree", merkle.LevelFileName(0))); err != nil || fi.Size() < 768*merkle.HashSize {
+		t.Fatalf("the log of logs' leaf hashes on disk: %v %v, want at least 768 of the 1,001 written out", fi, err)
+	}
 	time.Sleep(600 * time.Millisecond)
 	if got := lolRequests.Load() - before; got != 1 {
 		t.Fatalf("%d witness requests for one changed tenant, want 1", got)
 	}
 
-	// End to end, with no credential.
+	// End to end, with no credential: the proof in C2SP tlog-proof's text form.
 	code, pbody := get(t, url+"/log-of-logs/proof/acme")
-	if code != 200 {
+	if code != 200 || !strings.HasPrefix(pbody, "c2sp.org/tlog-proof@v1\n") {
 		t.Fatalf("proof of acme: %d %s", code, pbody)
 	}
-	var p logoflogs.Proof
-	if err := json.Unmarshal([]byte(pbody), &p); err != nil {
+	p, err := logoflogs.ParseProof([]byte(pbody))
+	if err != nil {
 		t.Fatal(err)
 	}
 	tvk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), "acme"), key.Public().Key)
 	tv, _ := note.NewVerifier(tvk)
-	size, root, err := logoflogs.Verify(&p, policy, tv)
+	size, root, err := logoflogs.Verify(p, policy, tv)
 	if err != nil {
 		t.Fatalf("acme's checkpoint is not proved witnessed: %v", err)
 	}
@@ -161,6 +170,70 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	if code, body := get(t, url+"/log-of-logs/proof/nobody"); code != 404 {
 		t.Fatalf("proof of a tenant with no checkpoint: %d %s", code, body)
+	}
+	lolIncludes(t, url, lolVkey, "acme", p.Index)
+	lolStrangerBounded(t, url)
+}
+
+// lolStrangerBounded: one address asking the /log-of-logs/ routes as fast as it can
+// is answered 429 with Retry-After past its budget (LogOfLogsBurst at once), while
+// another address is served meanwhile.
+func lolStrangerBounded(t *testing.T, base string) {
+	t.Helper()
+	from := func(ip string) *http.Client {
+		tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 5 * time.Second}).DialContext}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
+	ask := func(c *http.Client, path string) *http.Response {
+		resp, err := c.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	stranger, other := from("127.0.0.2"), from("127.0.0.3")
+	statuses := map[int]int{}
+	var refused *http.Response
+	for range 3 * LogOfLogsBurst {
+		resp := ask(stranger, "/log-of-logs/tile/0/000.p/1")
+		statuses[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused = resp
+		}
+	}
+	if refused == nil || refused.Header.Get("Retry-After") != "1" || statuses[200] < LogOfLogsBurst || statuses[200]+statuses[429] != 3*LogOfLogsBurst {
+		t.Fatalf("%d requests from one address: statuses %v, want %d or more 200s, then 429s with Retry-After: 1", 3*LogOfLogsBurst, statuses, LogOfLogsBurst)
+	}
+	for _, path := range []string{"/log-of-logs/checkpoint", "/log-of-logs/tile/0/000.p/1", "/log-of-logs/proof/acme"} {
+		if resp := ask(other, path); resp.StatusCode != 200 {
+			t.Fatalf("%s from another address while the first is over its budget: %d", path, resp.StatusCode)
+		}
+	}
+}
+
+// lolIncludes: an independent client (golang.org/x/mod/sumdb/note and tlog) reads the
+// log of logs' checkpoint and hash tiles at base with no credential, and proves
+// tenant's checkpoint, as its own route serves it, the log of logs' leaf index.
+func lolIncludes(t *testing.T, base, lolVkey, tenant string, index uint64) {
+	t.Helper()
+	v, err := note.NewVerifier(lolVkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := publicCheckpointOf(t, base+"/log-of-logs", note.VerifierList(v), 1)
+	code, cp := get(t, base+"/t/"+tenant+"/checkpoint")
+	if code != 200 {
+		t.Fatalf("%s's checkpoint: %d %s", tenant, code, cp)
+	}
+	proof, err := tlog.ProveRecord(tree.N, int64(index), tlog.TileHashReader(tree, publicTiles{t: t, base: base + "/log-of-logs"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tlog.CheckRecord(proof, tree.N, tree.Hash, int64(index), tlog.RecordHash([]byte(cp))); err != nil {
+		t.Fatalf("%s's checkpoint is not leaf %d of the log of logs by its public tiles: %v", tenant, index, err)
 	}
 }
 
@@ -246,8 +319,37 @@ func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
 		t.Fatalf("%d witness requests after the take-over, want 2", got)
 	}
 	code, body := get(t, urls[other]+"/log-of-logs/proof/t0060")
-	var p logoflogs.Proof
-	if code != 200 || json.Unmarshal([]byte(body), &p) != nil || p.Index != 60 {
+	if p, err := logoflogs.ParseProof([]byte(body)); code != 200 || err != nil || p.Index != 60 {
 		t.Fatalf("proof of t0060 from the new runner: %d %s", code, body)
+	}
+
+	// A process whose tree store is not the database's (another deployment's, or
+	// one the database lost) rebuilds it from the database: its proof verifies.
+	dir := t.TempDir()
+	bogus, err := merkle.OpenFileStore(filepath.Join(dir, "log-of-logs", "tree"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt, _ := merkle.NewTree(bogus)
+	for i := range 10 {
+		if _, err := bt.Append(merkle.LeafHash(fmt.Appendf(nil, "not a leaf of this log of logs %d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := bogus.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, url3 := frontEndWith(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler), h, 1, withWitness)
+	code, body = get(t, url3+"/log-of-logs/proof/t0005")
+	p, err := logoflogs.ParseProof([]byte(body))
+	if code != 200 || err != nil {
+		t.Fatalf("proof of t0005 from a process whose tree store was another's: %d %s", code, body)
+	}
+	c, err := policy.VerifyCheckpoint(p.Witnessed, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := merkle.VerifyInclusion(p.Index, c.Size, merkle.LeafHash(p.Checkpoint), p.Inclusion, c.Root); err != nil || p.Index != 5 {
+		t.Fatalf("proof of t0005 (leaf %d) from a rebuilt tree: %v", p.Index, err)
 	}
 }

@@ -226,10 +226,16 @@ func encodeBundle(dst []byte, entries []tailEntry) ([]byte, uint32) {
 		if t.data == nil && flags == 0 {
 			flags = flagHashOnly | uint32(i)<<8
 		}
-		dst = binary.BigEndian.AppendUint16(dst, uint16(len(t.data)))
-		dst = append(dst, t.data...)
+		dst = AppendBundleEntry(dst, t.data)
 	}
 	return dst, flags
+}
+
+// AppendBundleEntry appends data to a C2SP entry bundle body: its big-endian uint16
+// length, then data (at most 65,535 bytes; the caller checks).
+func AppendBundleEntry(dst, data []byte) []byte {
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(data)))
+	return append(dst, data...)
 }
 
 func (e *Entries) writeBundle() error {
@@ -299,7 +305,7 @@ func (e *Entries) Bundle(index uint64, width int) ([]byte, error) {
 			return nil, fmt.Errorf("entry bundle %d: %w", index, err)
 		}
 		if width < merkle.TileWidth {
-			body = bundlePrefix(body, width)
+			body = BundlePrefix(body, width)
 		}
 		return body, nil
 	case index == e.bundles && width <= len(e.tail):
@@ -322,12 +328,16 @@ func hashOnly(index uint64, flags uint32, width int) error {
 	if pos >= width {
 		return nil // the hash-only leaf lies beyond this partial bundle
 	}
-	leaf := index*merkle.TileWidth + uint64(pos)
-	return fmt.Errorf("%w: leaf %d has no entry in C2SP form (it was appended by its hash only, or is longer than 65,535 bytes); its leaf hash is in the level-0 tile %d", ErrNoEntry, leaf, index)
+	return NoEntryError(index*merkle.TileWidth + uint64(pos))
 }
 
-// bundlePrefix cuts a well-formed bundle body after n entries.
-func bundlePrefix(body []byte, n int) []byte {
+// NoEntryError says leaf has no entry in C2SP form (404, wrapping ErrNoEntry).
+func NoEntryError(leaf uint64) error {
+	return fmt.Errorf("%w: leaf %d has no entry in C2SP form (it was appended by its hash only, or is longer than 65,535 bytes); its leaf hash is in the level-0 tile %d", ErrNoEntry, leaf, leaf/merkle.TileWidth)
+}
+
+// BundlePrefix cuts a well-formed bundle body after n entries.
+func BundlePrefix(body []byte, n int) []byte {
 	off := 0
 	for i := 0; i < n && off+2 <= len(body); i++ {
 		off += 2 + int(binary.BigEndian.Uint16(body[off:]))

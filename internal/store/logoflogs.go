@@ -46,9 +46,9 @@ func (s *Store) AppendLogOfLogs(ctx context.Context, first uint64, entries []Log
 	})
 }
 
-// LogOfLogsSince returns the leaves from index from on, in order.
-func (s *Store) LogOfLogsSince(ctx context.Context, from uint64) ([]LogOfLogsEntry, error) {
-	rows, err := s.Pool.Query(ctx, `SELECT idx, tenant_id, note FROM log_of_logs WHERE idx >= $1 ORDER BY idx`, int64(from))
+// LogOfLogsSince returns at most limit leaves from index from on, in order.
+func (s *Store) LogOfLogsSince(ctx context.Context, from uint64, limit int) ([]LogOfLogsEntry, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT idx, tenant_id, note FROM log_of_logs WHERE idx >= $1 ORDER BY idx LIMIT $2`, int64(from), limit)
 	if err != nil {
 		return nil, err
 	}
@@ -86,4 +86,45 @@ func (s *Store) LogOfLogsCheckpoint(ctx context.Context) (uint64, []byte, error)
 		return 0, nil, nil
 	}
 	return uint64(size), note, err
+}
+
+// LogOfLogsLeaf is a leaf of the log of logs with its index.
+type LogOfLogsLeaf struct {
+	Index uint64
+	LogOfLogsEntry
+}
+
+// LogOfLogsLatest returns each tenant's latest leaf below index below, in no order.
+func (s *Store) LogOfLogsLatest(ctx context.Context, below uint64) ([]LogOfLogsLeaf, error) {
+	rows, err := s.Pool.Query(ctx, `SELECT DISTINCT ON (tenant_id) idx, tenant_id, note FROM log_of_logs
+		WHERE idx < $1 ORDER BY tenant_id, idx DESC`, int64(below))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []LogOfLogsLeaf
+	for rows.Next() {
+		var idx int64
+		var l LogOfLogsLeaf
+		if err := rows.Scan(&idx, &l.Tenant, &l.Note); err != nil {
+			return nil, err
+		}
+		l.Index = uint64(idx)
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+// LogOfLogsLatestOf returns tenant's latest leaf below index below; false when it has
+// none.
+func (s *Store) LogOfLogsLatestOf(ctx context.Context, tenant string, below uint64) (LogOfLogsLeaf, bool, error) {
+	var idx int64
+	l := LogOfLogsLeaf{LogOfLogsEntry: LogOfLogsEntry{Tenant: tenant}}
+	err := s.Pool.QueryRow(ctx, `SELECT idx, note FROM log_of_logs WHERE tenant_id = $1 AND idx < $2 ORDER BY idx DESC LIMIT 1`,
+		tenant, int64(below)).Scan(&idx, &l.Note)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, false, nil
+	}
+	l.Index = uint64(idx)
+	return l, err == nil, err
 }

@@ -109,8 +109,11 @@ func (r *report) stopAll() {
 }
 
 func (r *report) markdown() string {
-	load, _ := os.ReadFile("/proc/loadavg")
+	load := "unknown"
+	if data, err := os.ReadFile("/proc/loadavg"); err == nil && len(strings.Fields(string(data))) >= 3 {
+		load = strings.Join(strings.Fields(string(data))[:3], " ")
+	}
 	head := fmt.Sprintf("# C2SP interop run\n\n- date: %s\n- command: `go tool task interop` (`go run ./scripts/interop -peers <dir>`)\n- machine: %s/%s, %d cores, load average at the end %s\n- peers built under %s, outside the repository\n",
-		r.start.UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:3], " "), filepath.Clean(r.peers))
+		r.start.UTC().Format(time.RFC3339), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), load, filepath.Clean(r.peers))
 	return head + strings.Join(r.lines, "\n") + "\n"
 }

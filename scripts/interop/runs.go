@@ -203,7 +203,8 @@ func witnessedLog(r *report, dir, name, svcBin, keyPath, origin, logVKey, wURL, 
 	return nil
 }
 
-// addEntries appends entries through POST /add until the log holds n.
+// addEntries appends n entries through POST /add (more leaves each call: the callers
+// wait for a checkpoint of at least n, which the log then has).
 func addEntries(base string, n int) error {
 	for i := 0; i < n; i++ {
 		resp, err := http.Post(base+"/add", "text/plain", strings.NewReader("interop entry "+strconv.Itoa(i)))
