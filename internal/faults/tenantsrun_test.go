@@ -40,6 +40,7 @@ type tenantsRun struct {
 	t       *testing.T
 	ctx     context.Context
 	p       *svcProc
+	nodes   *cluster // CLUSTER=1: the nats-server processes; nil on the embedded broker
 	natsURL string
 	hc      *http.Client
 	n       int
@@ -69,8 +70,8 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.nodes > 1 {
 		row.broker = fmt.Sprintf("%d-node cluster", cfg.nodes)
-		c := startCluster(t, cfg.nodes)
-		r.natsURL = c.URLs()
+		r.nodes = startCluster(t, cfg.nodes)
+		r.natsURL = r.nodes.URLs()
 		args = append(args, "--nats-url", r.natsURL, "--replicas", fmt.Sprint(cfg.nodes))
 	} else {
 		// The listener needs its nkey (issue 27); the bench reads the broker with the
@@ -111,9 +112,9 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row.rss = rss(r.p.pid())
 	row.routines = r.goroutines()
 	row.consumers = r.consumers()
-	row.idleCPU = cpuOver(r.p.pid(), 5*time.Second)
+	r.idle(&row)
 	row.p99, row.busyErrs = r.busyRun(cfg.busy)
-	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle; busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, row.p99)
+	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle (nodes: %s); busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, shares(row.nodesCPU), row.p99)
 	var err error
 	row.restart, row.restart5x, err = r.restart()
 	if err != nil || r.stopped.Load() || ctx.Err() != nil {
@@ -212,11 +213,45 @@ func cpuTicks(pid int) int64 {
 	return u + k
 }
 
-// cpuOver is the share of one core pid used over d (clock ticks at 100 Hz).
-func cpuOver(pid int, d time.Duration) float64 {
-	a := cpuTicks(pid)
+// idle measures the idle CPU of the svc log process and, with CLUSTER=1, of each
+// nats-server node process, over the same 5 s.
+func (r *tenantsRun) idle(row *tenantsRow) {
+	pids := []int{r.p.pid()}
+	if r.nodes != nil {
+		pids = append(pids, r.nodes.pids()...)
+	}
+	use := cpuOver(pids, 5*time.Second)
+	row.idleCPU, row.nodesCPU = use[0], use[1:]
+}
+
+// cpuOver is the share of one core each of pids used over the same d (clock ticks
+// at 100 Hz).
+func cpuOver(pids []int, d time.Duration) []float64 {
+	a := make([]int64, len(pids))
+	for i, pid := range pids {
+		a[i] = cpuTicks(pid)
+	}
+	t0 := time.Now()
 	time.Sleep(d)
-	return float64(cpuTicks(pid)-a) / 100 / d.Seconds()
+	out := make([]float64, len(pids))
+	for i, pid := range pids {
+		out[i] = float64(cpuTicks(pid)-a[i]) / 100 / time.Since(t0).Seconds()
+	}
+	return out
+}
+
+// shares prints shares of a core as percentages with their sum ("—" for none).
+func shares(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	var sum float64
+	parts := make([]string, len(v))
+	for i, x := range v {
+		sum += x
+		parts[i] = fmt.Sprintf("%.0f", 100*x)
+	}
+	return fmt.Sprintf("%s = %.0f%%", strings.Join(parts, " + "), 100*sum)
 }
 
 // goroutines reads go_goroutines from the process's /metrics.
