@@ -533,7 +533,8 @@ func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant str
 type holding struct {
 	t         tenancy.Tenant
 	seq       *sequencer.Sequencer
-	stopWork  context.CancelFunc // the sequencer and the checkpointer
+	cp        *projections.Checkpointer // nil until startCheckpoints
+	stopWork  context.CancelFunc        // the sequencer and the checkpointer
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
@@ -590,7 +591,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	renewing := false
 	defer func() {
 		if err != nil {
-			s.unhold(h, renewing)
+			s.unhold(h, renewing, false)
 		}
 	}()
 	s.mu.Lock()
@@ -653,6 +654,7 @@ func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {
 	s.mu.Lock()
 	s.cps[t.ID] = cp
 	s.mu.Unlock()
+	h.cp = cp
 	h.work.Add(1)
 	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
 	return nil
@@ -696,10 +698,14 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 }
 
 // unhold stops what holdTenant started for h and releases the lease: a start that
-// failed part way. renewing says whether the lease's renewal runs.
-func (s *Service) unhold(h *holding, renewing bool) {
+// failed part way, or a tenant stopped (last: a clean stop, whose last checkpoint is
+// published before the lease goes). renewing says whether the lease's renewal runs.
+func (s *Service) unhold(h *holding, renewing, last bool) {
 	h.stopWork()
 	h.work.Wait()
+	if last {
+		s.lastCheckpoint(h)
+	}
 	s.mu.Lock()
 	delete(s.seqs, h.t.ID)
 	delete(s.cps, h.t.ID)
@@ -729,7 +735,7 @@ func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
 	if h == nil {
 		return nil
 	}
-	return s.handOver(ctx, h, why)
+	return s.handOver(ctx, h, why, true)
 }
 
 // take removes tenant from what this process holds and returns its holding: nil
@@ -742,8 +748,9 @@ func (st *hostedState) take(tenant string) *holding {
 	return h
 }
 
-// handOver is stepDown's work, for the one caller that took the holding h.
-func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
+// handOver is stepDown's work, for the one caller that took the holding h; last: a
+// clean step-down, whose last checkpoint is published before the lease goes.
+func (s *Service) handOver(ctx context.Context, h *holding, why string, last bool) error {
 	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
 	ferr := s.follow(ctx, h.t)
@@ -755,6 +762,9 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	}
 	h.stopWork()
 	h.work.Wait()
+	if last {
+		s.lastCheckpoint(h)
+	}
 	s.mu.Lock()
 	seq := s.seqs[tenant]
 	delete(s.seqs, tenant)
@@ -836,7 +846,7 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	h.work.Wait()
 	s.cfg.Logger.Warn("lost a tenant's sequencer; stopped it, serving the tenant read-only as a standby", "tenant", tenant, "err", cause)
 	s.cfg.Telemetry.LeaseLost(tenant)
-	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
+	if err := s.handOver(s.hosted.runCtx, h, cause.Error(), false); err != nil && s.hosted.runCtx.Err() == nil {
 		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
 	}
 }

@@ -174,7 +174,9 @@ func (c *Checkpointer) thinLocked() {
 }
 
 // Run publishes until ctx ends: with First set, the first checkpoint as soon as the log
-// has grown (it looks every First until there is one), then every Every.
+// has grown (it looks every First until there is one), then every Every. A tick that
+// ctx's end cut short is not logged: whoever stops Run publishes the last checkpoint
+// (Tick) if it is to be.
 func (c *Checkpointer) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -185,6 +187,9 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 		case <-t.C:
 		}
 		err := c.Tick(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil
+		}
 		if err != nil {
 			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
 		}
