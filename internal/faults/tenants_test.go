@@ -60,6 +60,9 @@ func TestTenants(t *testing.T) {
 		perSize: soakEnv(t, "SVC_BENCH_TENANTS_TIMEOUT", 20*time.Minute),
 		busy:    soakEnv(t, "SVC_BENCH_BUSY", 10*time.Second),
 	}
+	if os.Getenv("SVC_BENCH_QUIET") != "" {
+		cfg.quiet = soakEnv(t, "SVC_BENCH_QUIET", 0)
+	}
 	if os.Getenv("SVC_BENCH_TENANTS_CLUSTER") != "" {
 		cfg.nodes = 3
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"svc.dev/svc/internal/logservice"
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -30,6 +31,9 @@ type tenantsConfig struct {
 	rssMax  int64
 	perSize time.Duration // bound on one size's run
 	busy    time.Duration // how long the busy tenant appends at 100/s
+	// quiet, when set, is how long after the creation the idle CPU is measured again
+	// (past the process's quiet period, 10 min by default, every tenant has stopped)
+	quiet time.Duration
 	signer  *signerService
 	dbURL   string
 }
@@ -113,6 +117,9 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	row.routines = r.goroutines()
 	row.consumers = r.consumers()
 	r.idle(&row)
+	if cfg.quiet > 0 {
+		r.idleAgain(&row, t0.Add(cfg.quiet))
+	}
 	row.p99, row.busyErrs = r.busyRun(cfg.busy)
 	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle (nodes: %s); busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, shares(row.nodesCPU), row.p99)
 	var err error
@@ -222,6 +229,47 @@ func (r *tenantsRun) idle(row *tenantsRow) {
 	}
 	use := cpuOver(pids, 5*time.Second)
 	row.idleCPU, row.nodesCPU = use[0], use[1:]
+}
+
+// idleAgain waits until at, then measures the idle CPU again and counts the sequencer
+// leases held, into row's note: tenants within their quiet period hold a lease
+// (renewed every LeaseTTL/3) and a sequencer; past it, none.
+func (r *tenantsRun) idleAgain(row *tenantsRow, at time.Time) {
+	progress("N=%d: waiting %s for the tenants to go quiet", r.n, time.Until(at).Round(time.Second))
+	select {
+	case <-r.ctx.Done():
+		return
+	case <-time.After(time.Until(at)):
+	}
+	again := *row
+	r.idle(&again)
+	row.note += fmt.Sprintf(" idle again at %s: %.0f%% (nodes: %s), %d leases held;", at.UTC().Format("15:04:05"), 100*again.idleCPU, shares(again.nodesCPU), r.leases())
+	progress("N=%d:%s", r.n, row.note)
+}
+
+// leases counts the sequencer leases held (keys of the lease bucket), -1 if unknown.
+func (r *tenantsRun) leases() int {
+	nc, err := nats.Connect(r.natsURL)
+	if err != nil {
+		return -1
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, logservice.LeaseBucket)
+	if err != nil {
+		return -1
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n
 }
 
 // cpuOver is the share of one core each of pids used over the same d (clock ticks
