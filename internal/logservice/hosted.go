@@ -129,6 +129,8 @@ type hostedState struct {
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 
 	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
+	// checkpoints publishes the held tenants' checkpoints (checkpointruns.go)
+	checkpoints *checkpointRuns
 	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
 }
 
@@ -173,7 +175,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
 	}
 	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
-		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), checkpoints: newCheckpointRuns(), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	s.hosted = st
 	var err error
 	// Every broker-facing step of the start retries while the cluster elects or
@@ -222,6 +224,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
+	s.goRun("checkpoints", func() error { return st.checkpoints.run(runCtx) })
 	s.startLogOfLogs(runCtx) // logoflogs.go
 	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
 	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
@@ -656,7 +659,7 @@ func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {
 	s.mu.Unlock()
 	h.cp = cp
 	h.work.Add(1)
-	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
+	s.hosted.checkpoints.add(workCtx, cp, h.work.Done)
 	return nil
 }
 
