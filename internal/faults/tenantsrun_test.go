@@ -33,9 +33,9 @@ type tenantsConfig struct {
 	busy    time.Duration // how long the busy tenant appends at 100/s
 	// quiet, when set, is how long after the creation the idle CPU is measured again
 	// (past the process's quiet period, 10 min by default, every tenant has stopped)
-	quiet time.Duration
-	signer  *signerService
-	dbURL   string
+	quiet  time.Duration
+	signer *signerService
+	dbURL  string
 }
 
 // tenantsRun is one size's run: the svc log process, where to reach it, and what

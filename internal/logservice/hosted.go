@@ -129,9 +129,9 @@ type hostedState struct {
 	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 
 	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
-	// checkpoints publishes the held tenants' checkpoints (checkpointruns.go)
-	checkpoints *checkpointRuns
 	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
+
+	checkpoints *checkpointRuns // the held tenants' checkpoints (checkpointruns.go)
 }
 
 // leavesStream is SVC_LEAVES, looked up once for all the tenants' sequencers (a
