@@ -14,10 +14,11 @@ import (
 // Every) and running the due ticks in a bounded pool of short-lived goroutines, so an
 // active tenant costs a goroutine only while its checkpoint is being signed.
 type checkpointRuns struct {
-	mu   sync.Mutex
-	runs map[*checkpointRun]bool
-	kick chan struct{}
-	pool chan struct{} // a slot per tick in flight
+	mu    sync.Mutex
+	runs  map[*checkpointRun]bool
+	kick  chan struct{}
+	pool  chan struct{}  // a slot per tick in flight
+	ticks sync.WaitGroup // the ticks in flight: run waits for them as it ends
 }
 
 // checkpointRun is one tenant's checkpointer in checkpointRuns.
@@ -67,10 +68,11 @@ func (c *checkpointRuns) wake() {
 	}
 }
 
-// run starts the due ticks until ctx ends.
+// run starts the due ticks until ctx ends, then waits for those in flight.
 func (c *checkpointRuns) run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
+	defer c.ticks.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -82,8 +84,10 @@ func (c *checkpointRuns) run(ctx context.Context) error {
 			select {
 			case c.pool <- struct{}{}:
 			case <-ctx.Done():
-				return nil
+				c.release(r)
+				continue
 			}
+			c.ticks.Add(1)
 			go c.tick(r)
 		}
 		t.Reset(c.wait(time.Now()))
@@ -118,9 +122,24 @@ func (c *checkpointRuns) wait(now time.Time) time.Duration {
 	return max(d, 0)
 }
 
+// release gives back r, due but not ticked (the process stops).
+func (c *checkpointRuns) release(r *checkpointRun) {
+	c.mu.Lock()
+	r.busy = false
+	finished := r.gone && c.runs[r]
+	if finished {
+		delete(c.runs, r)
+	}
+	c.mu.Unlock()
+	if finished {
+		r.done()
+	}
+}
+
 // tick runs one of r's ticks in a pool slot and schedules the next; r's end during
 // it removes r.
 func (c *checkpointRuns) tick(r *checkpointRun) {
+	defer c.ticks.Done()
 	wait := r.cp.Step(r.ctx)
 	<-c.pool
 	c.mu.Lock()
