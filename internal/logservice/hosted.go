@@ -132,6 +132,7 @@ type hostedState struct {
 	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
 
 	checkpoints *checkpointRuns // the held tenants' checkpoints (checkpointruns.go)
+	leases      *leaseRuns      // the held tenants' lease renewals (leaseruns.go)
 }
 
 // leavesStream is SVC_LEAVES, looked up once for all the tenants' sequencers (a
@@ -176,6 +177,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), checkpoints: newCheckpointRuns(), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+	st.leases = newLeaseRuns(st, s.cfg.Logger)
 	s.hosted = st
 	var err error
 	// Every broker-facing step of the start retries while the cluster elects or
@@ -225,6 +227,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
 	s.goRun("checkpoints", func() error { return st.checkpoints.run(runCtx) })
+	s.goRun("lease renewals", func() error { return st.leases.run(runCtx) })
 	s.startLogOfLogs(runCtx) // logoflogs.go
 	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
 	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
@@ -620,15 +623,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		return ctx.Err()
 	}
 	renewing = true
-	s.goRun("lease "+t.ID, func() error {
-		err := st.renew(leaseCtx, h, s.cfg.Logger)
-		close(h.lease)
-		if errors.Is(err, errLeaseLost) {
-			s.loseTenant(t.ID, err)
-			return nil
-		}
-		return err
-	})
+	st.leases.add(leaseCtx, h, func(err error) { s.loseTenant(t.ID, err) })
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
 	}
@@ -813,10 +808,6 @@ func (st *hostedState) alarm() error {
 	return errors.Join(errs...)
 }
 
-// errLeaseLost: another process holds a tenant's lease this one held, or it could
-// not be renewed in time.
-var errLeaseLost = errors.New("lost the sequencer lease")
-
 // isHeld reports whether this process runs tenant's sequencer.
 func (s *Service) isHeld(tenant string) bool {
 	st := s.hosted
@@ -851,71 +842,6 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	s.cfg.Telemetry.LeaseLost(tenant)
 	if err := s.handOver(s.hosted.runCtx, h, cause.Error(), false); err != nil && s.hosted.runCtx.Err() == nil {
 		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
-	}
-}
-
-// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from
-// holdAfter past the moment the last successful renewal was sent, before the lease
-// can run out and be taken (the broker stamps the renewal after it was sent, and
-// the lease runs out a TTL after that stamp); renewal goes on trying, and a renewal of this process's own lease (a
-// compare-and-set on its revision, or a new lease when it ran out and nobody took
-// it) lets the held commits go on: a broker election costs the election, not a
-// takeover. renew returns errLeaseLost when another process holds the lease.
-func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) error {
-	tenant := h.t.ID
-	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	renewed := time.Now()
-	rev := h.rev
-	held := false // commits held, and said so
-	var failed <-chan time.Time
-	for first := true; ; first = false {
-		if !first { // the first renewal at once: the sequencer's start used up part of the lease
-			select {
-			case <-ctx.Done():
-				if st.runCtx.Err() != nil { // the process stops: leave before releasing
-					st.leave()
-				}
-				st.release(tenant, rev)
-				return nil
-			case <-tick.C:
-			case <-failed:
-			}
-		}
-		// An attempt ends by the time commits are held, and within renewAttempt: a
-		// request sent while the bucket has no leader is never answered, and the
-		// attempt after it (renewRetry later, not the next tick) is the one that
-		// lets held commits go on once the bucket elected its leader.
-		deadline := time.Now().Add(renewAttempt)
-		if hold := renewed.Add(st.holdAfter()); !held && hold.Before(deadline) {
-			deadline = hold
-		}
-		sent := time.Now()
-		next, mine, err := st.renewOnce(ctx, tenant, rev, deadline)
-		failed = nil
-		if err != nil {
-			failed = time.After(renewRetry)
-		}
-		switch {
-		case ctx.Err() != nil:
-			if st.runCtx.Err() != nil {
-				st.leave()
-			}
-			st.release(tenant, rev)
-			return nil
-		case err == nil && !mine:
-			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
-		case err == nil:
-			rev, renewed = next, sent
-			h.validUntil.Store(renewed.Add(st.holdAfter()).UnixNano())
-			if held {
-				held = false
-				log.Info("lease renewed again; commits go on", "tenant", tenant)
-			}
-		case !held && time.Since(renewed) >= st.holdAfter():
-			held = true
-			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
-		}
 	}
 }
 
