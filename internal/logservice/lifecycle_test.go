@@ -353,3 +353,31 @@ func TestTakeoverFromADeadHoldersConsumer(t *testing.T) {
 		t.Fatalf("%d consumers on %s, want 2 (b's and the dead a's)", n, pipeline.AppendStream)
 	}
 }
+
+// TestActiveTenantGoroutines: an active tenant costs its sequencer's goroutine, not
+// one more each for its lease's renewal and its checkpoints (one loop per process
+// does each: leaseruns.go, checkpointruns.go).
+func TestActiveTenantGoroutines(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	a, url := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
+		Hosted{LeaseTTL: 2 * time.Second}, 1)
+	const n = 40
+	tokens := addTenants(t, a, "busy", n, true)
+	warm := addTenant(t, a, "warm") // the process's own loops and its first lane start here
+	if s, body := appendTo(t, url, "warm", warm, "first"); s != 200 {
+		t.Fatalf("append: %d %s", s, body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for id, tok := range tokens {
+		if s, body := appendTo(t, url, id, tok, "first"); s != 200 {
+			t.Fatalf("append to %s: %d %s", id, s, body)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the first renewals and checkpoint ticks are done
+	g := runtime.NumGoroutine()
+	t.Logf("%d goroutines for %d more active tenants (%.1f each)", g-before, n, float64(g-before)/n)
+	if g-before > n*3/2 {
+		t.Fatalf("%d goroutines for %d more active tenants, want at most 1.5 each", g-before, n)
+	}
+}
