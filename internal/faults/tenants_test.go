@@ -60,6 +60,11 @@ func TestTenants(t *testing.T) {
 		perSize: soakEnv(t, "SVC_BENCH_TENANTS_TIMEOUT", 20*time.Minute),
 		busy:    soakEnv(t, "SVC_BENCH_BUSY", 10*time.Second),
 	}
+	if v := os.Getenv("SVC_BENCH_ROUNDS"); v != "" {
+		if cfg.rounds, _ = strconv.Atoi(v); cfg.rounds < 1 || cfg.rounds > 100 {
+			t.Fatalf("SVC_BENCH_ROUNDS=%q: want 1 to 100 rounds", v)
+		}
+	}
 	if os.Getenv("SVC_BENCH_QUIET") != "" {
 		cfg.quiet = soakEnv(t, "SVC_BENCH_QUIET", 0)
 	}

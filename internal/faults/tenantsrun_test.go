@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -31,6 +32,9 @@ type tenantsConfig struct {
 	rssMax  int64
 	perSize time.Duration // bound on one size's run
 	busy    time.Duration // how long the busy tenant appends at 100/s
+	// rounds, when set, alternates the busy tenant that many times between this size's
+	// process and a peer of peerTenants tenants started beside it
+	rounds int
 	// quiet, when set, is how long after the creation the idle CPU is measured again
 	// (past the process's quiet period, 10 min by default, every tenant has stopped)
 	quiet  time.Duration
@@ -56,7 +60,8 @@ type tenantsRun struct {
 	// 503s were, in the progress lines)
 	unavailable atomic.Value
 	// warm: the restart's appends made again at once
-	warm time.Duration
+	warm  time.Duration
+	began time.Time // the creation's start
 }
 
 const benchAdminToken = "admin-token-456-0123456789abcdefghij"
@@ -65,9 +70,57 @@ const benchAdminToken = "admin-token-456-0123456789abcdefghij"
 const benchNATSPassword = "bench-nats-password-0123456789"
 
 func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
-	row := tenantsRow{broker: "embedded", tenants: 0}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.perSize)
 	defer cancel()
+	var peer *tenantsRun
+	if cfg.rounds > 0 {
+		// The floor: a process of its own with peerTenants tenants (its own database
+		// and signer: the tenant names are the same), the busy tenant alternating
+		// between the two.
+		pc := cfg
+		pc.dbURL, pc.signer = pgtest.New(t), startBenchSigner(t)
+		var ok bool
+		if peer, _, ok = startTenants(t, ctx, pc, peerTenants, "peer"); !ok {
+			t.Fatal("the peer's tenants were not created")
+		}
+	}
+	r, row, ok := startTenants(t, ctx, cfg, n, "log")
+	if !ok {
+		return row
+	}
+	time.Sleep(3 * time.Second) // let the creation's work settle
+	row.rss = rss(r.p.pid())
+	row.routines = r.goroutines()
+	row.consumers = r.consumers()
+	r.idle(&row)
+	if cfg.quiet > 0 {
+		r.idleAgain(&row, r.began.Add(cfg.quiet))
+	}
+	if peer != nil {
+		row.note += alternate(r, peer, cfg.rounds, cfg.busy)
+	}
+	row.p99, row.busyErrs = r.busyRun(cfg.busy)
+	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle (nodes: %s); busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, shares(row.nodesCPU), row.p99)
+	var err error
+	row.restart, row.restart5x, err = r.restart()
+	if err != nil || r.stopped.Load() || r.ctx.Err() != nil {
+		row.note += r.why(fmt.Sprintf(" during the restart: %v;", err))
+	}
+	row.note += r.exits()
+	if r.warm > 0 {
+		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
+	}
+	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
+	return row
+}
+
+// peerTenants is the size of the floor the busy tenant is compared with (ROUNDS).
+const peerTenants = 10
+
+// startTenants starts a svc log process (name-n) and creates its n tenants; ok is
+// false when that did not complete (row's note says why).
+func startTenants(t *testing.T, ctx context.Context, cfg tenantsConfig, n int, name string) (*tenantsRun, tenantsRow, bool) {
+	row := tenantsRow{broker: "embedded", tenants: 0}
 	env := []string{"TEST_DATABASE_URL=" + cfg.dbURL, "TEST_ADMIN_TOKEN=" + benchAdminToken, "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}
 	args := []string{"--db-env", "TEST_DATABASE_URL", "--signer-url", "http://" + cfg.signer.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--metrics-token-env", "TEST_METRICS_TOKEN"}
 	r := &tenantsRun{t: t, ctx: ctx, n: n, tokens: make([]string, n),
@@ -99,40 +152,19 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		// short and overwritten): its restart, then its stop.
 		args = append(args, "--cpuprofile", filepath.Join(dir, fmt.Sprintf("log-%d.pprof", n)))
 	}
-	r.p = startProc(t, fmt.Sprintf("log-%d", n), env, args...)
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
+	r.p = startProc(t, fmt.Sprintf("%s-%d", name, n), env, args...)
+	ctx, stop := context.WithCancel(ctx) // ends with the caller's ctx
 	r.ctx = ctx
 	go r.watchdog(stop, cfg.rssMax)
 
-	t0 := time.Now()
+	r.began = time.Now()
 	done := r.create()
-	row.tenants, row.created = done, time.Since(t0)
+	row.tenants, row.created = done, time.Since(r.began)
 	if r.stopped.Load() || done < n {
 		row.note = r.why(fmt.Sprintf("created %d of %d;", done, n)) + r.exits()
-		return row
+		return r, row, false
 	}
-	time.Sleep(3 * time.Second) // let the creation's work settle
-	row.rss = rss(r.p.pid())
-	row.routines = r.goroutines()
-	row.consumers = r.consumers()
-	r.idle(&row)
-	if cfg.quiet > 0 {
-		r.idleAgain(&row, t0.Add(cfg.quiet))
-	}
-	row.p99, row.busyErrs = r.busyRun(cfg.busy)
-	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle (nodes: %s); busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, shares(row.nodesCPU), row.p99)
-	var err error
-	row.restart, row.restart5x, err = r.restart()
-	if err != nil || r.stopped.Load() || ctx.Err() != nil {
-		row.note = r.why(fmt.Sprintf("during the restart: %v;", err))
-	}
-	row.note += r.exits()
-	if r.warm > 0 {
-		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
-	}
-	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
-	return row
+	return r, row, true
 }
 
 // exits notes the exits of the process the run did not cause (svcProc restarts it).
