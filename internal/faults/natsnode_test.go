@@ -184,6 +184,19 @@ func (c *cluster) kill9(i int) {
 	}
 }
 
+// pids are the running nodes' process ids (a node that is down is left out).
+func (c *cluster) pids() []int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []int
+	for _, cmd := range c.cmds {
+		if cmd != nil {
+			out = append(out, cmd.Process.Pid)
+		}
+	}
+	return out
+}
+
 // pause stops node i with SIGSTOP (a hung machine: its connections stay open but
 // nothing answers); resume continues it.
 func (c *cluster) pause(i int)  { c.signal(i, syscall.SIGSTOP) }

@@ -23,6 +23,7 @@ type tenantsRow struct {
 	routines  int           // go_goroutines of the svc log process
 	consumers int           // consumers on every stream of the broker
 	idleCPU   float64       // share of a core the svc log process used over 5 idle seconds
+	nodesCPU  []float64     // CLUSTER=1: each nats-server node process's share over the same 5 s
 	restart   time.Duration // kill -9 to every tenant appending again
 	restart5x int           // appends answered 503 during that
 	p99       time.Duration // the busy tenant's p99 at 100 appends/s over four tokens
@@ -37,8 +38,9 @@ type tenantsRow struct {
 // consumers, idle CPU, kill -9 and restart to every tenant appending, and the p99 of
 // a busy tenant at 100 appends/s over four tokens. A watchdog stops a size whose RSS
 // passes SVC_BENCH_RSS_MAX. It never runs in CI. With CLUSTER=1 the three JetStream
-// nodes run in this process (startCluster, as the fault suite's), so RSS, goroutines
-// and idle CPU are the svc log process's alone, not the nodes'.
+// nodes are nats-server processes of their own (startCluster, as the fault suite's):
+// RSS and goroutines are the svc log process's alone, and the idle CPU column adds
+// each node's share, read from its /proc/<pid>/stat over the same 5 s.
 func TestTenants(t *testing.T) {
 	spec := os.Getenv("SVC_BENCH_TENANTS")
 	if spec == "" {
@@ -57,6 +59,14 @@ func TestTenants(t *testing.T) {
 		rssMax:  envBytes(t, "SVC_BENCH_RSS_MAX", 8<<30),
 		perSize: soakEnv(t, "SVC_BENCH_TENANTS_TIMEOUT", 20*time.Minute),
 		busy:    soakEnv(t, "SVC_BENCH_BUSY", 10*time.Second),
+	}
+	if v := os.Getenv("SVC_BENCH_ROUNDS"); v != "" {
+		if cfg.rounds, _ = strconv.Atoi(v); cfg.rounds < 1 || cfg.rounds > 100 {
+			t.Fatalf("SVC_BENCH_ROUNDS=%q: want 1 to 100 rounds", v)
+		}
+	}
+	if os.Getenv("SVC_BENCH_QUIET") != "" {
+		cfg.quiet = soakEnv(t, "SVC_BENCH_QUIET", 0)
 	}
 	if os.Getenv("SVC_BENCH_TENANTS_CLUSTER") != "" {
 		cfg.nodes = 3
@@ -102,7 +112,7 @@ func envBytes(t *testing.T, name string, def int64) int64 {
 // printTenants writes the table so far to stdout (the task's output).
 func printTenants(rows []tenantsRow) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\n| broker | tenants | created in | RSS | goroutines | consumers | idle CPU | restart to every tenant appending | busy tenant p99 | note |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&b, "\n| broker | tenants | created in | RSS | goroutines | consumers | idle CPU | nodes' idle CPU | restart to every tenant appending | busy tenant p99 | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
 		restart := "—"
 		if r.restart > 0 {
@@ -118,8 +128,8 @@ func printTenants(rows []tenantsRow) {
 				p99 += fmt.Sprintf(" (%d not 200)", r.busyErrs)
 			}
 		}
-		fmt.Fprintf(&b, "| %s | %d | %s | %.0f MiB | %d | %d | %.0f%% | %s | %s | %s |\n", r.broker, r.tenants, r.created.Round(100*time.Millisecond),
-			float64(r.rss)/(1<<20), r.routines, r.consumers, 100*r.idleCPU, restart, p99, r.note)
+		fmt.Fprintf(&b, "| %s | %d | %s | %.0f MiB | %d | %d | %.0f%% | %s | %s | %s | %s |\n", r.broker, r.tenants, r.created.Round(100*time.Millisecond),
+			float64(r.rss)/(1<<20), r.routines, r.consumers, 100*r.idleCPU, shares(r.nodesCPU), restart, p99, r.note)
 	}
 	fmt.Fprint(os.Stdout, b.String())
 }

@@ -3,6 +3,8 @@ package faults
 import (
 	"fmt"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -177,4 +179,38 @@ func (r *tenantsRun) retry(f func() error) error {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// alternate runs the busy tenant rounds times on r and on peer in turn, the order
+// turned each round, and returns a note with each round's p99s, their ratio (r over
+// peer), the median ratio and the load average of each round.
+func alternate(r, peer *tenantsRun, rounds int, d time.Duration) string {
+	var ratios []float64
+	var b strings.Builder
+	for i := range rounds {
+		var p99, floor time.Duration
+		if i%2 == 0 {
+			p99, _ = r.busyRun(d)
+			floor, _ = peer.busyRun(d)
+		} else {
+			floor, _ = peer.busyRun(d)
+			p99, _ = r.busyRun(d)
+		}
+		ratio := float64(p99) / float64(max(floor, time.Microsecond))
+		ratios = append(ratios, ratio)
+		load := loadAverage()
+		progress("N=%d: round %d: busy p99 %s beside %d tenants, %s beside %d: %.2f×; load %s", r.n, i+1, p99.Round(100*time.Microsecond), r.n, floor.Round(100*time.Microsecond), peer.n, ratio, load)
+		fmt.Fprintf(&b, " %.2f× (%s / %s, load %s);", ratio, p99.Round(100*time.Microsecond), floor.Round(100*time.Microsecond), load)
+	}
+	slices.Sort(ratios)
+	return fmt.Sprintf(" busy p99 against a %d-tenant peer, %d rounds alternated: median %.2f×, min %.2f×, max %.2f×;%s", peer.n, rounds, ratios[len(ratios)/2], ratios[0], ratios[len(ratios)-1], b.String())
+}
+
+// loadAverage is /proc/loadavg's one-minute figure ("?" if unknown).
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }

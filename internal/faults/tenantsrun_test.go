@@ -21,6 +21,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"svc.dev/svc/internal/logservice"
+	"svc.dev/svc/internal/pgtest"
 	"svc.dev/svc/internal/testkit"
 )
 
@@ -30,8 +32,14 @@ type tenantsConfig struct {
 	rssMax  int64
 	perSize time.Duration // bound on one size's run
 	busy    time.Duration // how long the busy tenant appends at 100/s
-	signer  *signerService
-	dbURL   string
+	// rounds, when set, alternates the busy tenant that many times between this size's
+	// process and a peer of peerTenants tenants started beside it
+	rounds int
+	// quiet, when set, is how long after the creation the idle CPU is measured again
+	// (past the process's quiet period, 10 min by default, every tenant has stopped)
+	quiet  time.Duration
+	signer *signerService
+	dbURL  string
 }
 
 // tenantsRun is one size's run: the svc log process, where to reach it, and what
@@ -40,6 +48,7 @@ type tenantsRun struct {
 	t       *testing.T
 	ctx     context.Context
 	p       *svcProc
+	nodes   *cluster // CLUSTER=1: the nats-server processes; nil on the embedded broker
 	natsURL string
 	hc      *http.Client
 	n       int
@@ -51,7 +60,8 @@ type tenantsRun struct {
 	// 503s were, in the progress lines)
 	unavailable atomic.Value
 	// warm: the restart's appends made again at once
-	warm time.Duration
+	warm  time.Duration
+	began time.Time // the creation's start
 }
 
 const benchAdminToken = "admin-token-456-0123456789abcdefghij"
@@ -60,17 +70,65 @@ const benchAdminToken = "admin-token-456-0123456789abcdefghij"
 const benchNATSPassword = "bench-nats-password-0123456789"
 
 func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
-	row := tenantsRow{broker: "embedded", tenants: 0}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.perSize)
 	defer cancel()
+	var peer *tenantsRun
+	if cfg.rounds > 0 {
+		// The floor: a process of its own with peerTenants tenants (its own database
+		// and signer: the tenant names are the same), the busy tenant alternating
+		// between the two.
+		pc := cfg
+		pc.dbURL, pc.signer = pgtest.New(t), startBenchSigner(t)
+		var ok bool
+		if peer, _, ok = startTenants(t, ctx, pc, peerTenants, "peer"); !ok {
+			t.Fatal("the peer's tenants were not created")
+		}
+	}
+	r, row, ok := startTenants(t, ctx, cfg, n, "log")
+	if !ok {
+		return row
+	}
+	time.Sleep(3 * time.Second) // let the creation's work settle
+	row.rss = rss(r.p.pid())
+	row.routines = r.goroutines()
+	row.consumers = r.consumers()
+	r.idle(&row)
+	if cfg.quiet > 0 {
+		r.idleAgain(&row, r.began.Add(cfg.quiet))
+	}
+	if peer != nil {
+		row.note += alternate(r, peer, cfg.rounds, cfg.busy)
+	}
+	row.p99, row.busyErrs = r.busyRun(cfg.busy)
+	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle (nodes: %s); busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, shares(row.nodesCPU), row.p99)
+	var err error
+	row.restart, row.restart5x, err = r.restart()
+	if err != nil || r.stopped.Load() || r.ctx.Err() != nil {
+		row.note += r.why(fmt.Sprintf(" during the restart: %v;", err))
+	}
+	row.note += r.exits()
+	if r.warm > 0 {
+		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
+	}
+	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
+	return row
+}
+
+// peerTenants is the size of the floor the busy tenant is compared with (ROUNDS).
+const peerTenants = 10
+
+// startTenants starts a svc log process (name-n) and creates its n tenants; ok is
+// false when that did not complete (row's note says why).
+func startTenants(t *testing.T, ctx context.Context, cfg tenantsConfig, n int, name string) (*tenantsRun, tenantsRow, bool) {
+	row := tenantsRow{broker: "embedded", tenants: 0}
 	env := []string{"TEST_DATABASE_URL=" + cfg.dbURL, "TEST_ADMIN_TOKEN=" + benchAdminToken, "TEST_SIGNER_TOKEN=signer-shared-token-123", "TEST_METRICS_TOKEN=" + metricsToken}
 	args := []string{"--db-env", "TEST_DATABASE_URL", "--signer-url", "http://" + cfg.signer.addr, "--signer-token-env", "TEST_SIGNER_TOKEN", "--admin-token-env", "TEST_ADMIN_TOKEN", "--metrics-token-env", "TEST_METRICS_TOKEN"}
 	r := &tenantsRun{t: t, ctx: ctx, n: n, tokens: make([]string, n),
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	if cfg.nodes > 1 {
 		row.broker = fmt.Sprintf("%d-node cluster", cfg.nodes)
-		c := startCluster(t, cfg.nodes)
-		r.natsURL = c.URLs()
+		r.nodes = startCluster(t, cfg.nodes)
+		r.natsURL = r.nodes.URLs()
 		args = append(args, "--nats-url", r.natsURL, "--replicas", fmt.Sprint(cfg.nodes))
 	} else {
 		// The listener needs its nkey (issue 27); the bench reads the broker with the
@@ -94,37 +152,19 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 		// short and overwritten): its restart, then its stop.
 		args = append(args, "--cpuprofile", filepath.Join(dir, fmt.Sprintf("log-%d.pprof", n)))
 	}
-	r.p = startProc(t, fmt.Sprintf("log-%d", n), env, args...)
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
+	r.p = startProc(t, fmt.Sprintf("%s-%d", name, n), env, args...)
+	ctx, stop := context.WithCancel(ctx) // ends with the caller's ctx
 	r.ctx = ctx
 	go r.watchdog(stop, cfg.rssMax)
 
-	t0 := time.Now()
+	r.began = time.Now()
 	done := r.create()
-	row.tenants, row.created = done, time.Since(t0)
+	row.tenants, row.created = done, time.Since(r.began)
 	if r.stopped.Load() || done < n {
 		row.note = r.why(fmt.Sprintf("created %d of %d;", done, n)) + r.exits()
-		return row
+		return r, row, false
 	}
-	time.Sleep(3 * time.Second) // let the creation's work settle
-	row.rss = rss(r.p.pid())
-	row.routines = r.goroutines()
-	row.consumers = r.consumers()
-	row.idleCPU = cpuOver(r.p.pid(), 5*time.Second)
-	row.p99, row.busyErrs = r.busyRun(cfg.busy)
-	progress("N=%d: idle RSS %d MiB, %d goroutines, %d consumers, %.0f%% of a core idle; busy p99 %s", n, row.rss>>20, row.routines, row.consumers, 100*row.idleCPU, row.p99)
-	var err error
-	row.restart, row.restart5x, err = r.restart()
-	if err != nil || r.stopped.Load() || ctx.Err() != nil {
-		row.note = r.why(fmt.Sprintf("during the restart: %v;", err))
-	}
-	row.note += r.exits()
-	if r.warm > 0 {
-		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
-	}
-	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
-	return row
+	return r, row, true
 }
 
 // exits notes the exits of the process the run did not cause (svcProc restarts it).
@@ -212,11 +252,86 @@ func cpuTicks(pid int) int64 {
 	return u + k
 }
 
-// cpuOver is the share of one core pid used over d (clock ticks at 100 Hz).
-func cpuOver(pid int, d time.Duration) float64 {
-	a := cpuTicks(pid)
+// idle measures the idle CPU of the svc log process and, with CLUSTER=1, of each
+// nats-server node process, over the same 5 s.
+func (r *tenantsRun) idle(row *tenantsRow) {
+	pids := []int{r.p.pid()}
+	if r.nodes != nil {
+		pids = append(pids, r.nodes.pids()...)
+	}
+	use := cpuOver(pids, 5*time.Second)
+	row.idleCPU, row.nodesCPU = use[0], use[1:]
+}
+
+// idleAgain waits until at, then measures the idle CPU again and counts the sequencer
+// leases held, into row's note: tenants within their quiet period hold a lease
+// (renewed every LeaseTTL/3) and a sequencer; past it, none.
+func (r *tenantsRun) idleAgain(row *tenantsRow, at time.Time) {
+	progress("N=%d: waiting %s for the tenants to go quiet", r.n, time.Until(at).Round(time.Second))
+	select {
+	case <-r.ctx.Done():
+		return
+	case <-time.After(time.Until(at)):
+	}
+	again := *row
+	r.idle(&again)
+	row.note += fmt.Sprintf(" idle again at %s: %.0f%% (nodes: %s), %d leases held;", at.UTC().Format("15:04:05"), 100*again.idleCPU, shares(again.nodesCPU), r.leases())
+	progress("N=%d:%s", r.n, row.note)
+}
+
+// leases counts the sequencer leases held (keys of the lease bucket), -1 if unknown.
+func (r *tenantsRun) leases() int {
+	nc, err := nats.Connect(r.natsURL)
+	if err != nil {
+		return -1
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(r.ctx, 30*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, logservice.LeaseBucket)
+	if err != nil {
+		return -1
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return -1
+	}
+	n := 0
+	for range keys.Keys() {
+		n++
+	}
+	return n
+}
+
+// cpuOver is the share of one core each of pids used over the same d (clock ticks
+// at 100 Hz).
+func cpuOver(pids []int, d time.Duration) []float64 {
+	a := make([]int64, len(pids))
+	for i, pid := range pids {
+		a[i] = cpuTicks(pid)
+	}
+	t0 := time.Now()
 	time.Sleep(d)
-	return float64(cpuTicks(pid)-a) / 100 / d.Seconds()
+	out := make([]float64, len(pids))
+	for i, pid := range pids {
+		out[i] = float64(cpuTicks(pid)-a[i]) / 100 / time.Since(t0).Seconds()
+	}
+	return out
+}
+
+// shares prints shares of a core as percentages with their sum ("—" for none).
+func shares(v []float64) string {
+	if len(v) == 0 {
+		return "—"
+	}
+	var sum float64
+	parts := make([]string, len(v))
+	for i, x := range v {
+		sum += x
+		parts[i] = fmt.Sprintf("%.0f", 100*x)
+	}
+	return fmt.Sprintf("%s = %.0f%%", strings.Join(parts, " + "), 100*sum)
 }
 
 // goroutines reads go_goroutines from the process's /metrics.

@@ -130,6 +130,9 @@ type hostedState struct {
 
 	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
 	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
+
+	checkpoints *checkpointRuns // the held tenants' checkpoints (checkpointruns.go)
+	leases      *leaseRuns      // the held tenants' lease renewals (leaseruns.go)
 }
 
 // leavesStream is SVC_LEAVES, looked up once for all the tenants' sequencers (a
@@ -173,7 +176,8 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
 	}
 	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
-		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), checkpoints: newCheckpointRuns(), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
+	st.leases = newLeaseRuns(st, s.cfg.Logger)
 	s.hosted = st
 	var err error
 	// Every broker-facing step of the start retries while the cluster elects or
@@ -222,6 +226,8 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	s.goRun("database projections", func() error { return s.runProjections(runCtx, js) })
 	s.goRun("balance", func() error { return s.balance(runCtx) })
 	s.goRun("quiet tenants", func() error { return s.reap(runCtx) })
+	s.goRun("checkpoints", func() error { return st.checkpoints.run(runCtx) })
+	s.goRun("lease renewals", func() error { return st.leases.run(runCtx) })
 	s.startLogOfLogs(runCtx) // logoflogs.go
 	// The view follows SVC_ADMIN until runCtx ends; a retry before it follows
 	// (stream lookup, snapshot read) starts over, and the snapshot's fold is idempotent.
@@ -533,7 +539,8 @@ func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant str
 type holding struct {
 	t         tenancy.Tenant
 	seq       *sequencer.Sequencer
-	stopWork  context.CancelFunc // the sequencer and the checkpointer
+	cp        *projections.Checkpointer // nil until startCheckpoints
+	stopWork  context.CancelFunc        // the sequencer and the checkpointer
 	work      sync.WaitGroup
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
@@ -590,7 +597,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	renewing := false
 	defer func() {
 		if err != nil {
-			s.unhold(h, renewing)
+			s.unhold(h, renewing, false)
 		}
 	}()
 	s.mu.Lock()
@@ -616,15 +623,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		return ctx.Err()
 	}
 	renewing = true
-	s.goRun("lease "+t.ID, func() error {
-		err := st.renew(leaseCtx, h, s.cfg.Logger)
-		close(h.lease)
-		if errors.Is(err, errLeaseLost) {
-			s.loseTenant(t.ID, err)
-			return nil
-		}
-		return err
-	})
+	st.leases.add(leaseCtx, h, func(err error) { s.loseTenant(t.ID, err) })
 	if err := s.http.AddTenant(s.hostedFront(t.ID, seq.Tree())); err != nil {
 		return err
 	}
@@ -653,8 +652,9 @@ func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {
 	s.mu.Lock()
 	s.cps[t.ID] = cp
 	s.mu.Unlock()
+	h.cp = cp
 	h.work.Add(1)
-	s.goRun("checkpoints "+t.ID, func() error { defer h.work.Done(); return cp.Run(workCtx) })
+	s.hosted.checkpoints.add(workCtx, cp, h.work.Done)
 	return nil
 }
 
@@ -696,10 +696,14 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 }
 
 // unhold stops what holdTenant started for h and releases the lease: a start that
-// failed part way. renewing says whether the lease's renewal runs.
-func (s *Service) unhold(h *holding, renewing bool) {
+// failed part way, or a tenant stopped (last: a clean stop, whose last checkpoint is
+// published before the lease goes). renewing says whether the lease's renewal runs.
+func (s *Service) unhold(h *holding, renewing, last bool) {
 	h.stopWork()
 	h.work.Wait()
+	if last {
+		s.lastCheckpoint(h)
+	}
 	s.mu.Lock()
 	delete(s.seqs, h.t.ID)
 	delete(s.cps, h.t.ID)
@@ -729,7 +733,7 @@ func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
 	if h == nil {
 		return nil
 	}
-	return s.handOver(ctx, h, why)
+	return s.handOver(ctx, h, why, true)
 }
 
 // take removes tenant from what this process holds and returns its holding: nil
@@ -742,8 +746,9 @@ func (st *hostedState) take(tenant string) *holding {
 	return h
 }
 
-// handOver is stepDown's work, for the one caller that took the holding h.
-func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
+// handOver is stepDown's work, for the one caller that took the holding h; last: a
+// clean step-down, whose last checkpoint is published before the lease goes.
+func (s *Service) handOver(ctx context.Context, h *holding, why string, last bool) error {
 	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
 	ferr := s.follow(ctx, h.t)
@@ -755,6 +760,9 @@ func (s *Service) handOver(ctx context.Context, h *holding, why string) error {
 	}
 	h.stopWork()
 	h.work.Wait()
+	if last {
+		s.lastCheckpoint(h)
+	}
 	s.mu.Lock()
 	seq := s.seqs[tenant]
 	delete(s.seqs, tenant)
@@ -800,10 +808,6 @@ func (st *hostedState) alarm() error {
 	return errors.Join(errs...)
 }
 
-// errLeaseLost: another process holds a tenant's lease this one held, or it could
-// not be renewed in time.
-var errLeaseLost = errors.New("lost the sequencer lease")
-
 // isHeld reports whether this process runs tenant's sequencer.
 func (s *Service) isHeld(tenant string) bool {
 	st := s.hosted
@@ -836,73 +840,8 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	h.work.Wait()
 	s.cfg.Logger.Warn("lost a tenant's sequencer; stopped it, serving the tenant read-only as a standby", "tenant", tenant, "err", cause)
 	s.cfg.Telemetry.LeaseLost(tenant)
-	if err := s.handOver(s.hosted.runCtx, h, cause.Error()); err != nil && s.hosted.runCtx.Err() == nil {
+	if err := s.handOver(s.hosted.runCtx, h, cause.Error(), false); err != nil && s.hosted.runCtx.Err() == nil {
 		s.hosted.refuse(tenant, fmt.Errorf("%w; stepping down: %w", cause, err), s.cfg.Logger)
-	}
-}
-
-// renew keeps the lease on h's tenant. Commits are held (h.validUntil) from
-// holdAfter past the moment the last successful renewal was sent, before the lease
-// can run out and be taken (the broker stamps the renewal after it was sent, and
-// the lease runs out a TTL after that stamp); renewal goes on trying, and a renewal of this process's own lease (a
-// compare-and-set on its revision, or a new lease when it ran out and nobody took
-// it) lets the held commits go on: a broker election costs the election, not a
-// takeover. renew returns errLeaseLost when another process holds the lease.
-func (st *hostedState) renew(ctx context.Context, h *holding, log *slog.Logger) error {
-	tenant := h.t.ID
-	tick := time.NewTicker(st.cfg.LeaseTTL / 3)
-	defer tick.Stop()
-	renewed := time.Now()
-	rev := h.rev
-	held := false // commits held, and said so
-	var failed <-chan time.Time
-	for first := true; ; first = false {
-		if !first { // the first renewal at once: the sequencer's start used up part of the lease
-			select {
-			case <-ctx.Done():
-				if st.runCtx.Err() != nil { // the process stops: leave before releasing
-					st.leave()
-				}
-				st.release(tenant, rev)
-				return nil
-			case <-tick.C:
-			case <-failed:
-			}
-		}
-		// An attempt ends by the time commits are held, and within renewAttempt: a
-		// request sent while the bucket has no leader is never answered, and the
-		// attempt after it (renewRetry later, not the next tick) is the one that
-		// lets held commits go on once the bucket elected its leader.
-		deadline := time.Now().Add(renewAttempt)
-		if hold := renewed.Add(st.holdAfter()); !held && hold.Before(deadline) {
-			deadline = hold
-		}
-		sent := time.Now()
-		next, mine, err := st.renewOnce(ctx, tenant, rev, deadline)
-		failed = nil
-		if err != nil {
-			failed = time.After(renewRetry)
-		}
-		switch {
-		case ctx.Err() != nil:
-			if st.runCtx.Err() != nil {
-				st.leave()
-			}
-			st.release(tenant, rev)
-			return nil
-		case err == nil && !mine:
-			return fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
-		case err == nil:
-			rev, renewed = next, sent
-			h.validUntil.Store(renewed.Add(st.holdAfter()).UnixNano())
-			if held {
-				held = false
-				log.Info("lease renewed again; commits go on", "tenant", tenant)
-			}
-		case !held && time.Since(renewed) >= st.holdAfter():
-			held = true
-			log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond), "err", err)
-		}
 	}
 }
 

@@ -301,7 +301,7 @@ func (s *Service) quiesce(tenant string, cause error) {
 	if cause == nil {
 		s.cfg.Logger.Info("tenant quiet; its sequencer stops until its next request", "tenant", tenant, "quiet", st.cfg.QuietPeriod)
 	}
-	s.unhold(h, true)
+	s.unhold(h, true, cause == nil)
 	s.cfg.Telemetry.ForgetTenant(tenant)
 	if cause != nil {
 		st.refuse(tenant, cause, s.cfg.Logger)
@@ -311,6 +311,26 @@ func (s *Service) quiesce(tenant string, cause error) {
 		go func() { _ = s.activate(st.runCtx, tenant) }()
 	}
 }
+
+// lastCheckpoint publishes the checkpoint of h's tree as its stopped sequencer left
+// it, when one is due. A tenant stopped for quiet or to make room often stops within
+// the checkpointer's First of its last append, cancelling the tick that would have
+// signed it; no other process publishes it until the tenant starts again. The lease
+// is still held here, so it is signed before another process may append. It waits
+// at most lastCheckpointWait; on failure the next holder's checkpointer publishes it.
+func (s *Service) lastCheckpoint(h *holding) {
+	if h.cp == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), lastCheckpointWait)
+	defer cancel()
+	if err := h.cp.Tick(ctx); err != nil {
+		s.cfg.Logger.Warn("last checkpoint not published before the tenant stopped; its next start publishes it", "tenant", h.t.ID, "err", err)
+	}
+}
+
+// lastCheckpointWait bounds lastCheckpoint.
+const lastCheckpointWait = 5 * time.Second
 
 // appendsWaiting reports whether SVC_APPEND holds a request for tenant that no
 // sequencer took up (a work queue deletes what was acknowledged).

@@ -70,10 +70,12 @@ func addTenants(t *testing.T, a *Service, prefix string, n int, tokens bool) map
 // cost this process no goroutine, no broker consumer and no lease; the tenant
 // created after them appends at once (the process gets its consumer on SVC_APPEND);
 // once quiet it again holds no sequencer or lease (the process keeps its one
-// consumer), and its next append starts it again at the next index.
+// consumer) and its checkpoint is published as it stops (the checkpointer's next
+// tick was an hour away), and its next append starts it again at the next index.
 func TestIdleTenantsCostNothing(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
-	a, url := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
+	dir := t.TempDir()
+	a, url := frontEndWith(t, dir, natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
 		Hosted{LeaseTTL: 2 * time.Second, QuietPeriod: 500 * time.Millisecond}, 1)
 	before := runtime.NumGoroutine()
 	addTenants(t, a, "idle", 1000, false)
@@ -108,6 +110,9 @@ func TestIdleTenantsCostNothing(t *testing.T) {
 		}
 		return nil
 	})
+	if _, err := os.Stat(filepath.Join(dir, "checkpoints", "late", "1.json")); err != nil {
+		t.Fatalf("no checkpoint of the quiet tenant's one leaf: %v", err)
+	}
 	s, body := appendTo(t, url, "late", tok, "second")
 	var p receipt.Proof
 	if s != 200 || json.Unmarshal(body, &p) != nil || p.Inclusion.LeafIndex != 1 {
@@ -346,5 +351,33 @@ func TestTakeoverFromADeadHoldersConsumer(t *testing.T) {
 	}
 	if n := consumers(t, b.Conn(), pipeline.AppendStream); n != 2 {
 		t.Fatalf("%d consumers on %s, want 2 (b's and the dead a's)", n, pipeline.AppendStream)
+	}
+}
+
+// TestActiveTenantGoroutines: an active tenant costs its sequencer's goroutine, not
+// one more each for its lease's renewal and its checkpoints (one loop per process
+// does each: leaseruns.go, checkpointruns.go).
+func TestActiveTenantGoroutines(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	a, url := frontEndWith(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, slog.New(slog.DiscardHandler),
+		Hosted{LeaseTTL: 2 * time.Second}, 1)
+	const n = 40
+	tokens := addTenants(t, a, "busy", n, true)
+	warm := addTenant(t, a, "warm") // the process's own loops and its first lane start here
+	if s, body := appendTo(t, url, "warm", warm, "first"); s != 200 {
+		t.Fatalf("append: %d %s", s, body)
+	}
+	time.Sleep(500 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for id, tok := range tokens {
+		if s, body := appendTo(t, url, id, tok, "first"); s != 200 {
+			t.Fatalf("append to %s: %d %s", id, s, body)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // the first renewals and checkpoint ticks are done
+	g := runtime.NumGoroutine()
+	t.Logf("%d goroutines for %d more active tenants (%.1f each)", g-before, n, float64(g-before)/n)
+	if g-before > n*3/2 {
+		t.Fatalf("%d goroutines for %d more active tenants, want at most 1.5 each", g-before, n)
 	}
 }

@@ -174,7 +174,9 @@ func (c *Checkpointer) thinLocked() {
 }
 
 // Run publishes until ctx ends: with First set, the first checkpoint as soon as the log
-// has grown (it looks every First until there is one), then every Every.
+// has grown (it looks every First until there is one), then every Every. A tick that
+// ctx's end cut short is not logged: whoever stops Run publishes the last checkpoint
+// (Tick) if it is to be.
 func (c *Checkpointer) Run(ctx context.Context) error {
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -184,16 +186,23 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		err := c.Tick(ctx)
-		if err != nil {
-			c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
-		}
-		wait := c.Every
-		if err == nil && c.First > 0 && c.First < wait && c.none() {
-			wait = c.First
-		}
-		t.Reset(wait)
+		t.Reset(c.Step(ctx))
 	}
+}
+
+// Step is one of Run's ticks: it publishes a checkpoint if one is due, logs a
+// failure (not one ctx's end caused), and returns how long to wait until the next
+// (First while none is published, else Every). A scheduler of many checkpointers
+// calls it in place of Run.
+func (c *Checkpointer) Step(ctx context.Context) time.Duration {
+	err := c.Tick(ctx)
+	if err != nil && ctx.Err() == nil {
+		c.Logger.Warn("checkpoint not published", "tenant", c.Tenant, "err", err)
+	}
+	if err == nil && c.First > 0 && c.First < c.Every && c.none() {
+		return c.First
+	}
+	return c.Every
 }
 
 // none says whether no checkpoint is published yet.

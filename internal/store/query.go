@@ -179,8 +179,6 @@ func (s *Store) ThinCheckpoints(ctx context.Context, tenant string) (int, error)
 	return int(tag.RowsAffected()), nil
 }
 
-var _ = pgx.ErrNoRows
-
 // PutCheckpointNote records tenant's C2SP checkpoint note of size: it replaces the
 // one held unless that one is of a larger size (a process behind never moves the
 // published checkpoint back).

@@ -339,8 +339,6 @@ func projectionLag(ctx context.Context, p projectionState) (time.Duration, bool)
 	return max(lastTime.Sub(p.appliedAt), 0), true
 }
 
-// observeConsumers reports each consumer of stream with what it has yet to finish
-// (pending plus delivered-unacknowledged). A missing stream reports nothing.
 // appendWaiting is how many requests SVC_APPEND holds per tenant (one stream-info
 // request for the subjects that hold any).
 func appendWaiting(ctx context.Context, js jetstream.JetStream) map[string]uint64 {
@@ -359,6 +357,8 @@ func appendWaiting(ctx context.Context, js jetstream.JetStream) map[string]uint6
 	return out
 }
 
+// observeConsumers reports each consumer of stream with what it has yet to finish
+// (pending plus delivered-unacknowledged). A missing stream reports nothing.
 func observeConsumers(ctx context.Context, js jetstream.JetStream, stream string, f func(name string, n uint64)) {
 	s, err := js.Stream(ctx, stream)
 	if err != nil {
