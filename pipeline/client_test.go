@@ -52,6 +52,14 @@ func TestDroppedConnectionFailsWaitingAppends(t *testing.T) {
 	}
 }
 
+// answerOK answers request m as a sequencer would, with status ok and body.
+func answerOK(nc *nats.Conn, m *nats.Msg, body string) {
+	r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
+	r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
+	r.Data = []byte(body)
+	_ = nc.PublishMsg(r)
+}
+
 // TestUnstoredRequestIsPublishedAgain: a request no stream stored (its node, or the
 // stream's leader, was lost with it) is published again after ResendAfter instead of
 // waiting out the timeout; the answer to the second publication ends the append.
@@ -62,10 +70,7 @@ func TestUnstoredRequestIsPublishedAgain(t *testing.T) {
 	var seen atomic.Int32
 	sub, err := nc.Subscribe(pipeline.AppendSubject("acme"), func(m *nats.Msg) {
 		if seen.Add(1) == 2 {
-			r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
-			r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
-			r.Data = []byte(`{"answered":2}`)
-			_ = nc.PublishMsg(r)
+			answerOK(nc, m, `{"answered":2}`)
 		}
 	})
 	if err != nil {
@@ -96,10 +101,7 @@ func TestUnstoredRequestGoesDirect(t *testing.T) {
 	var copies atomic.Int32
 	sub, err := nc.Subscribe(pipeline.DirectSubject("acme"), func(m *nats.Msg) {
 		if copies.Add(1) == 3 {
-			r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
-			r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
-			r.Data = []byte(`{"answered":"direct"}`)
-			_ = nc.PublishMsg(r)
+			answerOK(nc, m, `{"answered":"direct"}`)
 		}
 	})
 	if err != nil {
