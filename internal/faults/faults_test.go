@@ -558,7 +558,7 @@ func (r *rig) signerSkew(hold time.Duration) {
 // mountTmpfs mounts a tmpfs of size on dir (root only), unmounted with the test.
 func mountTmpfs(t testing.TB, dir, size string) error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount -t tmpfs: %v: %s", err, bytes.TrimSpace(out))
+		return fmt.Errorf("mount -t tmpfs: %w: %s", err, bytes.TrimSpace(out))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
