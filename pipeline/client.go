@@ -47,8 +47,10 @@ type ClientConfig struct {
 	// ResendAfter: every request asks JetStream to acknowledge that SVC_APPEND stored
 	// it; one not acknowledged within ResendAfter (its node, or the stream's leader,
 	// was lost with it) or refused for want of a stream leader is published again,
-	// until Timeout. A request stored twice is answered twice with the same index (the
-	// sequencer's idempotency). Default 1 s; negative: never resend.
+	// until Timeout, and a copy goes straight to the tenant's holder (DirectSubject),
+	// at most once per ResendAfter. A request stored twice, or stored and sent
+	// direct, is answered twice with the same index (the sequencer's idempotency).
+	// Default 1 s; negative: never resend.
 	ResendAfter time.Duration
 	// Retries is how often a 429, a 5xx or a timeout is retried with backoff; SPEC.md
 	// says three. Negative means none (the HTTP front, whose own client retries).
@@ -108,6 +110,7 @@ type flight struct {
 	timer  *time.Timer
 	msg    *nats.Msg   // the request, to publish again while not stored
 	resend *time.Timer // armed until the broker acknowledged storing msg
+	direct time.Time   // when its last direct copy was sent (DirectSubject)
 }
 
 // ackMark starts the last token of the subject a request's stored-acknowledgement
@@ -404,7 +407,8 @@ func (c *Client) stored(inbox string, m *nats.Msg) {
 }
 
 // publishAgain publishes inbox's request again when it is still waiting and was not
-// acknowledged as stored, and arms the next try.
+// acknowledged as stored, with a copy to the tenant's holder (DirectSubject), and
+// arms the next try.
 func (c *Client) publishAgain(inbox string) {
 	c.mu.Lock()
 	f := c.waiting[inbox]
@@ -414,8 +418,15 @@ func (c *Client) publishAgain(inbox string) {
 	}
 	f.resend.Reset(c.resend)
 	m := f.msg
+	direct := time.Since(f.direct) >= c.resend // refusals resend sooner; copies stay one per ResendAfter
+	if direct {
+		f.direct = time.Now()
+	}
 	c.mu.Unlock()
 	_ = c.nc.PublishMsg(m) // a failure is the connection's, which failOnDisconnect answers
+	if direct {
+		_ = c.nc.PublishMsg(&nats.Msg{Subject: DirectPrefix + strings.TrimPrefix(m.Subject, AppendPrefix), Header: m.Header, Data: m.Data})
+	}
 }
 
 // finish answers the flight of inbox from m, or with fail when m is nil, and sends

@@ -52,6 +52,14 @@ func TestDroppedConnectionFailsWaitingAppends(t *testing.T) {
 	}
 }
 
+// answerOK answers request m as a sequencer would, with status ok and body.
+func answerOK(nc *nats.Conn, m *nats.Msg, body string) {
+	r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
+	r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
+	r.Data = []byte(body)
+	_ = nc.PublishMsg(r)
+}
+
 // TestUnstoredRequestIsPublishedAgain: a request no stream stored (its node, or the
 // stream's leader, was lost with it) is published again after ResendAfter instead of
 // waiting out the timeout; the answer to the second publication ends the append.
@@ -62,10 +70,7 @@ func TestUnstoredRequestIsPublishedAgain(t *testing.T) {
 	var seen atomic.Int32
 	sub, err := nc.Subscribe(pipeline.AppendSubject("acme"), func(m *nats.Msg) {
 		if seen.Add(1) == 2 {
-			r := nats.NewMsg(m.Header.Get(pipeline.HeaderReply))
-			r.Header.Set(pipeline.HeaderStatus, pipeline.StatusOK)
-			r.Data = []byte(`{"answered":2}`)
-			_ = nc.PublishMsg(r)
+			answerOK(nc, m, `{"answered":2}`)
 		}
 	})
 	if err != nil {
@@ -87,10 +92,49 @@ func TestUnstoredRequestIsPublishedAgain(t *testing.T) {
 	}
 }
 
+// TestUnstoredRequestGoesDirect: a request no stream stored (SVC_APPEND has no
+// leader) is also sent on the tenant's direct subject, where its holder answers it;
+// one copy per ResendAfter, though refusals are published again sooner.
+func TestUnstoredRequestGoesDirect(t *testing.T) {
+	nc, _ := testkit.BareBroker(t)()
+	// No SVC_APPEND stream: every publication is refused at once ("no responders").
+	var copies atomic.Int32
+	sub, err := nc.Subscribe(pipeline.DirectSubject("acme"), func(m *nats.Msg) {
+		if copies.Add(1) == 3 {
+			answerOK(nc, m, `{"answered":"direct"}`)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 10 * time.Second, Retries: -1, ResendAfter: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	start := time.Now()
+	body, err := c.DoRaw(context.Background(), "acme", pipeline.NewLeaf([]byte(`{"a":1}`)))
+	if err != nil || string(body) != `{"answered":"direct"}` {
+		t.Fatalf("got %s, %v; want the answer to the third direct copy", body, err)
+	}
+	// The refusal resends after 100 ms; copies go at about 0.1, 0.4 and 0.7 s, not
+	// with every resend (0.1, 0.2, 0.3 s).
+	if d := time.Since(start); d < 550*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("the third direct copy answered after %s; want one copy per 300 ms", d)
+	}
+}
+
 // TestStoredRequestIsNotPublishedAgain: a request SVC_APPEND acknowledged storing is
-// not published again, however long its answer takes.
+// not published again, nor sent direct, however long its answer takes.
 func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 	nc, js := testkit.Broker(t)()
+	var copies atomic.Int32
+	sub, err := nc.Subscribe(pipeline.DirectSubject("acme"), func(*nats.Msg) { copies.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 1500 * time.Millisecond, Retries: -1, ResendAfter: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -102,6 +146,9 @@ func TestStoredRequestIsNotPublishedAgain(t *testing.T) {
 	}
 	if n := testkit.StreamInfo(t, js, pipeline.AppendStream).State.Msgs; n != 1 {
 		t.Fatalf("SVC_APPEND holds %d requests, want 1: a stored request was published again", n)
+	}
+	if n := copies.Load(); n != 0 {
+		t.Fatalf("%d direct copies of a stored request", n)
 	}
 }
 

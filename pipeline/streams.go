@@ -24,6 +24,10 @@ const (
 	LeavesPrefix = "svc.leaves."
 	AdminStream  = "SVC_ADMIN"
 	AdminPrefix  = "svc.admin."
+	// DirectPrefix is where a request SVC_APPEND did not acknowledge storing is sent
+	// again over core NATS, to the tenant's holder alone (no stream captures it):
+	// see DirectSubject.
+	DirectPrefix = "svc.direct."
 )
 
 // Header names of the wire formats.
@@ -37,6 +41,17 @@ const (
 
 // AppendSubject is the subject append requests for tenant go to.
 func AppendSubject(tenant string) string { return AppendPrefix + tenant }
+
+// DirectSubject is the subject of tenant's direct copies: a Client whose request
+// SVC_APPEND has not acknowledged storing within its ResendAfter (the stream's leader
+// was lost: Raft elects another in 4-9 s) publishes a copy there too, at most once per
+// ResendAfter, and the tenant's holder hands it to the sequencer beside the requests
+// of its consumer on SVC_APPEND. The request then waits for SVC_LEAVES alone, not
+// also for the elections of SVC_APPEND and of that consumer. A copy is not durable:
+// lost with the holder, the stream's copy (once stored) or the producer's retry
+// carries the request, as without it; a request that arrives both ways is answered
+// twice with one index (the sequencer's idempotency).
+func DirectSubject(tenant string) string { return DirectPrefix + tenant }
 
 // AdminSubject is the subject of tenant's administrative events.
 func AdminSubject(tenant string) string { return AdminPrefix + tenant }

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -352,16 +353,24 @@ func (r *rig) nodeFault(f nodeFault, hold time.Duration) {
 			_ = r.c.moveLeaderOff(s, i)
 		}
 	}
-	leads := fmt.Sprintf("(node n%d; leaders: SVC_LEAVES n%d, SVC_APPEND n%d, leases n%d, RAW n%d)", i, l,
-		r.c.leaderOf("SVC_APPEND"), r.c.leaderOf("KV_svc_sequencer_leases"), r.c.leaderOf(rawStream))
-	// The broker's own failover for each stream svc uses, beside the raw publisher's.
+	// The append path's Raft groups: svc's streams, and the lanes (the processes'
+	// consumers on SVC_APPEND), each a group of its own wherever its leader is.
+	groups := append([]string{"SVC_LEAVES", "SVC_APPEND", "KV_svc_sequencer_leases"}, r.c.consumerGroups("SVC_APPEND")...)
+	groups = append(groups, "meta", rawStream)
+	before := map[string]int{"meta": r.c.metaLeader()}
+	for _, g := range groups[:len(groups)-2] {
+		before[g] = r.c.leaderOf(g)
+	}
+	before[rawStream] = r.c.leaderOf(rawStream)
+	leads := fmt.Sprintf("(node n%d)", i)
+	// The broker's own failover for each group svc uses, beside the raw publisher's.
 	var elected func() string
 	watch := func() {
-		elected = r.c.watchElections(i, []string{"SVC_LEAVES", "SVC_APPEND", "KV_svc_sequencer_leases", rawStream})
+		elected = r.c.watchElections(i, groups, before)
 	}
 	defer func() {
 		if elected != nil && len(r.rows) >= 2 { // the fault's row, before its healing's
-			r.rows[len(r.rows)-2].note += "; new leaders after: " + elected()
+			r.rows[len(r.rows)-2].note += "; elections: " + elected()
 		}
 	}()
 	switch f {
@@ -549,7 +558,7 @@ func (r *rig) signerSkew(hold time.Duration) {
 // mountTmpfs mounts a tmpfs of size on dir (root only), unmounted with the test.
 func mountTmpfs(t testing.TB, dir, size string) error {
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size, "tmpfs", dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount -t tmpfs: %v: %s", err, bytes.TrimSpace(out))
+		return fmt.Errorf("mount -t tmpfs: %w: %s", err, bytes.TrimSpace(out))
 	}
 	t.Cleanup(func() {
 		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
@@ -621,6 +630,21 @@ func (r *rig) diskFull(hold time.Duration) {
 	r.record("checkpoint disk full (tmpfs), then space freed", time.Since(t1), fmt.Sprintf("(%d appends acknowledged while full for %s)", r.ackedSince(t0)-r.ackedSince(t1), hold))
 }
 
+// leaderRounds is how many times TestFaults kills the leader node:
+// SVC_FAULTS_LEADER_ROUNDS (default 1), for svc's gap beside the raw publisher's
+// over several elections in one run.
+func leaderRounds(t *testing.T) int {
+	v := os.Getenv("SVC_FAULTS_LEADER_ROUNDS")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 20 {
+		t.Fatalf("SVC_FAULTS_LEADER_ROUNDS=%q: want a count from 1 to 20", v)
+	}
+	return n
+}
+
 // TestFaults: the short subset (kill -9 and clean stop of a holder, loss of the
 // stream leader node) runs in every go test; SVC_FAULTS=full (go tool task
 // test:faults) runs every case.
@@ -632,7 +656,9 @@ func TestFaults(t *testing.T) {
 	r.record("tenants spread over the processes at start", r.checkSpread(60*time.Second), "(each holds one or two of three; gauges follow the holders)")
 	r.kill9("acme")
 	r.cleanStop("beta")
-	r.nodeFault(killLeader, 10*time.Second)
+	for range leaderRounds(t) {
+		r.nodeFault(killLeader, 10*time.Second)
+	}
 	if !full() {
 		return
 	}

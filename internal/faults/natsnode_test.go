@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -240,25 +241,53 @@ func (c *cluster) URLs() string {
 	return strings.Join(u, ",")
 }
 
-// leaderOf is the index of the node that leads stream, or -1 when none does (or the
-// cluster does not answer within 2 s).
-func (c *cluster) leaderOf(stream string) int {
+// leaderOf is the index of the node that leads group, or -1 when none does (or the
+// cluster does not answer within 2 s). group is a stream's name, or
+// "stream/consumer" for a consumer's own Raft group.
+func (c *cluster) leaderOf(group string) int {
+	js, _ := jetstream.New(c.nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var ci *jetstream.ClusterInfo
+	if stream, consumer, ok := strings.Cut(group, "/"); ok {
+		cons, err := js.Consumer(ctx, stream, consumer)
+		if err != nil {
+			return -1
+		}
+		ci = cons.CachedInfo().Cluster
+	} else {
+		st, err := js.Stream(ctx, group)
+		if err != nil {
+			return -1
+		}
+		ci = st.CachedInfo().Cluster
+	}
+	if ci == nil {
+		return -1
+	}
+	var i int
+	if _, err := fmt.Sscanf(ci.Leader, "n%d", &i); err != nil {
+		return -1
+	}
+	return i
+}
+
+// consumerGroups names the consumers of stream as leaderOf takes them.
+func (c *cluster) consumerGroups(stream string) []string {
 	js, _ := jetstream.New(c.nc)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	st, err := js.Stream(ctx, stream)
 	if err != nil {
-		return -1
+		return nil
 	}
-	info := st.CachedInfo()
-	if info.Cluster == nil {
-		return -1
+	var out []string
+	names := st.ConsumerNames(ctx)
+	for name := range names.Name() {
+		out = append(out, stream+"/"+name)
 	}
-	var i int
-	if _, err := fmt.Sscanf(info.Cluster.Leader, "n%d", &i); err != nil {
-		return -1
-	}
-	return i
+	slices.Sort(out)
+	return out
 }
 
 // moveLeader asks stream's leader to step down until node want leads it (or 30 s
@@ -295,35 +324,106 @@ func (c *cluster) moveLeaderOff(stream string, avoid int) error {
 	return errors.New(stream + " still led by node " + fmt.Sprint(avoid))
 }
 
-// watchElections polls, from now on, which node leads each stream, until each is led
-// by a node other than lost (or 30 s pass); the returned func reports how long each
-// took: the broker's own failover for the streams svc uses.
-func (c *cluster) watchElections(lost int, streams []string) func() string {
+// watchElections measures, from now on, the broker's own failover for each group
+// svc uses (a stream, "stream/consumer", or "meta", the JetStream meta group) whose
+// leader was node lost before the fault (before: the leaders then): the time from now
+// to the line a surviving node logs when it becomes the group's leader, at the
+// node's microsecond resolution. The returned func waits for those lines (at most
+// 30 s from now) and reports each group: its election's length, "kept nK" when lost
+// did not lead it, "-" when no election was logged.
+func (c *cluster) watchElections(lost int, groups []string, before map[string]int) func() string {
 	t0 := time.Now()
-	took := make([]time.Duration, len(streams))
-	var wg sync.WaitGroup
-	for k, s := range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for time.Since(t0) < 30*time.Second {
-				if l := c.leaderOf(s); l >= 0 && l != lost {
-					took[k] = time.Since(t0)
-					return
-				}
-				time.Sleep(100 * time.Millisecond)
-			}
-			took[k] = -1
-		}()
-	}
 	return func() string {
-		wg.Wait()
+		took := make([]time.Duration, len(groups))
+		for time.Since(t0) < 30*time.Second {
+			left := 0
+			for k, g := range groups {
+				if took[k] == 0 && before[g] == lost {
+					if at := c.electedAt(lost, g, t0); !at.IsZero() {
+						took[k] = at.Sub(t0)
+					} else {
+						left++
+					}
+				}
+			}
+			if left == 0 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		var out []string
-		for k, s := range streams {
-			out = append(out, fmt.Sprintf("%s %s", s, brokerGap(took[k])))
+		for k, g := range groups {
+			switch {
+			case before[g] != lost:
+				out = append(out, fmt.Sprintf("%s kept n%d", g, before[g]))
+			case took[k] == 0:
+				out = append(out, g+" -")
+			default:
+				out = append(out, fmt.Sprintf("%s %s", g, took[k].Round(time.Millisecond)))
+			}
 		}
 		return strings.Join(out, ", ")
 	}
+}
+
+// metaLeader is the node that last logged becoming the JetStream meta leader (-1:
+// none did).
+func (c *cluster) metaLeader() int {
+	best, at := -1, time.Time{}
+	for i := range c.n {
+		for _, t := range c.leaderLines(i, "meta") {
+			if t.After(at) {
+				best, at = i, t
+			}
+		}
+	}
+	return best
+}
+
+// electedAt is the first time after t0 a node other than lost logged that it leads
+// group (as watchElections names groups); zero if none did.
+func (c *cluster) electedAt(lost int, group string, t0 time.Time) time.Time {
+	var first time.Time
+	for i := range c.n {
+		if i == lost {
+			continue
+		}
+		for _, t := range c.leaderLines(i, group) {
+			if t.After(t0) && (first.IsZero() || t.Before(first)) {
+				first = t
+			}
+		}
+	}
+	return first
+}
+
+// leaderLines are the times node i logged (since its last start) that it became
+// group's leader.
+func (c *cluster) leaderLines(i int, group string) []time.Time {
+	want := "Self is new JetStream cluster metadata leader"
+	if stream, consumer, ok := strings.Cut(group, "/"); ok {
+		want = fmt.Sprintf("JetStream cluster new consumer leader for '$G > %s > %s'", stream, consumer)
+	} else if group != "meta" {
+		want = fmt.Sprintf("JetStream cluster new stream leader for '$G > %s'", group)
+	}
+	c.mu.Lock()
+	l := c.logs[i]
+	c.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	var out []time.Time
+	for _, line := range strings.Split(l.String(), "\n") {
+		// [pid] 2006/01/02 15:04:05.000000 [INF] message
+		f := strings.SplitN(line, " ", 5)
+		if len(f) < 5 || !strings.HasSuffix(f[4], want) {
+			continue
+		}
+		if at, err := time.ParseInLocation("2006/01/02 15:04:05.000000", f[1]+" "+f[2], time.Local); err == nil {
+			out = append(out, at)
+		}
+	}
+	return out
 }
 
 // healthy waits until every stream and consumer on the cluster has a leader and all

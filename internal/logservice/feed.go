@@ -447,12 +447,18 @@ func btoi(b bool) int {
 	return 0
 }
 
-// run keeps the lanes following the routes and dispatching, until ctx ends; then it
+// run keeps the lanes following the routes and dispatching, and takes the direct
+// copies of requests (direct.go), until ctx ends; then it
 // deletes them (a clean stop: the requests not acknowledged stay in the stream for
 // the tenants' next holders). It first deletes the lanes a predecessor on this data
 // directory left (killed): their requests go back to the work queue.
 func (f *appendFeed) run(ctx context.Context) error {
 	f.dropOld(ctx)
+	if stop, err := f.listenDirect(); err != nil {
+		f.log.Warn("not listening for direct copies of append requests; they wait for SVC_APPEND", "err", err)
+	} else {
+		defer stop()
+	}
 	defer func() {
 		f.mu.Lock()
 		lanes := slices.Clone(f.lanes)

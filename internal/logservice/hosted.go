@@ -476,7 +476,7 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
 		case <-released:
 			woken = true
 		}
-		if grace.wait(ctx, st.kv, tenant) {
+		if grace.wait(ctx, st.kv) {
 			continue
 		}
 		actx, cancel := context.WithTimeout(ctx, renewAttempt)
@@ -517,12 +517,12 @@ func (g *leaseGrace) pending() bool { return g.down || !g.back.IsZero() }
 
 // wait reports whether this attempt must be skipped: the bucket is still down (it
 // probes it), it just came back, or the grace is not over.
-func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant string) bool {
+func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue) bool {
 	if g.down {
 		actx, cancel := context.WithTimeout(ctx, renewAttempt)
-		_, err := kv.Get(actx, tenant)
+		led := bucketLed(actx, kv)
 		cancel()
-		if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, jetstream.ErrKeyDeleted) {
+		if !led {
 			return true
 		}
 		g.down, g.back = false, time.Now()
@@ -533,6 +533,25 @@ func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue, tenant str
 	}
 	g.back = time.Time{}
 	return false
+}
+
+// bucketLed reports whether the lease bucket has a leader, which a write (a renewal,
+// a Create) needs. A read of a key does not tell: a bucket allows direct gets, which
+// any replica answers while the bucket elects its leader, so a standby that probed
+// with one ended its grace during the election and won the lease back from a living
+// holder when its Create landed first after it (kill -9 of the node leading the
+// bucket, 2 of 4 rounds: docs/measurements/2026-11-27-cluster-crash-gap.md).
+func bucketLed(ctx context.Context, kv jetstream.KeyValue) bool {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return false
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return true
+	}
+	ci := bs.StreamInfo().Cluster
+	return ci == nil || ci.Leader != ""
 }
 
 // holding is a tenant whose sequencer and checkpointer run here.
