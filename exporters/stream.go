@@ -41,21 +41,12 @@ func ConsumerName(exporter, tenant string) string { return "svc-export-" + expor
 // is waited out from), receipts kept seven days, a ten-minute duplicate window keyed
 // by receipt id. Each message is a receipt bundle as JSON.
 func ReceiptStreamConfig(replicas int) jetstream.StreamConfig {
-	if replicas <= 0 {
-		replicas = 1
-	}
-	return jetstream.StreamConfig{
-		Name:        ReceiptsStream,
-		Description: "receipt bundles, one message per receipt, for the exporters",
-		Subjects:    []string{ReceiptsPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      7 * 24 * time.Hour,
-		Duplicates:  10 * time.Minute,
-		Discard:     jetstream.DiscardOld,
-		MaxMsgSize:  receipt.MaxBundleSize,
-	}
+	sc := pipeline.RecordStream(ReceiptsStream, ReceiptsPrefix, "receipt bundles, one message per receipt, for the exporters", replicas)
+	sc.MaxAge = 7 * 24 * time.Hour
+	sc.Duplicates = 10 * time.Minute
+	sc.Discard = jetstream.DiscardOld
+	sc.MaxMsgSize = receipt.MaxBundleSize
+	return sc
 }
 
 // EnsureReceiptStream creates or updates SVC_RECEIPTS; safe to call from every

@@ -64,39 +64,38 @@ type StreamConfig struct {
 	Replicas int // 1 for a single node; 3 in a cluster
 }
 
+// RecordStream is what every stream of record shares: subjects <prefix>>, limits
+// retention, file storage, at least one replica. Its owner adds what is its own (how
+// long messages stay, the duplicate window, the message size).
+func RecordStream(name, prefix, description string, replicas int) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:        name,
+		Description: description,
+		Subjects:    []string{prefix + ">"},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    max(replicas, 1),
+	}
+}
+
 // EnsureStreams creates or updates the streams; safe to call from every process at
 // start.
 func EnsureStreams(ctx context.Context, js jetstream.JetStream, cfg StreamConfig) error {
-	if cfg.Replicas <= 0 {
-		cfg.Replicas = 1
-	}
+	leaves := RecordStream(LeavesStream, LeavesPrefix, "committed batches of leaves: the log of record", cfg.Replicas)
+	leaves.Duplicates = 2 * time.Minute
+	leaves.MaxMsgSize = MaxBatchBytes + 4096
+	admin := RecordStream(AdminStream, AdminPrefix, "administrative events (tenants, tokens, plans): the audit trail's source", cfg.Replicas)
+	admin.Duplicates = 2 * time.Minute
 	streams := []jetstream.StreamConfig{{
 		Name:        AppendStream,
 		Description: "append requests; answered by the tenant's sequencer",
 		Subjects:    []string{AppendPrefix + ">"},
 		Retention:   jetstream.WorkQueuePolicy,
 		Storage:     jetstream.MemoryStorage,
-		Replicas:    cfg.Replicas,
+		Replicas:    max(cfg.Replicas, 1),
 		MaxAge:      2 * time.Minute, // a producer has given up on anything older
 		Discard:     jetstream.DiscardOld,
-	}, {
-		Name:        LeavesStream,
-		Description: "committed batches of leaves: the log of record",
-		Subjects:    []string{LeavesPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  2 * time.Minute,
-		MaxMsgSize:  MaxBatchBytes + 4096,
-	}, {
-		Name:        AdminStream,
-		Description: "administrative events (tenants, tokens, plans): the audit trail's source",
-		Subjects:    []string{AdminPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-		Duplicates:  2 * time.Minute,
-	}}
+	}, leaves, admin}
 	for _, sc := range streams {
 		if err := EnsureStream(ctx, js, sc); err != nil {
 			return err

@@ -11,7 +11,6 @@
 package logimport
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -71,29 +70,22 @@ func uintAfter(data []byte, key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// Check reads a whole log file and returns its leaf hashes, or an error naming the
-// first malformed line; Import runs it first, so a bad file imports nothing.
+// Check reads a whole log file as every reader of one does (merkle.ScanLogFile) and
+// returns its leaf hashes, or an error naming the first malformed line; Import runs it
+// first, so a bad file imports nothing.
 func Check(path string) ([]merkle.Hash, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64<<10), merkle.MaxLineSize+1)
 	var hashes []merkle.Hash
-	for sc.Scan() {
-		if len(sc.Bytes()) == 0 {
-			continue
-		}
-		e, err := merkle.ParseLine(sc.Bytes())
-		if err != nil {
-			return nil, fmt.Errorf("%s: line %d: %w", path, len(hashes)+1, err)
-		}
+	err = merkle.ScanLogFile(f, func(e merkle.Entry) error {
 		hashes = append(hashes, e.Hash)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: line %d: %w", path, len(hashes)+1, err)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(hashes) == 0 {
 		return nil, fmt.Errorf("%s holds no leaves", path)
@@ -246,29 +238,24 @@ func (im *importer) wait() error {
 	}
 }
 
-// stream reads the file line by line into tree and sends every line after the first
+// stream reads the file entry by entry into tree and sends every line after the first
 // skip (already in the log) as an append request, with at most Window unanswered,
 // then waits for every answer.
 func (im *importer) stream(f io.Reader, tree *merkle.Tree, skip uint64, progress Progress) error {
 	read := countingReader{r: f}
-	sc := bufio.NewScanner(&read)
-	sc.Buffer(make([]byte, 0, 64<<10), merkle.MaxLineSize+1)
 	lastReport := time.Now()
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		if err := im.send(line, tree, skip); err != nil {
+	err := merkle.ScanLogFile(&read, func(e merkle.Entry) error {
+		if err := im.send(e, tree, skip); err != nil {
 			return err
 		}
 		if progress != nil && time.Since(lastReport) >= time.Second {
 			lastReport = time.Now()
 			progress(im.done, read.n)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("line %d: %w", im.sent+1, err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	for im.done < im.sent {
 		if err := im.wait(); err != nil {
@@ -284,13 +271,9 @@ func (im *importer) stream(f io.Reader, tree *merkle.Tree, skip uint64, progress
 	return nil
 }
 
-// send adds one line to tree and, past the first skip lines, publishes its append
-// request, waiting for answers while Window are in flight.
-func (im *importer) send(line []byte, tree *merkle.Tree, skip uint64) error {
-	e, err := merkle.ParseLine(line)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", im.sent+1, err)
-	}
+// send adds one line's entry to tree and, past the first skip lines, publishes its
+// append request, waiting for answers while Window are in flight.
+func (im *importer) send(e merkle.Entry, tree *merkle.Tree, skip uint64) error {
 	if _, err := tree.Append(e.Hash); err != nil {
 		return err
 	}

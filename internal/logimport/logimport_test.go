@@ -134,3 +134,43 @@ func TestImport100k(t *testing.T) {
 		t.Fatalf("a malformed file imported leaves: %d", tree.Size())
 	}
 }
+
+// TestCheckReadsAsTheLogDoes: Check accepts what merkle.ScanLogFile accepts (the
+// reader of svc log-check and of a verifier's log copy) and nothing else: a blank line
+// and a last line without its newline are refused, naming the line, and a well-formed
+// file gives its leaf hashes in order.
+func TestCheckReadsAsTheLogDoes(t *testing.T) {
+	dir := t.TempDir()
+	file, root := logFile(t, 0, 30)
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	hashes, err := Check(write("good.jsonl", file))
+	if err != nil || len(hashes) != 30 {
+		t.Fatalf("a well-formed file: %d hashes, %v", len(hashes), err)
+	}
+	tree, _ := merkle.NewTree(merkle.NewMemoryStore())
+	for _, h := range hashes {
+		if _, err := tree.Append(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := tree.RootAt(30); got != root {
+		t.Fatalf("root of Check's hashes %s, want %s", got, root)
+	}
+	first := file[:bytes.IndexByte(file, '\n')+1]
+	blank := append(append(bytes.Clone(first), '\n'), first...)
+	if _, err := Check(write("blank.jsonl", blank)); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("a blank line: got %v, want an error naming line 2", err)
+	}
+	if _, err := Check(write("torn.jsonl", file[:len(file)-1])); !errors.Is(err, merkle.ErrTornLine) || !strings.Contains(err.Error(), "line 30") {
+		t.Fatalf("a last line without its newline: got %v, want ErrTornLine naming line 30", err)
+	}
+	if _, err := Check(write("empty.jsonl", nil)); err == nil || !strings.Contains(err.Error(), "holds no leaves") {
+		t.Fatalf("an empty file: got %v", err)
+	}
+}

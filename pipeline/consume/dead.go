@@ -37,19 +37,10 @@ func DeadSubject(handler, tenant string) string { return DeadPrefix + handler + 
 
 // DeadStreamConfig is SVC_DEAD: file storage, kept 30 days.
 func DeadStreamConfig(replicas int) jetstream.StreamConfig {
-	if replicas <= 0 {
-		replicas = 1
-	}
-	return jetstream.StreamConfig{
-		Name:        DeadStream,
-		Description: "receipts a collector refused for good, with the handler, the error and the attempts",
-		Subjects:    []string{DeadPrefix + ">"},
-		Retention:   jetstream.LimitsPolicy,
-		Storage:     jetstream.FileStorage,
-		Replicas:    replicas,
-		MaxAge:      30 * 24 * time.Hour,
-		MaxMsgSize:  receipt.MaxBundleSize + 8192,
-	}
+	sc := pipeline.RecordStream(DeadStream, DeadPrefix, "receipts a collector refused for good, with the handler, the error and the attempts", replicas)
+	sc.MaxAge = 30 * 24 * time.Hour
+	sc.MaxMsgSize = receipt.MaxBundleSize + 8192
+	return sc
 }
 
 // EnsureDeadStream creates or updates SVC_DEAD.
