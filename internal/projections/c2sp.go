@@ -46,37 +46,21 @@ func DefaultOrigin(logID, keyID, tenant string) string {
 }
 
 // NoteSigner signs checkpoint notes with the log key (in-process keys only).
-type NoteSigner struct {
-	name string
-	hash uint32
-	key  *signer.Key
-	vkey string
-}
+type NoteSigner struct{ *signer.NoteSigner }
 
 // NewNoteSigner makes the note signer of origin for key, and its verifier key.
 func NewNoteSigner(origin string, key *signer.Key) (*NoteSigner, error) {
-	vkey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
+	s, err := signer.NewNoteSigner(origin, key)
 	if err != nil {
 		return nil, err
 	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		return nil, err
-	}
-	return &NoteSigner{name: origin, hash: v.KeyHash(), key: key, vkey: vkey}, nil
+	return &NoteSigner{s}, nil
 }
-
-func (s *NoteSigner) Name() string                    { return s.name }
-func (s *NoteSigner) KeyHash() uint32                 { return s.hash }
-func (s *NoteSigner) Sign(msg []byte) ([]byte, error) { return s.key.Sign(msg), nil }
 
 // SignCheckpoint signs the checkpoint at size with root (NoteSigning).
 func (s *NoteSigner) SignCheckpoint(_ context.Context, size uint64, root merkle.Hash) ([]byte, error) {
 	return SignCheckpointNote(s, size, root)
 }
-
-// VerifierKey is the note verifier key a witness is configured with.
-func (s *NoteSigner) VerifierKey() string { return s.vkey }
 
 // CheckpointBody is the text of a C2SP checkpoint.
 func CheckpointBody(origin string, size uint64, root merkle.Hash) string {
@@ -85,7 +69,7 @@ func CheckpointBody(origin string, size uint64, root merkle.Hash) string {
 
 // SignCheckpointNote signs a checkpoint body as a note.
 func SignCheckpointNote(s *NoteSigner, size uint64, root merkle.Hash) ([]byte, error) {
-	return note.Sign(&note.Note{Text: CheckpointBody(s.name, size, root)}, s)
+	return note.Sign(&note.Note{Text: CheckpointBody(s.Name(), size, root)}, s)
 }
 
 // ErrWitnessConflict: the witness holds a different size than we said it had

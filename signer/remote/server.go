@@ -324,14 +324,16 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeJSONBytes(w, status, body)
 		return append(attrs, slog.String("error", msg))
 	}
+	payload := []byte(req.Payload)
+	if req.PayloadType == PayloadCheckpointNote { // the signed note is the Envelope's payload (note.go)
+		payload, err = signNote(s.key, req.Payload)
+	}
 	var out []byte
-	if req.PayloadType == PayloadCheckpointNote { // the text itself (note.go)
-		out, err = json.Marshal(NoteSignature{Signature: s.key.Sign(req.Payload)})
-	} else {
-		out, err = json.Marshal(receipt.Sign(req.PayloadType, req.Payload, s.key))
+	if err == nil {
+		out, err = json.Marshal(receipt.Sign(req.PayloadType, payload, s.key))
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding the envelope failed")
+		writeError(w, http.StatusInternalServerError, "signing failed: "+err.Error())
 		return append(attrs, slog.String("error", err.Error()))
 	}
 	if !own || last.TreeSize != th.TreeSize {
