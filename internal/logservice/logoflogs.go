@@ -27,7 +27,7 @@ import (
 //	GET /log-of-logs/proof/<tenant>    logoflogs.Proof of the tenant's latest checkpoint
 //
 // from the database, catching its copy of the tree up on demand. Its origin is
-// svc-log/<keyid>/_log-of-logs, which no tenant's can be (ids start with [a-z0-9];
+// svc-log/_log-of-logs, which no tenant's can be (ids start with [a-z0-9];
 // log ids may not start with svc-log/).
 
 // LogOfLogsLease is the lease key of the log of logs' runner; no tenant id starts

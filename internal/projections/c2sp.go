@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
@@ -29,20 +30,22 @@ import (
 //
 //	— <origin> <base64(key hash ‖ Ed25519 signature)>
 //
-// The origin line names the log: the tenant's log id when one is configured (operators
-// should choose a schema-less URL such as "log.example.com/acme"), else
-// "svc-log/<first 16 hex of the log's keyid>/<tenant>", unique per key and tenant. The
-// note key name is the origin, as C2SP recommends.
+// The origin line names the log: the tenant's log id, the name its signed tree heads
+// carry, which is the operator's when one is configured (operators should choose a
+// schema-less URL such as "log.example.com/acme"; the portal gives "<host>/<tenant>"),
+// else receipt.DefaultLogID, "svc-log/<tenant>". The origin names no key, so a key
+// rotation keeps the log's identity: witnesses key their state by origin and go on
+// checking that the new key's checkpoints extend what they cosigned under the old
+// (docs/design/c2sp.md, "Key rotation"). The note key name is the origin, as C2SP
+// recommends.
 
-// DefaultOrigin is the origin line of a tenant's checkpoints.
-func DefaultOrigin(logID, keyID, tenant string) string {
+// DefaultOrigin is the origin line of a tenant's checkpoints: its log id, else
+// receipt.DefaultLogID(tenant).
+func DefaultOrigin(logID, tenant string) string {
 	if logID != "" {
 		return logID
 	}
-	if len(keyID) > 16 {
-		keyID = keyID[:16]
-	}
-	return "svc-log/" + keyID + "/" + tenant
+	return receipt.DefaultLogID(tenant)
 }
 
 // NoteSigner signs checkpoint notes with the log key (in-process keys only).
