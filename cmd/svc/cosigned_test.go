@@ -107,7 +107,7 @@ func TestVerifyCheckpointUnderPolicy(t *testing.T) {
 func TestLogCheckPolicy(t *testing.T) {
 	key, _ := signer.GenerateKey()
 	wkey, _ := signer.GenerateKey()
-	origin := projections.DefaultOrigin("", key.KeyID(), "acme")
+	origin := projections.DefaultOrigin("", "acme")
 	lvkey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
 	if err != nil {
 		t.Fatal(err)

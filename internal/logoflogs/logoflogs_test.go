@@ -100,7 +100,7 @@ func TestThousandTenantsOneWitnessRequest(t *testing.T) {
 	for i := range 1000 {
 		name := fmt.Sprintf("t%04d", i)
 		tree, _ := merkle.NewTree(merkle.NewMemoryStore())
-		ns, err := projections.NewNoteSigner(projections.DefaultOrigin("", logKey.KeyID(), name), logKey)
+		ns, err := projections.NewNoteSigner(projections.DefaultOrigin("", name), logKey)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestRestoredLogKeepsItsWitness(t *testing.T) {
 		for _, name := range names {
 			if tenants[name] == nil {
 				tree, _ := merkle.NewTree(merkle.NewMemoryStore())
-				ns, _ := projections.NewNoteSigner(projections.DefaultOrigin("", logKey.KeyID(), name), logKey)
+				ns, _ := projections.NewNoteSigner(projections.DefaultOrigin("", name), logKey)
 				tenants[name] = &tenant{tree: tree, ns: ns}
 			}
 			cps[name] = tenants[name].grow(t, name, 2)

@@ -20,10 +20,10 @@ import (
 // signed note, through the signer service when the log key lives there, and records
 // it in the database, from which every process serves GET /t/<tenant>/checkpoint.
 
-// noteSigning is the C2SP note signer of tenant's checkpoints (origin from its log id,
-// or from the key and the tenant), or nil when the log's signer can sign no notes.
+// noteSigning is the C2SP note signer of tenant's checkpoints (origin: its log id, else
+// svc-log/<tenant>), or nil when the log's signer can sign no notes.
 func (s *Service) noteSigning(logID, tenant string, tree *merkle.Tree) (projections.NoteSigning, error) {
-	origin := projections.DefaultOrigin(logID, s.cfg.Signer.KeyID(), tenant)
+	origin := projections.DefaultOrigin(logID, tenant)
 	if s.cfg.NoteKey != nil {
 		return projections.NewNoteSigner(origin, s.cfg.NoteKey)
 	}

@@ -149,7 +149,7 @@ func publicCheckpointOf(t *testing.T, base string, v note.Verifiers, sigs int) t
 func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	var cosV *witness.CosignatureVerifier
 	svc, url, key := hostedWithRemoteSigner(t, func(key *signer.Key) []string {
-		lvkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), "acme"), key.Public().Key)
+		lvkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", "acme"), key.Public().Key)
 		wkey, _ := signer.GenerateKey()
 		tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wkey, Name: "w.example.com/hosted", Logs: []string{lvkey}, Dir: t.TempDir()})
 		if err != nil {
@@ -185,7 +185,7 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	origin := projections.DefaultOrigin("", key.KeyID(), "acme")
+	origin := projections.DefaultOrigin("", "acme")
 	vkey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
 	if err != nil {
 		t.Fatal(err)

@@ -37,8 +37,8 @@ import (
 // each request within its client address's budget (LogOfLogsRate). A process keeps its
 // copy of the tree in a file store under <data>/log-of-logs (its memory flat however
 // many leaves, as a tenant's sequencer's tree), caught up from the database on demand.
-// Its origin is svc-log/<keyid>/_log-of-logs, which no tenant's can be (ids start
-// with [a-z0-9]; log ids may not start with svc-log/).
+// Its origin is svc-log/_log-of-logs, which no tenant's can be (ids start with
+// [a-z0-9]; log ids may not start with svc-log/).
 
 // LogOfLogsLease is the lease key of the log of logs' runner; no tenant id starts
 // with an underscore.

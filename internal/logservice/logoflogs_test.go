@@ -45,7 +45,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	svc, url, key := hostedWithRemoteSigner(t, func(key *signer.Key) []string {
 		var logs []string
 		for _, tenant := range []string{"acme", LogOfLogsLease} {
-			vk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), tenant), key.Public().Key)
+			vk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", tenant), key.Public().Key)
 			logs = append(logs, vk)
 		}
 		wkey, _ := signer.GenerateKey()
@@ -54,7 +54,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		wv = tw.VerifierKey()
-		lolOrigin := []byte(projections.DefaultOrigin("", key.KeyID(), LogOfLogsLease) + "\n")
+		lolOrigin := []byte(projections.DefaultOrigin("", LogOfLogsLease) + "\n")
 		ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			body, _ := io.ReadAll(r.Body)
 			if bytes.Contains(body, lolOrigin) {
@@ -66,7 +66,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 		t.Cleanup(ws.Close)
 		return []string{ws.URL}
 	}, func(c *Config) { c.Hosted.LogOfLogsEvery = 200 * time.Millisecond })
-	lolVkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), LogOfLogsLease), key.Public().Key)
+	lolVkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", LogOfLogsLease), key.Public().Key)
 	policy, err := witness.ParsePolicy(fmt.Appendf(nil, "log %s\nwitness W %s\nquorum W\n", lolVkey, wv))
 	if err != nil {
 		t.Fatal(err)
@@ -153,7 +153,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tvk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), "acme"), key.Public().Key)
+	tvk, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", "acme"), key.Public().Key)
 	tv, _ := note.NewVerifier(tvk)
 	size, root, err := logoflogs.Verify(p, policy, tv)
 	if err != nil {
@@ -244,7 +244,7 @@ func lolIncludes(t *testing.T, base, lolVkey, tenant string, index uint64) {
 // accepts only a log consistent with it).
 func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
 	srv, dbURL, key := hostedParts(t)
-	vkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), LogOfLogsLease), key.Public().Key)
+	vkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", LogOfLogsLease), key.Public().Key)
 	wkey, _ := signer.GenerateKey()
 	tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wkey, Name: "w.example.com/lol", Logs: []string{vkey}, Dir: t.TempDir()})
 	if err != nil {

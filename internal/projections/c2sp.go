@@ -15,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
 
@@ -29,54 +30,40 @@ import (
 //
 //	— <origin> <base64(key hash ‖ Ed25519 signature)>
 //
-// The origin line names the log: the tenant's log id when one is configured (operators
-// should choose a schema-less URL such as "log.example.com/acme"), else
-// "svc-log/<first 16 hex of the log's keyid>/<tenant>", unique per key and tenant. The
-// note key name is the origin, as C2SP recommends.
+// The origin line names the log: the tenant's log id, the name its signed tree heads
+// carry, which is the operator's when one is configured (operators should choose a
+// schema-less URL such as "log.example.com/acme"; the portal gives "<host>/<tenant>"),
+// else receipt.DefaultLogID, "svc-log/<tenant>". The origin names no key, so a key
+// rotation keeps the log's identity: witnesses key their state by origin and go on
+// checking that the new key's checkpoints extend what they cosigned under the old
+// (docs/design/c2sp.md, "Key rotation"). The note key name is the origin, as C2SP
+// recommends.
 
-// DefaultOrigin is the origin line of a tenant's checkpoints.
-func DefaultOrigin(logID, keyID, tenant string) string {
+// DefaultOrigin is the origin line of a tenant's checkpoints: its log id, else
+// receipt.DefaultLogID(tenant).
+func DefaultOrigin(logID, tenant string) string {
 	if logID != "" {
 		return logID
 	}
-	if len(keyID) > 16 {
-		keyID = keyID[:16]
-	}
-	return "svc-log/" + keyID + "/" + tenant
+	return receipt.DefaultLogID(tenant)
 }
 
 // NoteSigner signs checkpoint notes with the log key (in-process keys only).
-type NoteSigner struct {
-	name string
-	hash uint32
-	key  *signer.Key
-	vkey string
-}
+type NoteSigner struct{ *signer.NoteSigner }
 
 // NewNoteSigner makes the note signer of origin for key, and its verifier key.
 func NewNoteSigner(origin string, key *signer.Key) (*NoteSigner, error) {
-	vkey, err := note.NewEd25519VerifierKey(origin, key.Public().Key)
+	s, err := signer.NewNoteSigner(origin, key)
 	if err != nil {
 		return nil, err
 	}
-	v, err := note.NewVerifier(vkey)
-	if err != nil {
-		return nil, err
-	}
-	return &NoteSigner{name: origin, hash: v.KeyHash(), key: key, vkey: vkey}, nil
+	return &NoteSigner{s}, nil
 }
-
-func (s *NoteSigner) Name() string                    { return s.name }
-func (s *NoteSigner) KeyHash() uint32                 { return s.hash }
-func (s *NoteSigner) Sign(msg []byte) ([]byte, error) { return s.key.Sign(msg), nil }
 
 // SignCheckpoint signs the checkpoint at size with root (NoteSigning).
 func (s *NoteSigner) SignCheckpoint(_ context.Context, size uint64, root merkle.Hash) ([]byte, error) {
 	return SignCheckpointNote(s, size, root)
 }
-
-// VerifierKey is the note verifier key a witness is configured with.
-func (s *NoteSigner) VerifierKey() string { return s.vkey }
 
 // CheckpointBody is the text of a C2SP checkpoint.
 func CheckpointBody(origin string, size uint64, root merkle.Hash) string {
@@ -85,7 +72,7 @@ func CheckpointBody(origin string, size uint64, root merkle.Hash) string {
 
 // SignCheckpointNote signs a checkpoint body as a note.
 func SignCheckpointNote(s *NoteSigner, size uint64, root merkle.Hash) ([]byte, error) {
-	return note.Sign(&note.Note{Text: CheckpointBody(s.name, size, root)}, s)
+	return note.Sign(&note.Note{Text: CheckpointBody(s.Name(), size, root)}, s)
 }
 
 // ErrWitnessConflict: the witness holds a different size than we said it had

@@ -101,7 +101,7 @@ func (w *c2spWitness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 func TestCheckpointNoteCosignedByC2SPWitness(t *testing.T) {
 	dir := t.TempDir()
 	key, _ := signer.GenerateKey()
-	origin := DefaultOrigin("log.example.com/acme", key.KeyID(), "acme")
+	origin := DefaultOrigin("log.example.com/acme", "acme")
 	ns, err := NewNoteSigner(origin, key)
 	if err != nil {
 		t.Fatal(err)

@@ -200,9 +200,25 @@ func (c *Client) SignEnvelope(ctx context.Context, payloadType string, payload [
 	return c.signRequest(ctx, &SignRequest{PayloadType: payloadType, Payload: payload})
 }
 
-// signRequest posts req to /sign and checks the envelope it gets back.
+// signRequest posts req to /sign and checks the envelope it gets back: the payload
+// type and bytes sent, signed by the signer's key.
 func (c *Client) signRequest(ctx context.Context, req *SignRequest) (*receipt.Envelope, error) {
-	payloadType, payload := req.PayloadType, []byte(req.Payload)
+	body, err := c.post(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	env, err := checkEnvelope(body, c.key, req.PayloadType)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s/sign: %w", ErrBadResponse, c.base, err)
+	}
+	if !bytes.Equal(env.Payload, req.Payload) {
+		return nil, fmt.Errorf("%w: %s/sign returned a payload other than the one sent", ErrBadResponse, c.base)
+	}
+	return env, nil
+}
+
+// post sends req to /sign and returns the body of a 2xx answer.
+func (c *Client) post(ctx context.Context, req *SignRequest) ([]byte, error) {
 	reqBody, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -210,26 +226,26 @@ func (c *Client) signRequest(ctx context.Context, req *SignRequest) (*receipt.En
 	if len(reqBody) > MaxSignBody {
 		return nil, fmt.Errorf("%w: the sign request is %d bytes; the signer takes at most %d", ErrRefused, len(reqBody), MaxSignBody)
 	}
-	body, err := c.do(ctx, http.MethodPost, "/sign", reqBody, true)
+	return c.do(ctx, http.MethodPost, "/sign", reqBody, true)
+}
+
+// checkEnvelope parses the signer's answer as an Envelope of payloadType with exactly
+// one signature, by key, that verifies. The error says which check failed.
+func checkEnvelope(body []byte, key signer.PublicKey, payloadType string) (*receipt.Envelope, error) {
+	env, err := receipt.ParseEnvelope(body)
 	if err != nil {
 		return nil, err
 	}
-	env, err := receipt.ParseEnvelope(body)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s/sign: %w", ErrBadResponse, c.base, err)
-	}
 	switch {
 	case env.PayloadType != payloadType:
-		return nil, fmt.Errorf("%w: %s/sign returned payloadType %q, not the %q sent", ErrBadResponse, c.base, env.PayloadType, payloadType)
-	case !bytes.Equal(env.Payload, payload):
-		return nil, fmt.Errorf("%w: %s/sign returned a payload other than the one sent", ErrBadResponse, c.base)
+		return nil, fmt.Errorf("payloadType %q, not the %q sent", env.PayloadType, payloadType)
 	case len(env.Signatures) != 1:
-		return nil, fmt.Errorf("%w: %s/sign returned %d signatures, want 1", ErrBadResponse, c.base, len(env.Signatures))
-	case env.Signatures[0].KeyID != c.key.KeyID:
-		return nil, fmt.Errorf("%w: %s/sign signed with keyid %s, not the signer's key %s", ErrBadResponse, c.base, env.Signatures[0].KeyID, c.key.KeyID)
+		return nil, fmt.Errorf("%d signatures, want 1", len(env.Signatures))
+	case env.Signatures[0].KeyID != key.KeyID:
+		return nil, fmt.Errorf("signed with keyid %s, not the signer's key %s", env.Signatures[0].KeyID, key.KeyID)
 	}
-	if _, err := env.Verify([]signer.PublicKey{c.key}); err != nil {
-		return nil, fmt.Errorf("%w: %s/sign: the signature does not verify against keyid %s", ErrBadResponse, c.base, c.key.KeyID)
+	if _, err := env.Verify([]signer.PublicKey{key}); err != nil {
+		return nil, fmt.Errorf("the signature does not verify against keyid %s", key.KeyID)
 	}
 	return env, nil
 }

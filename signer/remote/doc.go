@@ -20,8 +20,8 @@
 // # Only tree heads
 //
 // The signer signs nothing but tree heads and C2SP checkpoints (note.go: payloadType
-// PayloadCheckpointNote, the three-line checkpoint text, answered with the signature
-// over it, append-only per origin). For a tree head payloadType must be
+// PayloadCheckpointNote, the three-line checkpoint text, answered with the signed
+// Envelope whose payload is the checkpoint's signed note, append-only per origin). For a tree head payloadType must be
 // application/vnd.svc.treehead+json and the payload must be the canonical JSON of a
 // valid tree head (receipt.DecodeTreeHead, lowercase hex rootHash, re-encoding to the
 // same bytes). This is defence in depth: a stolen token cannot make the log key sign a

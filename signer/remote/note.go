@@ -3,46 +3,59 @@ package remote
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/mod/sumdb/note"
 
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
 )
 
 // C2SP checkpoints through the signer.
 //
-// Besides tree heads the signer signs one other thing: the text of a C2SP
-// tlog-checkpoint (https://c2sp.org/tlog-checkpoint), exactly three lines
+// Besides tree heads the signer signs one other thing: a C2SP tlog-checkpoint
+// (https://c2sp.org/tlog-checkpoint). The log posts to /sign payloadType
+// PayloadCheckpointNote and, as payload, the checkpoint text, exactly three lines
 //
 //	<origin>
 //	<tree size, decimal>
 //	<root hash, standard base64>
 //
-// posted to /sign as payloadType PayloadCheckpointNote with the text as payload. It
-// answers 200 {"signature": "<base64 Ed25519 signature over the text>"}: the log
-// makes the note's signature line from it (note.Sign, the key named by the origin).
-// The text is signed as is, not in DSSE's pre-authentication encoding, since a note
-// verifier checks the signature over the text itself; the three-line form, an origin
-// that may not start with "DSSEv1" and a 32-byte root keep it apart from anything
-// else the key signs.
+// and the signer answers, as for a tree head, the signed Envelope (SPEC.md, "Signer
+// process"): payloadType PayloadCheckpointNote, and as payload the checkpoint as C2SP
+// publishes it, a signed note, the text followed by a blank line and the log key's
+// note signature line
+//
+//	— <origin> base64(key hash ‖ Ed25519 signature over the text)
+//
+// whose key name is the origin. The Envelope's own signature is DSSE's, over the
+// pre-authentication encoding of that payload, so any DSSE verifier holding the log
+// key verifies the Envelope, and any C2SP client holding the origin's verifier key
+// verifies the note it carries. The note signature cannot be the Envelope's signature:
+// a note verifier checks Ed25519 over the text itself, a DSSE verifier over
+// "DSSEv1 <len> <type> <len> <payload>", and no text is both (a checkpoint's first line
+// is its origin, which may not start with "DSSEv1", so the two messages the key signs
+// never coincide). The client (NoteSigner) checks both signatures and that the note's
+// text is the one it sent, then publishes the payload.
 //
 // Checkpoints are append-only as tree heads are, in a chain of their own per origin
 // (state key "c2sp-checkpoint:<origin>"): a larger checkpoint needs a consistency
 // proof from the last one signed for its origin, the same size the same root, and a
 // smaller one is refused (409 with the last one), so no stolen token makes the signer
-// show a witness two histories of one origin.
+// show a witness two histories of one origin. The chain of a tenant's default origin,
+// receipt.DefaultLogID ("svc-log/<tenant>"), carries on from the one its checkpoints
+// had before the origin stopped naming the key ("svc-log/<16 hex of a keyid of this
+// signer>/<tenant>"), as a head's log carries on from "tenant:<tenant>".
 
-// PayloadCheckpointNote is the payloadType of a C2SP checkpoint text sent to /sign.
+// PayloadCheckpointNote is the payloadType of a C2SP checkpoint sent to /sign (the
+// text) and of the Envelope it answers (the signed note).
 const PayloadCheckpointNote = "application/vnd.svc.c2sp-checkpoint"
 
 // checkpointKeyPrefix starts the state key of an origin's checkpoint chain.
@@ -50,11 +63,6 @@ const checkpointKeyPrefix = "c2sp-checkpoint:"
 
 // maxOrigin caps a checkpoint's origin line.
 const maxOrigin = 1024
-
-// NoteSignature is the answer of /sign to a checkpoint text.
-type NoteSignature struct {
-	Signature receipt.Base64 `json:"signature"`
-}
 
 // ParseCheckpointText checks a C2SP checkpoint text as the signer takes it and
 // returns its origin, size and root. The error names what was wrong.
@@ -71,6 +79,8 @@ func ParseCheckpointText(text []byte) (origin string, size uint64, root merkle.H
 		return "", 0, root, errors.New("checkpoint origin must be UTF-8 without control characters")
 	case strings.HasPrefix(origin, "DSSEv1"):
 		return "", 0, root, errors.New("checkpoint origin may not start with DSSEv1")
+	case strings.ContainsFunc(origin, unicode.IsSpace) || strings.Contains(origin, "+"):
+		return "", 0, root, errors.New("checkpoint origin may contain neither spaces nor '+' (it is the note key name of the log's signature)")
 	}
 	size, err = strconv.ParseUint(lines[1], 10, 64)
 	if err != nil || strconv.FormatUint(size, 10) != lines[1] {
@@ -97,12 +107,12 @@ func checkpointHead(text []byte) (*receipt.TreeHead, error) {
 // NoteSigner signs the C2SP checkpoints of one origin through the signer: the
 // remote counterpart of an in-process note signer.
 type NoteSigner struct {
-	c      *Client
-	origin string
-	tenant string
-	tree   receipt.HeadTree
-	vkey   string
-	hash   uint32
+	c        *Client
+	origin   string
+	tenant   string
+	tree     receipt.HeadTree
+	verifier note.Verifier
+	vkey     string
 }
 
 // NewNoteSigner makes the note signer of origin, whose consistency proofs come from
@@ -116,7 +126,7 @@ func (c *Client) NewNoteSigner(origin, tenant string, tree receipt.HeadTree) (*N
 	if err != nil {
 		return nil, err
 	}
-	return &NoteSigner{c: c, origin: origin, tenant: tenant, tree: tree, vkey: vkey, hash: v.KeyHash()}, nil
+	return &NoteSigner{c: c, origin: origin, tenant: tenant, tree: tree, verifier: v, vkey: vkey}, nil
 }
 
 // VerifierKey is the note verifier key of the origin (what witnesses and clients
@@ -145,10 +155,14 @@ func (n *NoteSigner) SignCheckpoint(ctx context.Context, size uint64, root merkl
 				req.Consistency.Proof[i] = h.String()
 			}
 		}
-		sig, err := n.c.signText(ctx, req)
+		body, err := n.c.post(ctx, req)
 		if err == nil {
+			var signed []byte
+			if signed, err = OpenCheckpointAnswer(body, n.c.key, text, n.verifier); err != nil {
+				return nil, fmt.Errorf("%w: %s/sign: %w", ErrBadResponse, n.c.base, err)
+			}
 			n.c.heads.set(SignedHead{Log: key, TreeSize: size, RootHash: root.String()})
-			return note.Sign(&note.Note{Text: text}, fixedSigner{n: n, sig: sig})
+			return signed, nil
 		}
 		var conflict *conflictError
 		if !errors.As(err, &conflict) {
@@ -164,34 +178,41 @@ func (n *NoteSigner) SignCheckpoint(ctx context.Context, size uint64, root merkl
 	return nil, lastErr
 }
 
-// signText posts a checkpoint text to /sign and checks the signature it gets back.
-func (c *Client) signText(ctx context.Context, req *SignRequest) ([]byte, error) {
-	reqBody, err := json.Marshal(req)
+// OpenCheckpointAnswer checks the signer's answer to a checkpoint text and returns the
+// signed note it carries: body must be a signed Envelope of payloadType
+// PayloadCheckpointNote with exactly one signature, by key, that verifies (DSSE), whose
+// payload is text followed by exactly one note signature line, by v (the origin's
+// verifier key of key), that verifies, in the encoding note.Sign gives. The error says
+// which check failed.
+func OpenCheckpointAnswer(body []byte, key signer.PublicKey, text string, v note.Verifier) ([]byte, error) {
+	env, err := checkEnvelope(body, key, PayloadCheckpointNote)
 	if err != nil {
 		return nil, err
 	}
-	body, err := c.do(ctx, http.MethodPost, "/sign", reqBody, true)
+	n, err := note.Open(env.Payload, note.VerifierList(v))
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("the Envelope's payload is not a note signed by %s: %w", v.Name(), err)
+	case n.Text != text:
+		return nil, errors.New("the signed note's text is not the checkpoint sent")
+	case len(n.Sigs) != 1 || len(n.UnverifiedSigs) != 0:
+		return nil, fmt.Errorf("the signed note carries %d signatures, want the log key's only", len(n.Sigs)+len(n.UnverifiedSigs))
+	}
+	want := []byte(text + "\n\u2014 " + v.Name() + " " + n.Sigs[0].Base64 + "\n")
+	sig, _ := base64.StdEncoding.DecodeString(n.Sigs[0].Base64) // note.Open decoded it
+	if !bytes.Equal(env.Payload, want) || base64.StdEncoding.EncodeToString(sig) != n.Sigs[0].Base64 {
+		return nil, errors.New("the signed note is not in the form note.Sign writes (one line, standard base64)")
+	}
+	return env.Payload, nil
+}
+
+// signNote signs a checkpoint text (ParseCheckpointText took it) as a C2SP note under
+// its origin with the log key: the payload of the signer's answer.
+func signNote(key *signer.Key, text []byte) ([]byte, error) {
+	origin, _, _ := strings.Cut(string(text), "\n")
+	ns, err := signer.NewNoteSigner(origin, key)
 	if err != nil {
 		return nil, err
 	}
-	var ans NoteSignature
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&ans); err != nil {
-		return nil, fmt.Errorf("%w: %s/sign answered a checkpoint with %w", ErrBadResponse, c.base, err)
-	}
-	if !ed25519.Verify(c.key.Key, req.Payload, ans.Signature) {
-		return nil, fmt.Errorf("%w: %s/sign: the checkpoint signature does not verify against keyid %s", ErrBadResponse, c.base, c.key.KeyID)
-	}
-	return ans.Signature, nil
+	return note.Sign(&note.Note{Text: string(text)}, ns)
 }
-
-// fixedSigner hands note.Sign a signature the signer made.
-type fixedSigner struct {
-	n   *NoteSigner
-	sig []byte
-}
-
-func (f fixedSigner) Name() string                { return f.n.origin }
-func (f fixedSigner) KeyHash() uint32             { return f.n.hash }
-func (f fixedSigner) Sign([]byte) ([]byte, error) { return f.sig, nil }

@@ -9,9 +9,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 
+	"svc.dev/svc/merkle"
+	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer/remote"
 )
 
@@ -81,5 +84,63 @@ func TestSignerSignsCheckpointNotes(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(ans, tc.want) {
 			t.Fatalf("%q: %d %s, want 400 naming %q", tc.text, code, ans, tc.want)
 		}
+	}
+}
+
+// TestCheckpointChainCarriesOver: a tenant's default origin no longer names the key
+// ("svc-log/<tenant>", receipt.DefaultLogID). The signer carries the tenant's
+// checkpoint chain over from the origin its checkpoints had before,
+// "svc-log/<16 hex of a keyid of this signer>/<tenant>", the current key's or a
+// retired one's: after the upgrade and a key rotation, the first checkpoint under the
+// stable origin must extend the last one signed under the old (a rollback and a fork
+// are refused with 409), and the honest log goes on with a proof from it. Another
+// tenant's old chain is not carried to this one.
+func TestCheckpointChainCarriesOver(t *testing.T) {
+	ctx := context.Background()
+	old := seedKey(t, 1)
+	heads := openHeads(t, t.TempDir())
+	acme := growTree(t, nil, "acme", 20)
+	fork := growTree(t, nil, "fork", 20)
+	root10, _ := acme.RootAt(10)
+	oldOrigin := "svc-log/" + old.KeyID()[:16] + "/acme"
+	if err := heads.Record(remote.SignedHead{Log: "c2sp-checkpoint:" + oldOrigin, TreeSize: 10, RootHash: root10.String()}); err != nil {
+		t.Fatal(err)
+	}
+	rotated := newSigner(t, 2, testToken, func(cfg *remote.ServerConfig) {
+		cfg.Heads = heads
+		cfg.Retired = []remote.RetiredKey{{Key: old.Public(), ValidFrom: validFrom.Add(-time.Hour), ValidTo: validFrom}}
+	})
+	c := newClient(t, rotated.http.URL, testToken)
+	origin := receipt.DefaultLogID("acme")
+	for _, tc := range []struct {
+		what string
+		tree *merkle.Tree
+		size uint64
+	}{{"a rollback", acme, 5}, {"a fork", fork, 10}, {"a fork that grew", fork, 12}} {
+		ns, _ := c.NewNoteSigner(origin, "acme", tc.tree)
+		root, _ := tc.tree.RootAt(tc.size)
+		if _, err := ns.SignCheckpoint(ctx, tc.size, root); !errors.Is(err, remote.ErrConflict) {
+			t.Fatalf("%s under the stable origin: %v, want ErrConflict", tc.what, err)
+		}
+	}
+	ns, _ := c.NewNoteSigner(origin, "acme", acme)
+	root20, _ := acme.RootAt(20)
+	signed, err := ns.SignCheckpoint(ctx, 20, root20)
+	if err != nil {
+		t.Fatalf("the honest log under the stable origin: %v", err)
+	}
+	v, _ := note.NewVerifier(ns.VerifierKey())
+	if n, err := note.Open(signed, note.VerifierList(v)); err != nil || !strings.HasPrefix(n.Text, origin+"\n20\n") {
+		t.Fatalf("the checkpoint under the stable origin: %v\n%s", err, signed)
+	}
+	if h, ok := heads.Last("c2sp-checkpoint:" + origin); !ok || h.TreeSize != 20 {
+		t.Fatalf("the chain under the stable origin: %+v %v", h, ok)
+	}
+	// globex never had a chain: its first checkpoint is trusted on first use, whatever
+	// acme's old chain holds.
+	nsG, _ := c.NewNoteSigner(receipt.DefaultLogID("globex"), "globex", fork)
+	rootF, _ := fork.RootAt(3)
+	if _, err := nsG.SignCheckpoint(ctx, 3, rootF); err != nil {
+		t.Fatalf("another tenant's first checkpoint: %v", err)
 	}
 }

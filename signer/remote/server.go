@@ -129,6 +129,7 @@ type ServerConfig struct {
 // Server is the signer service's http.Handler. It is safe for concurrent use.
 type Server struct {
 	key       *signer.Key
+	keyIDs    []string // the current key's, then the retired keys', in order
 	heads     *HeadStore
 	tokenHash [sha256.Size]byte
 	keysJSON  []byte
@@ -156,6 +157,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	doc := signer.KeyDocument{Log: cfg.LogID, Keys: []signer.KeyEntry{cfg.Key.Public().Entry(cfg.ValidFrom, nil)}}
 	seen := map[string]bool{cfg.Key.KeyID(): true}
+	keyIDs := []string{cfg.Key.KeyID()}
 	for i, r := range cfg.Retired {
 		switch {
 		case len(r.Key.Key) == 0 || r.Key.KeyID == "":
@@ -173,6 +175,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("signer: retired key %d: keyid %s does not match its key", i+1, r.Key.KeyID)
 		}
 		seen[r.Key.KeyID] = true
+		keyIDs = append(keyIDs, r.Key.KeyID)
 		to := r.ValidTo
 		doc.Keys = append(doc.Keys, r.Key.Entry(r.ValidFrom, &to))
 	}
@@ -199,6 +202,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	return &Server{
 		now:       now,
 		key:       cfg.Key,
+		keyIDs:    keyIDs,
 		heads:     cfg.Heads,
 		tokenHash: sha256.Sum256([]byte(cfg.Token)),
 		keysJSON:  keysJSON,
@@ -324,14 +328,16 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 		writeJSONBytes(w, status, body)
 		return append(attrs, slog.String("error", msg))
 	}
+	payload := []byte(req.Payload)
+	if req.PayloadType == PayloadCheckpointNote { // the signed note is the Envelope's payload (note.go)
+		payload, err = signNote(s.key, req.Payload)
+	}
 	var out []byte
-	if req.PayloadType == PayloadCheckpointNote { // the text itself (note.go)
-		out, err = json.Marshal(NoteSignature{Signature: s.key.Sign(req.Payload)})
-	} else {
-		out, err = json.Marshal(receipt.Sign(req.PayloadType, req.Payload, s.key))
+	if err == nil {
+		out, err = json.Marshal(receipt.Sign(req.PayloadType, payload, s.key))
 	}
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "encoding the envelope failed")
+		writeError(w, http.StatusInternalServerError, "signing failed: "+err.Error())
 		return append(attrs, slog.String("error", err.Error()))
 	}
 	if !own || last.TreeSize != th.TreeSize {
@@ -350,9 +356,12 @@ func (s *Server) sign(w http.ResponseWriter, r *http.Request) []slog.Attr {
 }
 
 // lastOf is the head a new head of log key must extend: the last one signed under key
-// (own), or else, for a tenant's default log id (receipt.DefaultLogID), the last head
-// signed for that tenant before every head named its log, kept under
-// "tenant:<tenant>". known is false when there is neither.
+// (own), or else the last one signed under the log's earlier name. For a tenant's
+// default log id (receipt.DefaultLogID) that is the last head signed for that tenant
+// before every head named its log, kept under "tenant:<tenant>"; for the checkpoint
+// chain of a tenant's default origin, the last checkpoint signed when the default
+// origin named the key, "svc-log/<16 hex of a keyid>/<tenant>" (the current key's
+// chain first, then the retired keys'). known is false when there is none.
 func (s *Server) lastOf(key string) (last SignedHead, known, own bool) {
 	if h, ok := s.heads.Last(key); ok {
 		return h, true, true
@@ -360,6 +369,14 @@ func (s *Server) lastOf(key string) (last SignedHead, known, own bool) {
 	if tenant, ok := receipt.ParseDefaultLogID(key); ok {
 		if h, ok := s.heads.Last(StateKey("", tenant)); ok {
 			return h, true, false
+		}
+	}
+	origin, _ := strings.CutPrefix(key, checkpointKeyPrefix)
+	if tenant, ok := receipt.ParseDefaultLogID(origin); ok && origin != key {
+		for _, id := range s.keyIDs {
+			if h, ok := s.heads.Last(checkpointKeyPrefix + receipt.DefaultLogIDPrefix + id[:16] + "/" + tenant); ok {
+				return h, true, false
+			}
 		}
 	}
 	return SignedHead{}, false, false
