@@ -140,6 +140,15 @@ func (g *predicateGen) predicate() *Predicate {
 			}
 		}
 	}
+	// The tool's citation of its definition (issue 32), drawn after relayed for the
+	// same reason; set on odd bytes, so that a seed that ran out of bytes (0s) has none.
+	if g.byte()%2 == 1 {
+		p.Tool.DefinitionDigest = g.str()
+	}
+	if g.byte()%2 == 1 {
+		leaf := uint64(g.byte()) << (g.byte() % 64)
+		p.Tool.DefinitionLeafIndex = &leaf
+	}
 	return p
 }
 
@@ -343,4 +352,49 @@ func FuzzTreeHeadPayload(f *testing.F) {
 			t.Fatalf("%+v: direct %s (%v), general path %s (%v)", th, got, err, want, wantErr)
 		}
 	})
+}
+
+// TestDirectPredicateCitesDefinition: a predicate whose tool cites its definition
+// (tool.definitionDigest, tool.definitionLeafIndex: every gateway receipt since issue
+// 32) is written by the one-pass writers and read by the fast readers, not declined
+// to the general path, and both agree with Canonical and encoding/json. The fuzz
+// targets' seeds rarely draw these members in a predicate the writers take.
+func TestDirectPredicateCitesDefinition(t *testing.T) {
+	principal := "alice"
+	for _, leaf := range []uint64{0, 41, 1e15 + 1} {
+		p := &Predicate{ReceiptID: "0123", Timestamp: "2026-11-27T09:00:00Z",
+			Issuer:    IssuerInfo{Kind: KindGateway, KeyID: "k1", Version: "v"},
+			Principal: Principal{ID: &principal, KeyID: "k2", Provenance: Attested},
+			Agent:     Agent{ID: "agent", Provenance: Attested},
+			Session:   Session{Provenance: Claimed},
+			Model:     Model{Provenance: Claimed},
+			Tool:      Tool{Name: "echo", Provenance: Observed, DefinitionDigest: strings.Repeat("ab", 32), DefinitionLeafIndex: &leaf},
+			Request:   Request{Args: json.RawMessage(`{"text":"hi"}`), ArgsDigest: strings.Repeat("cd", 32), Provenance: Observed},
+			Facts:     map[string]Fact{},
+			Policy:    &Policy{Decision: Allow, Reasons: []string{"all"}, Errors: []string{}, PolicyDigest: strings.Repeat("ef", 32), Provenance: Observed},
+			Execution: Execution{Status: StatusExecuted, Result: json.RawMessage(`{"content":[]}`), ResultDigest: strings.Repeat("01", 32), Provenance: Observed},
+		}
+		want, err := Canonical(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok, err := appendCanonicalPredicate(nil, p, predicateArgs{}, nil)
+		if !ok || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("leaf %d: the direct writer (ok %v, %v) wrote\n%s\nCanonical\n%s", leaf, ok, err, got, want)
+		}
+		if !checkDecodeCanonical(t, got) {
+			t.Fatalf("leaf %d: the fast reader declined %s", leaf, got)
+		}
+		ap := p.authorizationPredicate()
+		if want, err = Canonical(ap); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok, err = appendCanonicalAuthorization(nil, ap, predicateArgs{}); !ok || err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("leaf %d: the direct authorization writer (ok %v, %v) wrote\n%s\nCanonical\n%s", leaf, ok, err, got, want)
+		}
+		checkDecodeCanonical(t, got) // the authorization reader's result against encoding/json's
+		if _, ok := decodeCanonicalAuthorization(got); !ok {
+			t.Fatalf("leaf %d: the fast authorization reader declined %s", leaf, got)
+		}
+	}
 }
