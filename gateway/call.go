@@ -46,6 +46,28 @@ func (g *Gateway) callRelaying(ctx context.Context, s *Session, tool string, arg
 	return res
 }
 
+// agentServer builds an agent-facing MCP server, the reference both fronts serve
+// with: tools/list answers session's current granted tools (ToolsFor), tools
+// list_changed is advertised (routes.go), logging/setLevel is taken and recorded on
+// the session (relayLogs reads it), the configured pass-through is offered
+// (passthrough.go), and every routed tool has a handler running the call path.
+func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context) *Session) *server.MCPServer {
+	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
+		res.Tools = g.ToolsFor(session(ctx)) // the upstreams' current tools (tooldefs.go: relisted, pinned)
+	})
+	hooks.AddAfterSetLevel(func(ctx context.Context, _ any, req *mcp.SetLevelRequest, _ *mcp.EmptyResult) {
+		if s := session(ctx); s != nil {
+			level := req.Params.Level
+			s.logLevel.Store(&level)
+		}
+	})
+	advertiseListChanged(hooks)
+	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(),
+		server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
+	g.addTools(srv, session)
+	return srv
+}
+
 // addTools registers every routed tool with a handler that runs the call path for
 // the session of the request; a tool routed later is registered then (reroute).
 func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {

@@ -20,8 +20,8 @@
 // # Files
 //
 // Core: gateway.go (Gateway, Session, the policy types, the limits of an agent's
-// message), call.go (the call path, and the handlers that mcp-go's servers call into
-// it), facts.go (fact lookups before the policy), policy.go (the Cedar Decider),
+// message), call.go (the call path; agentServer, the mcp-go server both fronts serve
+// with, and the handlers it calls into the call path), facts.go (fact lookups before the policy), policy.go (the Cedar Decider),
 // config.go (the config file), new.go (New: keys, policy, log, upstreams, exporters),
 // pollable_*.go (the agent's stdin through the runtime's poller).
 //
@@ -33,7 +33,8 @@
 // that stream), proof.go (proof of possession, X-Svc-Proof).
 //
 // Faithful to MCP (docs/design/gateway.md, "Faithful to MCP"): relay.go (what an
-// upstream sends within a call, relayed to the agent), toolslist.go (tools/list
+// upstream sends within a call, relayed to the agent; the notes the gateway sends
+// sessions outside a call, a stdio upstream's log messages among them), toolslist.go (tools/list
 // answered with the upstreams' tools as sent), passthrough.go (resources, prompts and
 // completion passed through when configured).
 //

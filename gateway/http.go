@@ -134,13 +134,8 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 	hooks.AddOnUnregisterSession(func(_ context.Context, cs server.ClientSession) {
 		f.sessions.Terminate(cs.SessionID())
 	})
-	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-		res.Tools = g.ToolsFor(f.session(ctx)) // the upstreams' current tools (tooldefs.go: relisted, pinned)
-	})
-	advertiseListChanged(hooks)
-	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
-	g.addTools(srv, f.session)
-	g.watchTools(f.sessions.toolsChanged) // for the gateway's life, as the handler
+	srv := g.agentServer(hooks, f.session)
+	g.watchNotes(f.sessions.tell) // for the gateway's life, as the handler
 	// The session ids and their idle time are the gateway's (httpSessions): the
 	// fast path answers without mcp-go, which would not see those requests.
 	f.mcp = server.NewStreamableHTTPServer(srv,

@@ -127,18 +127,18 @@ func (r *httpSessions) session(id string) *Session {
 	return nil
 }
 
-// toolsChanged tells each live session whose grant names one of the tools changed,
-// on its standalone stream when one is open (a stream's queue full: dropped, as an
-// agent without a stream misses it; its next tools/list is current either way).
-func (r *httpSessions) toolsChanged(changed []string) {
+// tell sends n to each live session it is for, on its standalone stream when one is
+// open (a stream's queue full: dropped, as an agent without a stream misses it; its
+// next tools/list is current either way).
+func (r *httpSessions) tell(n note) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, hs := range r.live {
-		if hs.asks == nil || hs.asks.open.Load() == 0 || !grantNamesAny(hs.s, changed) {
+		if hs.asks == nil || hs.asks.open.Load() == 0 || !n.to(hs.s) {
 			continue
 		}
 		select {
-		case hs.asks.events <- bytes.TrimSuffix(listChangedLine, []byte("\n")):
+		case hs.asks.events <- bytes.TrimSuffix(n.line, []byte("\n")):
 		default:
 		}
 	}

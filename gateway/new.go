@@ -74,6 +74,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 			opts.Logger.Warn("tool definitions not logged at start", "upstream", u.Name(), "err", err)
 		}
 		g.watchToolDefinitions(u)
+		g.relayLogs(u)
 	}
 	ok = true
 	return g, nil

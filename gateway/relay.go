@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
@@ -139,4 +140,37 @@ func (r *relayCount) record() *receipt.Relayed {
 		return nil
 	}
 	return &receipt.Relayed{Requests: r.n, Provenance: receipt.Claimed}
+}
+
+// A note is a notification the gateway sends its agents outside any call, to each
+// session for which to holds: notifications/tools/list_changed to the sessions whose
+// grant names a tool that changed (routes.go), an upstream's log message to those
+// whose grant names one of its tools and whose logging/setLevel lets its level
+// through (relayLogs). A front sends it on the session's stream: stdout on stdio, the
+// standalone event stream over HTTP (none open: missed).
+type note struct {
+	line []byte // the JSON-RPC notification, one line with its newline
+	to   func(*Session) bool
+}
+
+// relayLogs has the log messages u sends outside any call's stream (upstream.WatchLogs:
+// a stdio upstream's, which name no call) told to the sessions using u: MCP's log
+// messages belong to the session, not to a call.
+func (g *Gateway) relayLogs(u upstream.Upstream) {
+	upstream.WatchLogs(u, func(params json.RawMessage) {
+		var p struct {
+			Level mcp.LoggingLevel `json:"level"`
+		}
+		if json.Unmarshal(params, &p) != nil {
+			return
+		}
+		line, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": mcp.MethodNotificationMessage, "params": params})
+		if err != nil {
+			return
+		}
+		tools := u.Tools()
+		g.tell(note{line: append(line, '\n'), to: func(s *Session) bool {
+			return s.wantsLog(p.Level) && slices.ContainsFunc(tools, func(t mcp.Tool) bool { return s.chain.Leaf().HasScope(t.Name) })
+		}})
+	})
 }

@@ -68,21 +68,22 @@ func (g *Gateway) offeredBy(tool string) []string {
 }
 
 // toolWatchers are the fronts' servers (each needs a handler for every routed tool)
-// and the fronts' listeners (told the names of the tools that changed).
+// and the fronts' listeners (each told the notes for its sessions: relay.go).
 type toolWatchers struct {
 	mu        sync.Mutex
 	servers   map[*server.MCPServer]func(context.Context) *Session
-	listeners map[*func([]string)]struct{}
+	listeners map[*func(note)]struct{}
 }
 
-// watchTools has listen told of every change of the routed tools until the returned
-// func is called.
-func (g *Gateway) watchTools(listen func(changed []string)) (stop func()) {
+// watchNotes has listen given every note for the agents' sessions (a tools change,
+// an upstream's log message) until the returned func is called. listen must not
+// block: it runs under the watchers' lock.
+func (g *Gateway) watchNotes(listen func(note)) (stop func()) {
 	w := &g.watchers
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.listeners == nil {
-		w.listeners = map[*func([]string)]struct{}{}
+		w.listeners = map[*func(note)]struct{}{}
 	}
 	p := &listen
 	w.listeners[p] = struct{}{}
@@ -90,6 +91,21 @@ func (g *Gateway) watchTools(listen func(changed []string)) (stop func()) {
 		w.mu.Lock()
 		delete(w.listeners, p)
 		w.mu.Unlock()
+	}
+}
+
+// tell gives n to every front's listener.
+func (g *Gateway) tell(n note) {
+	w := &g.watchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	g.tellLocked(n)
+}
+
+// tellLocked is tell with the watchers' lock held.
+func (g *Gateway) tellLocked(n note) {
+	for l := range g.watchers.listeners {
+		(*l)(n)
 	}
 }
 
@@ -137,9 +153,7 @@ func (g *Gateway) reroute(u upstream.Upstream, before map[string]string) {
 	if len(names) == 0 {
 		return
 	}
-	for l := range w.listeners {
-		(*l)(names)
-	}
+	g.tellLocked(note{line: listChangedLine, to: func(s *Session) bool { return grantNamesAny(s, names) }})
 }
 
 // toolsByName is each of u's tools as sent, by name.

@@ -8,26 +8,14 @@ import (
 	"io"
 	"log"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"svc.dev/svc/gateway/internal/wire"
-	"svc.dev/svc/receipt"
 )
 
-// mcpServer builds the agent-facing MCP server for one session. Every upstream tool
-// is registered, so a call to a tool outside the grant reaches the gateway and is
-// denied with a receipt (a tool error, never a protocol error); tools/list shows only
-// the granted ones, unchanged.
+// mcpServer builds the agent-facing MCP server for the stdio session s (agentServer).
 func (g *Gateway) mcpServer(s *Session) *server.MCPServer {
-	hooks := &server.Hooks{}
-	hooks.AddAfterListTools(func(_ context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
-		res.Tools = g.ToolsFor(s) // the upstreams' current tools (tooldefs.go: relisted, pinned)
-	})
-	advertiseListChanged(hooks)
-	srv := server.NewMCPServer("svc-gateway", receipt.Version, append(g.passThroughOptions(), server.WithToolCapabilities(false), server.WithLogging(), server.WithHooks(hooks))...)
-	g.addTools(srv, func(context.Context) *Session { return s })
-	return srv
+	return g.agentServer(&server.Hooks{}, func(context.Context) *Session { return s })
 }
 
 // ServeStdio serves the grant in the config file over stdin/stdout until ctx ends or
@@ -47,9 +35,9 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 	// Plain tools/call requests take the fast path (stdiofast.go); mcp-go serves
 	// every other line, passed on through a pipe.
 	lw := wire.NewLineWriter(out)
-	defer g.watchTools(func(changed []string) {
-		if grantNamesAny(s, changed) {
-			go lw.Write(listChangedLine) // not under the routes' lock: the agent may be slow to read
+	defer g.watchNotes(func(n note) {
+		if n.to(s) {
+			go lw.Write(n.line) // not under the watchers' lock: the agent may be slow to read
 		}
 	})()
 	pr, pw := io.Pipe()

@@ -320,9 +320,17 @@ func (h *httpCaller) answerRequest(ctx context.Context, msg *rpcMessage, call Ca
 		answer["error"] = &rpcError{Code: mcp.INTERNAL_ERROR, Message: err.Error()}
 	}
 	b, _ := json.Marshal(answer)
+	h.postDetached(ctx, b)
+}
+
+// postDetached posts msg on the upstream's session on a goroutine of its own, past
+// the end of ctx (the call's) but within 10 seconds: an upstream that never answers
+// the POST holds no goroutine for longer.
+func (h *httpCaller) postDetached(ctx context.Context, msg []byte) {
 	go func() {
-		resp, err := h.post(context.WithoutCancel(ctx), b)
-		if err == nil {
+		pctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer stop()
+		if resp, err := h.post(pctx, msg); err == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 			resp.Body.Close()
 		}
@@ -337,13 +345,7 @@ func (h *httpCaller) cancelled(ctx context.Context, id int64) {
 		reason = c.Error()
 	}
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": map[string]any{"requestId": id, "reason": reason}})
-	go func() {
-		pctx, stop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer stop()
-		if resp, err := h.post(pctx, b); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	h.postDetached(ctx, b)
 }
 
 // onlyCall is the one call in flight, when there is exactly one.

@@ -36,6 +36,9 @@ type mcpUpstream struct {
 	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
 	// (WatchTools).
 	toolsChanged toolsWatch
+	// logs is given each notifications/message the upstream sends where no call
+	// owns it (WatchLogs): a stdio upstream's, or one on the 2026-07-28 revision.
+	logs atomic.Pointer[func(json.RawMessage)]
 	// stopListen ends a Streamable HTTP upstream's standalone stream (httpCaller.listen).
 	stopListen context.CancelFunc
 	// progress routes a stdio upstream's notifications/progress to the call that
@@ -47,26 +50,37 @@ type mcpUpstream struct {
 // progressTokens numbers the tokens the gateway gives stdio upstreams.
 var progressTokens atomic.Int64
 
-// relayProgress installs the routing of a stdio upstream's progress notifications.
-func (u *mcpUpstream) relayProgress() {
-	// On the transport: mcp-go's client installs its own handlers in Start, which a
-	// stdio upstream's client is not given (its process is started here).
-	u.c.GetTransport().SetNotificationHandler(func(n mcp.JSONRPCNotification) {
-		if n.Method == string(mcp.MethodNotificationToolsListChanged) {
+// relayNotifications installs the routing of the notifications an upstream sends
+// outside httpCaller's streams (a stdio upstream's; one on the 2026-07-28 revision
+// over HTTP, whose streams mcp-go's client reads): progress to the call whose token
+// it names (withProgress), log messages to WatchLogs, list_changed to WatchTools.
+func (u *mcpUpstream) relayNotifications() {
+	handle := func(n mcp.JSONRPCNotification) {
+		switch n.Method {
+		case string(mcp.MethodNotificationToolsListChanged):
 			u.toolsChanged.fire()
-			return
-		}
-		if n.Method != string(mcp.MethodNotificationProgress) {
-			return
-		}
-		tok, _ := n.Params.AdditionalFields["progressToken"].(string)
-		if f, ok := u.progress.Load(tok); ok {
-			params, err := json.Marshal(n.Params)
-			if err == nil {
-				f.(func(json.RawMessage))(params)
+		case string(mcp.MethodNotificationMessage):
+			if f := u.logs.Load(); f != nil {
+				if params, err := json.Marshal(n.Params); err == nil {
+					(*f)(params)
+				}
+			}
+		case string(mcp.MethodNotificationProgress):
+			tok, _ := n.Params.AdditionalFields["progressToken"].(string)
+			if f, ok := u.progress.Load(tok); ok {
+				if params, err := json.Marshal(n.Params); err == nil {
+					f.(func(json.RawMessage))(params)
+				}
 			}
 		}
-	})
+	}
+	if u.child != nil {
+		// On the transport: mcp-go's client installs its own handlers in Start,
+		// which a stdio upstream's client is not given (its process is started here).
+		u.c.GetTransport().SetNotificationHandler(handle)
+		return
+	}
+	u.c.OnNotification(handle)
 }
 
 // withProgress gives a stdio upstream's call a progress token of the gateway's own
@@ -167,8 +181,8 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		up.stopListen = stop
 		go hc.listen(lctx)
 	}
-	if child != nil {
-		up.relayProgress()
+	if hc == nil {
+		up.relayNotifications()
 	}
 	return up, nil
 }

@@ -139,6 +139,21 @@ func WatchTools(u Upstream, changed func()) bool {
 	return true
 }
 
+// WatchLogs has logged given the params of each notifications/message the upstream
+// sends that no call owns: every one from a stdio upstream (its output names no
+// call) or from one on the 2026-07-28 revision. It runs on the reader of the
+// upstream's output, so it must not block. False: the upstream's log messages go to
+// the call whose stream carried them (Call.Notify; Streamable HTTP), or it sends
+// none (REST).
+func WatchLogs(u Upstream, logged func(params json.RawMessage)) bool {
+	m, ok := u.(*mcpUpstream)
+	if !ok || m.http != nil {
+		return false
+	}
+	m.logs.Store(&logged)
+	return true
+}
+
 // toolsWatch holds the func WatchTools was given.
 type toolsWatch struct{ f atomic.Pointer[func()] }
 
