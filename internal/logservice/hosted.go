@@ -323,13 +323,16 @@ func (s *Service) serveHosted(ctx context.Context, t tenancy.Tenant) error {
 	} else if !errors.Is(err, jetstream.ErrKeyExists) {
 		return fmt.Errorf("sequencer lease: %w", err)
 	}
-	return s.follow(ctx, t)
+	return s.follow(ctx, t, nil)
 }
 
 // follow serves tenant from a read-only tree that follows the log of record (another
 // process runs its sequencer) and takes the sequencer over when the lease is free.
 // The caller holds t's lock; the read-only tree stops when the tenant goes quiet.
-func (s *Service) follow(ctx context.Context, t tenancy.Tenant) error {
+// released, when not nil, is this process's own holding's lease channel (a
+// hand-over): the lease is not tried before it is closed, since until then the lease
+// is still this process's and taking it would keep it from the other processes.
+func (s *Service) follow(ctx context.Context, t tenancy.Tenant, released <-chan struct{}) error {
 	st := s.hosted
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
@@ -378,7 +381,7 @@ func (s *Service) follow(ctx context.Context, t tenancy.Tenant) error {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := st.awaitLease(fctx, t.ID)
+		err := st.awaitLease(fctx, t.ID, released)
 		stop()
 		<-replicaDone
 		if err == nil {
@@ -445,8 +448,20 @@ func appendBatch(tree *merkle.Tree, tenant string, b *pipeline.Batch) error {
 // awaitLease returns once this process holds tenant's lease (nil) or ctx ends. It
 // tries at once when the holder releases the lease (a clean stop deletes it) and
 // every LeaseTTL/4 otherwise, since a lease that ran out leaves no marker to watch.
-func (st *hostedState) awaitLease(ctx context.Context, tenant string) error {
+// When own is not nil (this process hands the tenant over), it first waits until own
+// is closed (its holding released the lease), then tries at once as after a release:
+// tryLease takes back a lease that names this process, which during a slow hand-over
+// would be the holding's own, still renewed, and never released.
+func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan struct{}) error {
 	released := make(chan struct{}, 1)
+	if own != nil {
+		select {
+		case <-own:
+			released <- struct{}{}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	if w, err := st.kv.Watch(ctx, tenant, jetstream.UpdatesOnly()); err == nil {
 		defer func() { _ = w.Stop() }()
 		go func() {
@@ -600,7 +615,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	if !sent.IsZero() {
 		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
 	}
-	reqs, _ := st.feed.add(t.ID)
+	reqs, gen := st.feed.add(t.ID)
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry,
 		Leaves: st.leavesStream(ctx)})
 	if err != nil {
@@ -649,6 +664,12 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	if err := s.startCheckpoints(workCtx, h); err != nil {
 		return err
 	}
+	// The first append, sent once this returns, then comes after the tenant's lane
+	// took it in and costs that lane no reset (feed.go). A lane slower than that is
+	// not waited for: its update finds the requests and resets it.
+	sctx, cancel := context.WithTimeout(ctx, settleWait)
+	_ = st.feed.settle(sctx, gen)
+	cancel()
 	// Registered last: stepDown may stop it only once everything above runs.
 	st.mu.Lock()
 	st.held[t.ID] = h
@@ -656,6 +677,9 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	st.mu.Unlock()
 	return nil
 }
+
+// settleWait bounds how long a tenant's start waits for its lane to take it in.
+const settleWait = 2 * time.Second
 
 // startCheckpoints loads and runs the checkpointer of h's tenant (until workCtx ends).
 func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {
@@ -770,7 +794,7 @@ func (st *hostedState) take(tenant string) *holding {
 func (s *Service) handOver(ctx context.Context, h *holding, why string, last bool) error {
 	tenant := h.t.ID
 	s.cfg.Logger.Info("stepping down to a standby", "tenant", tenant, "why", why)
-	ferr := s.follow(ctx, h.t)
+	ferr := s.follow(ctx, h.t, h.lease)
 	if ferr != nil {
 		// No read-only tree (the broker is slow or refuses): the tenant stops here
 		// all the same, and its next request starts it again.

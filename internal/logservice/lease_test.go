@@ -168,3 +168,56 @@ func (h countingHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h countingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h countingHandler) WithGroup(string) slog.Handler      { return h }
+
+// TestSlowHandOverLeavesItsOwnLease: while a process hands a tenant over, its own
+// standby for the tenant (started first, to serve reads) does not take the lease the
+// holding still holds and renews, however long the hand-over takes (tryLease takes
+// back a lease that names this process): it tries once the holding released it, at
+// once. Taking it kept the lease from every other process's standby (the release
+// of a revision no longer the last failed). Then a hand-over slowed past several
+// of the standby's attempts (a checkpointer slow to stop) ends with the tenant
+// taken back here, no lease lost, and its indices going on.
+func TestSlowHandOverLeavesItsOwnLease(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	var lost atomic.Int32
+	logger := slog.New(countingHandler{match: "lost a tenant's sequencer", n: &lost})
+	a, url := frontEndLogged(t, t.TempDir(), natsembed.URL(srv, "pw-of-tests"), dbURL, key, logger)
+	st, ctx := a.hosted, context.Background()
+
+	// The mechanism: a lease naming this process, its holding not yet done.
+	if _, err := st.kv.Put(ctx, "ghost", []byte(st.id)); err != nil {
+		t.Fatal(err)
+	}
+	own := make(chan struct{})
+	wctx, cancel := context.WithTimeout(ctx, 4*st.cfg.LeaseTTL/4) // four attempts' worth
+	err := st.awaitLease(wctx, "ghost", own)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("awaitLease with the holding's lease still held: %v, want to wait", err)
+	}
+	go func() { st.release("ghost", 0); close(own) }()
+	wctx, cancel = context.WithTimeout(ctx, st.cfg.LeaseTTL/4) // sooner than a periodic attempt
+	err = st.awaitLease(wctx, "ghost", own)
+	cancel()
+	if err != nil {
+		t.Fatalf("awaitLease once the holding released the lease: %v, want it taken at once", err)
+	}
+
+	// End to end: a hand-over slowed past the standby's attempts.
+	tok := addTenant(t, a, "acme")
+	if s, body := appendTo(t, url, "acme", tok, "before"); s != 200 {
+		t.Fatalf("append: %d %s", s, body)
+	}
+	st.mu.Lock()
+	h := st.held["acme"]
+	st.mu.Unlock()
+	h.work.Add(1) // a checkpointer slow to stop
+	go func() { time.Sleep(st.cfg.LeaseTTL); h.work.Done() }()
+	if err := a.stepDown(ctx, "acme", "test"); err != nil {
+		t.Fatal(err)
+	}
+	takenBack(t, a, url, tok, 1)
+	if n := lost.Load(); n != 0 {
+		t.Fatalf("the slow hand-over lost the lease %d times", n)
+	}
+}
