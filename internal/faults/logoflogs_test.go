@@ -363,7 +363,7 @@ func (o *observer) check(t *testing.T, base string) tlog.Tree {
 		return tlog.Tree{N: int64(c.Size), Hash: tlog.Hash(c.Root)}
 	}
 	final := tree(o.seen[o.last])
-	hr := tlog.TileHashReader(final, tiles{t: t, base: base + "/log-of-logs"})
+	hr := tlog.TileHashReader(final, testkit.C2SPTiles{T: t, Base: base + "/log-of-logs"})
 	for size, n := range o.seen {
 		old := tree(n)
 		proof, err := tlog.ProveTree(final.N, old.N, hr)
@@ -377,29 +377,6 @@ func (o *observer) check(t *testing.T, base string) tlog.Tree {
 	t.Logf("%d checkpoints served, each consistent with the last (size %d)", len(o.seen), final.N)
 	return final
 }
-
-// tiles reads C2SP hash tiles with no credential for golang.org/x/mod/sumdb/tlog
-// (whose tile paths carry the height, C2SP's do not).
-type tiles struct {
-	t    *testing.T
-	base string
-}
-
-func (tiles) Height() int { return 8 }
-
-func (p tiles) ReadTiles(ts []tlog.Tile) ([][]byte, error) {
-	out := make([][]byte, len(ts))
-	for i, tile := range ts {
-		code, body := httpGet(p.t, p.base+"/"+strings.Replace(tile.Path(), "tile/8/", "tile/", 1))
-		if code != 200 {
-			return nil, fmt.Errorf("%s: %d %s", tile.Path(), code, body)
-		}
-		out[i] = []byte(body)
-	}
-	return out, nil
-}
-
-func (tiles) SaveTiles([]tlog.Tile, [][]byte) {}
 
 // httpGet is a GET's status and body (at most 1 MiB).
 func httpGet(t *testing.T, url string) (int, string) {

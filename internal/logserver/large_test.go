@@ -26,6 +26,7 @@ import (
 	"svc.dev/svc/internal/logserver"
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/sequencer"
+	"svc.dev/svc/internal/testkit"
 	"svc.dev/svc/merkle"
 	"svc.dev/svc/pipeline"
 	"svc.dev/svc/receipt"
@@ -239,7 +240,7 @@ func runLargeChild(t *testing.T, dir string, n uint64, key *signer.Key) largeRes
 		t.Fatalf("head of size %d (%v), want %d", th.TreeSize, err, n)
 	}
 	tree := tlog.Tree{N: int64(n), Hash: tlog.Hash(root)}
-	hr := tlog.TileHashReader(tree, c2spTiles{t: t, base: base})
+	hr := tlog.TileHashReader(tree, testkit.C2SPTiles{T: t, Base: base})
 	rng := rand.New(rand.NewPCG(n, 14))
 	samples := []uint64{0, n / 2, n - 1}
 	for len(samples) < 20 {

@@ -20,34 +20,6 @@ import (
 	"svc.dev/svc/signer"
 )
 
-// c2spTiles reads a log's tiles over HTTP for golang.org/x/mod/sumdb/tlog, an
-// implementation independent of ours: the path comes from tlog's own Tile.Path with
-// its height element dropped (C2SP tlog-tiles has none), so our path encoding is
-// checked too.
-type c2spTiles struct {
-	t     testing.TB
-	base  string
-	token string
-}
-
-func (r c2spTiles) Height() int { return merkle.TileHeight }
-
-func (r c2spTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
-	out := make([][]byte, len(tiles))
-	for i, tile := range tiles {
-		path := strings.Replace(tile.Path(), "tile/8/", "tile/", 1)
-		path = strings.Replace(path, "tile/data/", "tile/entries/", 1)
-		code, _, body := get(r.t, r.base+"/"+path, r.token)
-		if code != 200 {
-			return nil, fmt.Errorf("GET %s: %d %s", path, code, body)
-		}
-		out[i] = []byte(body)
-	}
-	return out, nil
-}
-
-func (r c2spTiles) SaveTiles([]tlog.Tile, [][]byte) {}
-
 func get(t testing.TB, url, token string) (int, http.Header, string) {
 	t.Helper()
 	return testkit.Do(t, "GET", url, token, "")
@@ -105,7 +77,7 @@ func TestTilesVerifyWithSumdbTlog(t *testing.T) {
 	if tree.N != n {
 		t.Fatalf("checkpoint size %d, want %d", tree.N, n)
 	}
-	hr := tlog.TileHashReader(tree, c2spTiles{t: t, base: base})
+	hr := tlog.TileHashReader(tree, testkit.C2SPTiles{T: t, Base: base})
 	for _, i := range []int64{0, 1, 255, 256, 299, 511, 512, 649, hashOnlyAt, 651, n - 1} {
 		proof, err := tlog.ProveRecord(tree.N, i, hr)
 		if err != nil {

@@ -70,35 +70,6 @@ func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string, 
 	return svc, hs.URL, key
 }
 
-// publicTiles reads a tenant's C2SP hash tiles over HTTP with no credential, for
-// golang.org/x/mod/sumdb/tlog (whose tile paths carry the height, C2SP's do not).
-type publicTiles struct {
-	t    *testing.T
-	base string
-}
-
-func (p publicTiles) Height() int { return 8 }
-
-func (p publicTiles) ReadTiles(tiles []tlog.Tile) ([][]byte, error) {
-	out := make([][]byte, len(tiles))
-	for i, tile := range tiles {
-		path := strings.Replace(tile.Path(), "tile/8/", "tile/", 1)
-		resp, err := http.Get(p.base + "/" + path)
-		if err != nil {
-			return nil, err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return nil, fmt.Errorf("GET %s without a token: %d %s", path, resp.StatusCode, body)
-		}
-		out[i] = body
-	}
-	return out, nil
-}
-
-func (publicTiles) SaveTiles([]tlog.Tile, [][]byte) {}
-
 // publicCheckpoint reads a tenant's C2SP checkpoint with no credential and checks that
 // it carries a valid signature by each of v's keys.
 func publicCheckpoint(t *testing.T, base string, v note.Verifiers) tlog.Tree {
@@ -197,7 +168,7 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	if older.N != 300 {
 		t.Fatalf("checkpoint of size %d, want 300", older.N)
 	}
-	thr := tlog.TileHashReader(older, publicTiles{t: t, base: base})
+	thr := tlog.TileHashReader(older, testkit.C2SPTiles{T: t, Base: base})
 	for _, i := range []int64{0, 255, 256, 299} {
 		proof, err := tlog.ProveRecord(older.N, i, thr)
 		if err != nil {
@@ -212,7 +183,7 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	if newer.N != 345 {
 		t.Fatalf("second checkpoint of size %d, want 345", newer.N)
 	}
-	proof, err := tlog.ProveTree(newer.N, older.N, tlog.TileHashReader(newer, publicTiles{t: t, base: base}))
+	proof, err := tlog.ProveTree(newer.N, older.N, tlog.TileHashReader(newer, testkit.C2SPTiles{T: t, Base: base}))
 	if err != nil {
 		t.Fatalf("consistency proof from the public tiles: %v", err)
 	}
@@ -279,7 +250,7 @@ func get(t *testing.T, url string) (int, string) {
 // tiles, which tlog authenticates against tree's root.
 func checkBundles(t *testing.T, base, token string, tree tlog.Tree, leaves []string) {
 	t.Helper()
-	thr := tlog.TileHashReader(tree, publicTiles{t: t, base: base})
+	thr := tlog.TileHashReader(tree, testkit.C2SPTiles{T: t, Base: base})
 	for n := int64(0); n*256 < tree.N; n++ {
 		tile := tlog.Tile{H: 8, L: -1, N: n, W: int(min(256, tree.N-n*256))}
 		path := strings.Replace(tile.Path(), "tile/8/data/", "tile/entries/", 1)

@@ -161,7 +161,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	tree := tlog.Tree{N: int64(size), Hash: tlog.Hash(root)}
 	i := int64(rp.Inclusion.LeafIndex)
-	proof, err := tlog.ProveRecord(tree.N, i, tlog.TileHashReader(tree, publicTiles{t: t, base: url + "/t/acme"}))
+	proof, err := tlog.ProveRecord(tree.N, i, tlog.TileHashReader(tree, testkit.C2SPTiles{T: t, Base: url + "/t/acme"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func lolIncludes(t *testing.T, base, lolVkey, tenant string, index uint64) {
 	if code != 200 {
 		t.Fatalf("%s's checkpoint: %d %s", tenant, code, cp)
 	}
-	proof, err := tlog.ProveRecord(tree.N, int64(index), tlog.TileHashReader(tree, publicTiles{t: t, base: base + "/log-of-logs"}))
+	proof, err := tlog.ProveRecord(tree.N, int64(index), tlog.TileHashReader(tree, testkit.C2SPTiles{T: t, Base: base + "/log-of-logs"}))
 	if err != nil {
 		t.Fatal(err)
 	}
