@@ -72,9 +72,9 @@ func TestCheckpointRunsOneGoroutine(t *testing.T) {
 		}
 		return nil
 	})
-	c.mu.Lock()
-	left := len(c.runs)
-	c.mu.Unlock()
+	c.sched.mu.Lock()
+	left := len(c.sched.items)
+	c.sched.mu.Unlock()
 	if left != 0 {
 		t.Fatalf("%d runs left after every tenant stopped", left)
 	}
