@@ -87,12 +87,46 @@ func (w *jcsWriter) canon(c canonicalJSON, within int) {
 	w.b = append(w.b, c.text...)
 }
 
-// endProvenance writes the last member of most records, and closes the record.
-func (w *jcsWriter) endProvenance(p Provenance) {
-	w.lit(`,"provenance":`)
-	w.str(string(p))
-	w.lit("}")
+// jcsMembers writes the members of one object in the order given, which must be
+// sorted, with a comma before all but the first.
+type jcsMembers struct {
+	w     *jcsWriter
+	first bool
 }
+
+// object opens an object; end closes it.
+func (w *jcsWriter) object() jcsMembers {
+	w.lit("{")
+	return jcsMembers{w: w, first: true}
+}
+
+// next writes the comma before a member but the first.
+func (o *jcsMembers) next() *jcsWriter {
+	if !o.first {
+		o.w.b = append(o.w.b, ',')
+	}
+	o.first = false
+	return o.w
+}
+
+// key writes a member's name, a constant that needs no escape, and returns the writer
+// for its value.
+func (o *jcsMembers) key(name string) *jcsWriter {
+	w := o.next()
+	w.b = append(append(append(w.b, '"'), name...), '"', ':')
+	return w
+}
+
+// name writes a member's name taken from data, escaped, and returns the writer for
+// its value.
+func (o *jcsMembers) name(name string) *jcsWriter {
+	w := o.next()
+	w.str(name)
+	w.lit(":")
+	return w
+}
+
+func (o *jcsMembers) end() { o.w.lit("}") }
 
 func (w *jcsWriter) fail(err error) {
 	if w.err == nil {
@@ -142,21 +176,22 @@ type predicateArgs struct {
 }
 
 func (w *jcsWriter) request(r Request, pa predicateArgs) {
-	w.lit(`{"args":`)
+	o := w.object()
 	if pa.ok {
-		w.canon(pa.args, withinMember)
+		o.key("args").canon(pa.args, withinMember)
 	} else {
-		w.json(r.Args, withinMember)
+		o.key("args").json(r.Args, withinMember)
 	}
-	w.lit(`,"argsDigest":`)
-	w.str(r.ArgsDigest)
-	w.endProvenance(r.Provenance)
+	o.key("argsDigest").str(r.ArgsDigest)
+	o.key("provenance").str(string(r.Provenance))
+	o.end()
 }
 
 func (w *jcsWriter) agent(a Agent) {
-	w.lit(`{"id":`)
-	w.str(a.ID)
-	w.endProvenance(a.Provenance)
+	o := w.object()
+	o.key("id").str(a.ID)
+	o.key("provenance").str(string(a.Provenance))
+	o.end()
 }
 
 func (w *jcsWriter) facts(facts map[string]Fact) {
@@ -164,42 +199,29 @@ func (w *jcsWriter) facts(facts map[string]Fact) {
 		w.lit("null")
 		return
 	}
-	w.lit("{")
-	for i, name := range slices.SortedFunc(maps.Keys(facts), compareUTF16) {
-		if i > 0 {
-			w.lit(",")
-		}
+	o := w.object()
+	for _, name := range slices.SortedFunc(maps.Keys(facts), compareUTF16) {
 		f := facts[name]
-		w.str(name)
-		w.lit(`:{"args":`)
-		w.json(f.Args, withinFact)
-		w.lit(`,"provenance":`)
-		w.str(string(f.Provenance))
-		w.lit(`,"resultDigest":`)
-		w.str(f.ResultDigest)
-		w.lit(`,"tool":`)
-		w.str(f.Tool)
-		w.lit(`,"value":`)
-		w.json(f.Value, withinFact)
-		w.lit("}")
+		fo := o.name(name).object()
+		fo.key("args").json(f.Args, withinFact)
+		fo.key("provenance").str(string(f.Provenance))
+		fo.key("resultDigest").str(f.ResultDigest)
+		fo.key("tool").str(f.Tool)
+		fo.key("value").json(f.Value, withinFact)
+		fo.end()
 	}
-	w.lit("}")
+	o.end()
 }
 
 func (w *jcsWriter) issuer(is IssuerInfo) {
-	w.lit("{")
+	o := w.object()
 	if is.Framework != "" {
-		w.lit(`"framework":`)
-		w.str(is.Framework)
-		w.lit(",")
+		o.key("framework").str(is.Framework)
 	}
-	w.lit(`"keyid":`)
-	w.str(is.KeyID)
-	w.lit(`,"kind":`)
-	w.str(is.Kind)
-	w.lit(`,"version":`)
-	w.str(is.Version)
-	w.lit("}")
+	o.key("keyid").str(is.KeyID)
+	o.key("kind").str(is.Kind)
+	o.key("version").str(is.Version)
+	o.end()
 }
 
 func (w *jcsWriter) policy(p *Policy) {
@@ -207,79 +229,67 @@ func (w *jcsWriter) policy(p *Policy) {
 		w.lit("null")
 		return
 	}
-	w.lit(`{"decision":`)
-	w.str(p.Decision)
-	w.lit(`,"errors":`)
-	w.strs(p.Errors)
-	w.lit(`,"policyDigest":`)
-	w.str(p.PolicyDigest)
-	w.lit(`,"provenance":`)
-	w.str(string(p.Provenance))
-	w.lit(`,"reasons":`)
-	w.strs(p.Reasons)
-	w.lit("}")
+	o := w.object()
+	o.key("decision").str(p.Decision)
+	o.key("errors").strs(p.Errors)
+	o.key("policyDigest").str(p.PolicyDigest)
+	o.key("provenance").str(string(p.Provenance))
+	o.key("reasons").strs(p.Reasons)
+	o.end()
 }
 
 func (w *jcsWriter) principal(p Principal) {
-	w.lit(`{"id":`)
-	w.optStr(p.ID)
+	o := w.object()
+	o.key("id").optStr(p.ID)
 	if p.KeyID != "" {
-		w.lit(`,"keyid":`)
-		w.str(p.KeyID)
+		o.key("keyid").str(p.KeyID)
 	}
-	w.endProvenance(p.Provenance)
+	o.key("provenance").str(string(p.Provenance))
+	o.end()
 }
 
 func (w *jcsWriter) tool(t Tool) {
-	w.lit(`{`)
+	o := w.object()
 	if t.DefinitionDigest != "" {
-		w.lit(`"definitionDigest":`)
-		w.str(t.DefinitionDigest)
-		w.lit(`,`)
+		o.key("definitionDigest").str(t.DefinitionDigest)
 	}
 	if t.DefinitionLeafIndex != nil {
-		w.lit(`"definitionLeafIndex":`)
-		w.uint(*t.DefinitionLeafIndex)
-		w.lit(`,`)
+		o.key("definitionLeafIndex").uint(*t.DefinitionLeafIndex)
 	}
-	w.lit(`"name":`)
-	w.str(t.Name)
-	w.lit(`,"provenance":`)
-	w.str(string(t.Provenance))
+	o.key("name").str(t.Name)
+	o.key("provenance").str(string(t.Provenance))
 	if t.Upstream != "" {
-		w.lit(`,"upstream":`)
-		w.str(t.Upstream)
+		o.key("upstream").str(t.Upstream)
 	}
-	w.lit("}")
+	o.end()
 }
 
 // leading writes the opening members of both predicates, agent to delegation (an
 // authorization predicate has no authorization member).
-func (w *jcsWriter) leading(a Agent, auth *Authorization, c *Consumed, d *Delegation) {
-	w.lit(`{"agent":`)
-	w.agent(a)
+func (o *jcsMembers) leading(a Agent, auth *Authorization, c *Consumed, d *Delegation) {
+	o.key("agent").agent(a)
 	if auth != nil {
-		w.lit(`,"authorization":{"envelope":`)
-		w.envelope(auth.Envelope)
-		w.lit(`,"inclusion":{"hashes":`)
-		w.strs(auth.Inclusion.Hashes)
-		w.lit(`,"leafIndex":`)
-		w.uint(auth.Inclusion.LeafIndex)
-		w.lit(`,"treeSize":`)
-		w.uint(auth.Inclusion.TreeSize)
-		w.lit(`},"treeHead":`)
-		w.envelope(auth.TreeHead)
-		w.lit("}")
+		ao := o.key("authorization").object()
+		ao.key("envelope").envelope(auth.Envelope)
+		io := ao.key("inclusion").object()
+		io.key("hashes").strs(auth.Inclusion.Hashes)
+		io.key("leafIndex").uint(auth.Inclusion.LeafIndex)
+		io.key("treeSize").uint(auth.Inclusion.TreeSize)
+		io.end()
+		ao.key("treeHead").envelope(auth.TreeHead)
+		ao.end()
 	}
 	if c != nil {
-		w.lit(`,"consumed":{"factIds":`)
-		w.strs(c.FactIDs)
-		w.endProvenance(c.Provenance)
+		co := o.key("consumed").object()
+		co.key("factIds").strs(c.FactIDs)
+		co.key("provenance").str(string(c.Provenance))
+		co.end()
 	}
 	if d != nil {
-		w.lit(`,"delegation":{"envelope":`)
-		w.envelope(d.Envelope)
-		w.endProvenance(d.Provenance)
+		do := o.key("delegation").object()
+		do.key("envelope").envelope(d.Envelope)
+		do.key("provenance").str(string(d.Provenance))
+		do.end()
 	}
 }
 
@@ -288,119 +298,88 @@ func (w *jcsWriter) leading(a Agent, auth *Authorization, c *Consumed, d *Delega
 // result, when ok, is p.Execution.Result canonicalized.
 func appendCanonicalPredicate(b []byte, p *Predicate, pa predicateArgs, result *canonicalJSON) (out []byte, ok bool, err error) {
 	w := jcsWriter{b: b}
-	w.leading(p.Agent, p.Authorization, p.Consumed, p.Delegation)
-	w.lit(`,"execution":`)
-	w.execution(p.Execution, result)
-	w.lit(`,"facts":`)
-	w.facts(p.Facts)
-	w.lit(`,"issuer":`)
-	w.issuer(p.Issuer)
-	w.lit(`,"model":{"id":`)
-	w.optStr(p.Model.ID)
-	w.endProvenance(p.Model.Provenance)
-	w.lit(`,"policy":`)
-	w.policy(p.Policy)
-	w.lit(`,"principal":`)
-	w.principal(p.Principal)
-	w.lit(`,"receiptId":`)
-	w.str(p.ReceiptID)
+	o := w.object()
+	o.leading(p.Agent, p.Authorization, p.Consumed, p.Delegation)
+	o.key("execution").execution(p.Execution, result)
+	o.key("facts").facts(p.Facts)
+	o.key("issuer").issuer(p.Issuer)
+	mo := o.key("model").object()
+	mo.key("id").optStr(p.Model.ID)
+	mo.key("provenance").str(string(p.Model.Provenance))
+	mo.end()
+	o.key("policy").policy(p.Policy)
+	o.key("principal").principal(p.Principal)
+	o.key("receiptId").str(p.ReceiptID)
 	if p.Relayed != nil {
-		w.lit(`,"relayed":`)
-		w.relayed(p.Relayed)
+		o.key("relayed").relayed(p.Relayed)
 	}
-	w.lit(`,"request":`)
-	w.request(p.Request, pa)
-	w.lit(`,"session":{"id":`)
-	w.optStr(p.Session.ID)
-	w.lit(`,"provenance":`)
-	w.str(string(p.Session.Provenance))
-	w.lit(`,"toolUseId":`)
-	w.optStr(p.Session.ToolUseID)
-	w.lit(`},"timestamp":`)
-	w.str(p.Timestamp)
-	w.lit(`,"tool":`)
-	w.tool(p.Tool)
-	w.lit("}")
+	o.key("request").request(p.Request, pa)
+	so := o.key("session").object()
+	so.key("id").optStr(p.Session.ID)
+	so.key("provenance").str(string(p.Session.Provenance))
+	so.key("toolUseId").optStr(p.Session.ToolUseID)
+	so.end()
+	o.key("timestamp").str(p.Timestamp)
+	o.key("tool").tool(p.Tool)
+	o.end()
 	return w.b, !w.bad, w.err
 }
 
 // relayed writes the relayed member: provenance, then requests by method in order.
 func (w *jcsWriter) relayed(r *Relayed) {
-	w.lit(`{"provenance":`)
-	w.str(string(r.Provenance))
-	w.lit(`,"requests":`)
+	o := w.object()
+	o.key("provenance").str(string(r.Provenance))
 	if r.Requests == nil {
-		w.lit("null}")
-		return
-	}
-	w.lit("{")
-	for i, m := range slices.SortedFunc(maps.Keys(r.Requests), compareUTF16) {
-		if i > 0 {
-			w.lit(",")
+		o.key("requests").lit("null")
+	} else {
+		ro := o.key("requests").object()
+		for _, m := range slices.SortedFunc(maps.Keys(r.Requests), compareUTF16) {
+			ro.name(m).uint(r.Requests[m])
 		}
-		w.str(m)
-		w.lit(":")
-		w.uint(r.Requests[m])
+		ro.end()
 	}
-	w.lit("}}")
+	o.end()
 }
 
 // execution writes the execution member; result, when not nil, is its Result
 // canonicalized already.
 func (w *jcsWriter) execution(e Execution, result *canonicalJSON) {
-	w.lit("{")
+	o := w.object()
 	if e.Error != "" {
-		w.lit(`"error":`)
-		w.str(e.Error)
-		w.lit(",")
+		o.key("error").str(e.Error)
 	}
-	w.lit(`"provenance":`)
-	w.str(string(e.Provenance))
+	o.key("provenance").str(string(e.Provenance))
 	if e.Reason != "" {
-		w.lit(`,"reason":`)
-		w.str(e.Reason)
+		o.key("reason").str(e.Reason)
 	}
-	if len(e.Result) > 0 {
-		w.lit(`,"result":`)
-		if result != nil {
-			w.canon(*result, withinMember)
-		} else {
-			w.json(e.Result, withinMember)
-		}
+	if len(e.Result) > 0 && result != nil {
+		o.key("result").canon(*result, withinMember)
+	} else if len(e.Result) > 0 {
+		o.key("result").json(e.Result, withinMember)
 	}
 	if e.ResultDigest != "" {
-		w.lit(`,"resultDigest":`)
-		w.str(e.ResultDigest)
+		o.key("resultDigest").str(e.ResultDigest)
 	}
-	w.lit(`,"status":`)
-	w.str(e.Status)
+	o.key("status").str(e.Status)
 	if len(e.Upstream) > 0 {
-		w.lit(`,"upstream":`)
-		w.json(e.Upstream, withinMember)
+		o.key("upstream").json(e.Upstream, withinMember)
 	}
-	w.lit("}")
+	o.end()
 }
 
 // appendCanonicalAuthorization writes Canonical(p) as appendCanonicalPredicate does.
 func appendCanonicalAuthorization(b []byte, p *AuthorizationPredicate, pa predicateArgs) (out []byte, ok bool, err error) {
 	w := jcsWriter{b: b}
-	w.leading(p.Agent, nil, p.Consumed, p.Delegation)
-	w.lit(`,"facts":`)
-	w.facts(p.Facts)
-	w.lit(`,"issuer":`)
-	w.issuer(p.Issuer)
-	w.lit(`,"policy":`)
-	w.policy(p.Policy)
-	w.lit(`,"principal":`)
-	w.principal(p.Principal)
-	w.lit(`,"receiptId":`)
-	w.str(p.ReceiptID)
-	w.lit(`,"request":`)
-	w.request(p.Request, pa)
-	w.lit(`,"timestamp":`)
-	w.str(p.Timestamp)
-	w.lit(`,"tool":`)
-	w.tool(p.Tool)
-	w.lit("}")
+	o := w.object()
+	o.leading(p.Agent, nil, p.Consumed, p.Delegation)
+	o.key("facts").facts(p.Facts)
+	o.key("issuer").issuer(p.Issuer)
+	o.key("policy").policy(p.Policy)
+	o.key("principal").principal(p.Principal)
+	o.key("receiptId").str(p.ReceiptID)
+	o.key("request").request(p.Request, pa)
+	o.key("timestamp").str(p.Timestamp)
+	o.key("tool").tool(p.Tool)
+	o.end()
 	return w.b, !w.bad, w.err
 }

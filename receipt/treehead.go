@@ -24,19 +24,14 @@ func SignTreeHead(key *signer.Key, size uint64, rootHash string, at time.Time, l
 // timestamp, treeSize): a local log signs one head per commit.
 func treeHeadPayload(th TreeHead) ([]byte, error) {
 	w := jcsWriter{b: make([]byte, 0, 160)}
-	w.lit("{")
+	o := w.object()
 	if th.Log != "" {
-		w.lit(`"log":`)
-		w.str(th.Log)
-		w.lit(",")
+		o.key("log").str(th.Log)
 	}
-	w.lit(`"rootHash":`)
-	w.str(th.RootHash)
-	w.lit(`,"timestamp":`)
-	w.str(th.Timestamp)
-	w.lit(`,"treeSize":`)
-	w.uint(th.TreeSize)
-	w.lit("}")
+	o.key("rootHash").str(th.RootHash)
+	o.key("timestamp").str(th.Timestamp)
+	o.key("treeSize").uint(th.TreeSize)
+	o.end()
 	if w.bad || w.err != nil {
 		return Canonical(th) // encoding/json's way with invalid UTF-8
 	}

@@ -49,13 +49,7 @@ Commands:
 
 It reaches the broker of the running log servers at --nats-url (run svc log with
 --nats-url, or --nats-listen for its embedded broker).
-The broker wants credentials: for the embedded broker of svc log --nats-listen, the
-nkey seed file that log server was given (--nats-nkey <file>, from svc keygen
---nats-nkey; up:hosted writes it to data/hosted/nats.nk, mode 0600); for a cluster,
-the nkey seed, a credentials file (--nats-creds) or the user and password in the
-first URL (nats://svc:PASSWORD@nats-1:4222,nats-2:4222,nats-3:4222), which then log
-in to every node. Passwords never appear in messages (URLs are printed redacted).
-
+` + natsCredentialsHelp + `
 Example:
   SVC_DATABASE_URL=postgres://svc@db/svc svc log-admin --db-env SVC_DATABASE_URL \
     --nats-url nats://127.0.0.1:4222 --nats-nkey data/nats.nk tenant add acme --log-id log.example.com/acme
@@ -63,8 +57,7 @@ Example:
     --public-url https://log.example.com token add acme --label ci`
 
 type logAdminOptions struct {
-	dbEnv                string
-	nats                 natsFlags
+	controlPlaneFlags
 	logID, label, tenant string
 	file, month          string
 	publicURL            string
@@ -74,8 +67,7 @@ type logAdminOptions struct {
 func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("log-admin", "--db-env <ENV> --nats-url <URL> <command> [args] [flags]", logAdminHelp, stderr)
 	var o logAdminOptions
-	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL (required)")
-	o.nats.register(fs, "the log servers' NATS `URL` (required)")
+	o.controlPlaneFlags.register(fs, "environment `variable` holding the PostgreSQL URL (required)")
 	fs.StringVar(&o.logID, "log-id", "", "tenant add: the tenant's log `id`, named in its heads")
 	fs.StringVar(&o.label, "label", "", "token add: the token's `label`")
 	fs.StringVar(&o.tenant, "tenant", "", "audit: only this `tenant`; import: the tenant to import into (default \"default\")")
@@ -93,7 +85,7 @@ func runLogAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if o.dbEnv == "" || o.nats.url == "" {
 		return usagef("--db-env and --nats-url are required")
 	}
-	cp, err := attachControlPlane(ctx, o.dbEnv, o.nats.credentials(), "svc-log-admin", nil, nil)
+	cp, err := o.attach(ctx, "svc-log-admin", nil, nil)
 	if err != nil {
 		return err
 	}

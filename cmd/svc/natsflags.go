@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"flag"
+	"log/slog"
 
 	"svc.dev/svc/pipeline"
 )
@@ -17,6 +19,34 @@ func (n *natsFlags) register(fs *flag.FlagSet, urlUsage string) {
 	fs.StringVar(&n.url, "nats-url", "", urlUsage+"; comma-separate a cluster's nodes (nats://svc:PASSWORD@nats-1:4222,nats-2:4222): the user and password of the first URL log in to every node")
 	fs.StringVar(&n.creds, "nats-creds", "", "NATS credentials `file` (user JWT and nkey seed, as nsc writes it) to log in with")
 	fs.StringVar(&n.nkey, "nats-nkey", "", "`file` holding an nkey user seed (svc keygen --nats-nkey) to log in with; with --nats-listen, the only user the listener admits")
+}
+
+// natsCredentialsHelp is the help's paragraph on logging in to the broker, for the
+// commands that attach to a hosted log's control plane.
+const natsCredentialsHelp = `The broker wants credentials: for the embedded broker of svc log --nats-listen, the
+nkey seed file that log server was given (--nats-nkey <file>, from svc keygen
+--nats-nkey; up:hosted writes it to data/hosted/nats.nk, mode 0600); for a cluster,
+the nkey seed, a credentials file (--nats-creds) or the user and password in the
+first URL (nats://svc:PASSWORD@nats-1:4222,nats-2:4222,nats-3:4222), which then log
+in to every node. Passwords never appear in messages (URLs are printed redacted).
+`
+
+// controlPlaneFlags are the flags of the commands that attach to a hosted log's
+// control plane (log-admin, portal): its database and its broker, both required.
+type controlPlaneFlags struct {
+	dbEnv string
+	nats  natsFlags
+}
+
+// register adds --db-env (described by dbUsage) and the broker flags.
+func (c *controlPlaneFlags) register(fs *flag.FlagSet, dbUsage string) {
+	fs.StringVar(&c.dbEnv, "db-env", "", dbUsage)
+	c.nats.register(fs, "the log servers' NATS `URL` (required)")
+}
+
+// attach attaches to the control plane as client name (attachControlPlane).
+func (c *controlPlaneFlags) attach(ctx context.Context, name string, logger *slog.Logger, errc chan<- error) (*controlPlane, error) {
+	return attachControlPlane(ctx, c.dbEnv, c.nats.credentials(), name, logger, errc)
 }
 
 // words are the flags as given, for a command svc prints to be run as pasted.

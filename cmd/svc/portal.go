@@ -32,13 +32,7 @@ plans change through the same administrative events as svc log-admin (audit acto
 portal:<email>); accounts and sessions are rows of the same PostgreSQL database.
 
 It reaches the log servers' broker at --nats-url.
-The broker wants credentials: for the embedded broker of svc log --nats-listen, the
-nkey seed file that log server was given (--nats-nkey <file>, from svc keygen
---nats-nkey; up:hosted writes it to data/hosted/nats.nk, mode 0600); for a cluster,
-the nkey seed, a credentials file (--nats-creds) or the user and password in the
-first URL (nats://svc:PASSWORD@nats-1:4222,nats-2:4222,nats-3:4222), which then log
-in to every node. Passwords never appear in messages (URLs are printed redacted).
-The session cookie is signed with
+` + natsCredentialsHelp + `The session cookie is signed with
 the secret in --secret-env (at least 32 bytes; e.g. openssl rand -hex 32) and is
 Secure when --public-url or --portal-url is https. Billing is on when
 --stripe-secret-env, --stripe-webhook-secret-env, --stripe-price and --portal-url are
@@ -65,8 +59,8 @@ Example:
     --portal-url https://portal.example.com --port 8070`
 
 type portalOptions struct {
-	dbEnv, secretEnv                   string
-	nats                               natsFlags
+	controlPlaneFlags
+	secretEnv                          string
 	publicURL, checkpointsURL, portURL string
 	logURL                             string
 	host                               string
@@ -88,8 +82,7 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy | --trust-proxy-hops N | --trusted-proxies <addrs>]", portalHelp, stderr)
 	var o portalOptions
-	fs.StringVar(&o.dbEnv, "db-env", "", "environment `variable` holding the PostgreSQL URL of the log's database (required)")
-	o.nats.register(fs, "the log servers' NATS `URL` (required)")
+	o.controlPlaneFlags.register(fs, "environment `variable` holding the PostgreSQL URL of the log's database (required)")
 	fs.StringVar(&o.secretEnv, "secret-env", "", "environment `variable` holding the session cookie secret, at least 32 bytes (required)")
 	fs.StringVar(&o.publicURL, "public-url", "", "the log's public base `URL` (required): shown to tenants, used by the export command")
 	fs.StringVar(&o.logURL, "log-url", "", "`URL` where this process reads the log's head (default --public-url)")
@@ -131,7 +124,7 @@ func servePortal(ctx context.Context, args []string, stderr io.Writer, ready fun
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
 	errc := make(chan error, 2)
-	cp, err := attachControlPlane(ctx, o.dbEnv, o.nats.credentials(), "svc-portal", logger, errc)
+	cp, err := o.attach(ctx, "svc-portal", logger, errc)
 	if err != nil {
 		return err
 	}

@@ -37,45 +37,68 @@ func TestStopWhileAdmittingLeavesTheRequest(t *testing.T) {
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	adm := &blockingAdmit{entered: make(chan struct{}, 1)}
-	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, LogID: "acme-log", Admit: adm})
+	c := startOneRequest(t, nc, Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: receipt.KeySigner{Key: key}, LogID: "acme-log", Admit: adm}, adm.entered, "admitter")
+	time.Sleep(50 * time.Millisecond)
+	if since := time.Since(c.s.LastActive()); since > 10*time.Millisecond {
+		t.Fatalf("a sequencer in the middle of a batch looks idle for %s", since)
+	}
+	c.stopAnswersNothing(t)
+
+	next := startSequencer(t, nc, dir, key)
+	<-next.Ready()
+	if as := readBundleReply(t, c.replies, 1); leafIndex(t, as[0]) != 0 {
+		t.Fatalf("answers: %+v", as)
+	}
+}
+
+// inProcess is a sequencer of tenant acme with one bundle request (leaf "one") in
+// process; replies gets the request's answer.
+type inProcess struct {
+	s       *Sequencer
+	cancel  context.CancelFunc
+	done    chan error
+	replies chan *nats.Msg
+}
+
+// startOneRequest runs a sequencer of cfg, sends it the request and waits until
+// entered says the batch reached what.
+func startOneRequest(t *testing.T, nc *nats.Conn, cfg Config, entered <-chan struct{}, what string) *inProcess {
+	t.Helper()
+	s, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(cancel)
+	c := &inProcess{s: s, cancel: cancel, done: make(chan error, 1), replies: make(chan *nats.Msg, 4)}
+	go func() { c.done <- s.Run(ctx) }()
 	<-s.Ready()
-	replies := make(chan *nats.Msg, 4)
 	inbox := nats.NewInbox()
-	sub, _ := nc.ChanSubscribe(inbox, replies)
-	defer sub.Unsubscribe()
+	sub, _ := nc.ChanSubscribe(inbox, c.replies)
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
 	if err := nc.PublishMsg(pipeline.NewBundleRequest("acme", []pipeline.Leaf{pipeline.NewLeaf([]byte("one"))}, inbox)); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case <-adm.entered:
+	case <-entered:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the batch never reached the admitter")
+		t.Fatal("the batch never reached the " + what)
 	}
-	time.Sleep(50 * time.Millisecond)
-	if since := time.Since(s.LastActive()); since > 10*time.Millisecond {
-		t.Fatalf("a sequencer in the middle of a batch looks idle for %s", since)
-	}
-	cancel()
-	if err := <-done; err != nil {
+	return c
+}
+
+// stopAnswersNothing stops the sequencer and requires that the stop answered nothing.
+func (c *inProcess) stopAnswersNothing(t *testing.T) {
+	t.Helper()
+	c.cancel()
+	if err := <-c.done; err != nil {
 		t.Fatalf("Run after its stop: %v", err)
 	}
-	s.Close()
+	c.s.Close()
 	select {
-	case m := <-replies:
+	case m := <-c.replies:
 		t.Fatalf("the stop answered the request: %s %q", m.Header.Get(pipeline.HeaderStatus), m.Data)
 	case <-time.After(500 * time.Millisecond):
-	}
-
-	next := startSequencer(t, nc, dir, key)
-	<-next.Ready()
-	if as := readBundleReply(t, replies, 1); leafIndex(t, as[0]) != 0 {
-		t.Fatalf("answers: %+v", as)
 	}
 }
 
@@ -106,39 +129,11 @@ func TestStopWhileSigningLeavesTheRequest(t *testing.T) {
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	sg := &stallingSigner{KeySigner: receipt.KeySigner{Key: key}, entered: make(chan struct{})}
-	s, err := New(Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: sg, LogID: "acme-log"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	<-s.Ready()
-	replies := make(chan *nats.Msg, 4)
-	inbox := nats.NewInbox()
-	sub, _ := nc.ChanSubscribe(inbox, replies)
-	defer sub.Unsubscribe()
-	if err := nc.PublishMsg(pipeline.NewBundleRequest("acme", []pipeline.Leaf{pipeline.NewLeaf([]byte("one"))}, inbox)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-sg.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the batch never reached the signer")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatalf("Run after its stop: %v", err)
-	}
-	s.Close()
-	select {
-	case m := <-replies:
-		t.Fatalf("the stop answered the request: %s %q", m.Header.Get(pipeline.HeaderStatus), m.Data)
-	case <-time.After(500 * time.Millisecond):
-	}
+	c := startOneRequest(t, nc, Config{Tenant: "acme", Conn: nc, Dir: dir, Signer: sg, LogID: "acme-log"}, sg.entered, "signer")
+	c.stopAnswersNothing(t)
 	next := startSequencer(t, nc, dir, key)
 	<-next.Ready()
-	if as := readBundleReply(t, replies, 1); leafIndex(t, as[0]) != 0 {
+	if as := readBundleReply(t, c.replies, 1); leafIndex(t, as[0]) != 0 {
 		t.Fatalf("answers: %+v", as)
 	}
 	if next.Tree().Size() != 1 {
