@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -209,10 +210,53 @@ func (p *Policy) Verify(signed []byte, extra ...note.Verifier) (*note.Note, []st
 	if !logSigned {
 		return nil, nil, errors.New("checkpoint: no signature by a log of the policy")
 	}
+	slices.Sort(cosigned)
 	if !p.satisfied(p.quorum, have) {
-		return n, cosigned, fmt.Errorf("checkpoint: the policy's quorum %q is not met (cosigned by %d of its %d witnesses: %s)", p.quorum, len(cosigned), len(p.Witnesses), strings.Join(cosigned, ", "))
+		return n, cosigned, p.shortOf(cosigned, have)
 	}
 	return n, cosigned, nil
+}
+
+// shortOf is the error of a checkpoint short of the quorum: what the quorum needs, who
+// cosigned and which of the quorum's witnesses did not.
+func (p *Policy) shortOf(cosigned []string, have map[string]bool) error {
+	var missing []string
+	p.walk(p.quorum, func(w string) {
+		if !have[w] && !slices.Contains(missing, w) {
+			missing = append(missing, w)
+		}
+	})
+	slices.Sort(missing)
+	who := "no witness of the policy"
+	if len(cosigned) > 0 {
+		who = strings.Join(cosigned, ", ")
+	}
+	return fmt.Errorf("checkpoint: the policy's quorum %q is not met: it needs %s; cosigned by %s; no cosignature from %s",
+		p.quorum, p.needs(p.quorum), who, strings.Join(missing, ", "))
+}
+
+// walk calls f for each witness under name (a witness or group).
+func (p *Policy) walk(name string, f func(witness string)) {
+	if _, ok := p.Witnesses[name]; ok {
+		f(name)
+		return
+	}
+	for _, m := range p.groups[name].members {
+		p.walk(m, f)
+	}
+}
+
+// needs says what name (a witness or group) requires, e.g. "2 of (A, B, C)".
+func (p *Policy) needs(name string) string {
+	g, ok := p.groups[name]
+	if !ok {
+		return name
+	}
+	parts := make([]string, len(g.members))
+	for i, m := range g.members {
+		parts[i] = p.needs(m)
+	}
+	return fmt.Sprintf("%d of (%s)", g.k, strings.Join(parts, ", "))
 }
 
 // satisfied says whether name (a witness or group) witnessed, given the witnesses that

@@ -83,7 +83,8 @@ func getFrom(t *testing.T, from, addr, path string) (int, string) {
 // admin token is refused at start; refusals before bodies are immediate on append,
 // /add and the admin API; /metrics without a metrics token and the checkpoints
 // host's directories tell nothing about tenants; one address holding its share of
-// connections leaves /health answering another at once.
+// connections leaves /health and the public C2SP routes (a hash tile, the checkpoint)
+// answering another at once.
 func TestHostedLogUnderAttack(t *testing.T) {
 	dir := t.TempDir()
 	ns := testkit.ListeningBroker(t)
@@ -182,6 +183,14 @@ func TestHostedLogUnderAttack(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if s, body := getFrom(t, "127.0.0.3", addr, "/health"); s != 200 {
 		t.Fatalf("/health from another address while 127.0.0.2 floods: %d %s", s, body)
+	}
+	// The public C2SP routes too: a hash tile, and the checkpoint (404 until the
+	// first is published, never 503).
+	if s, body := getFrom(t, "127.0.0.3", addr, "/t/acme-secret-tenant/tile/0/000.p/1"); s != 200 || len(body) != 32 {
+		t.Fatalf("a hash tile from another address while 127.0.0.2 floods: %d %q", s, body)
+	}
+	if s, body := getFrom(t, "127.0.0.3", addr, "/t/acme-secret-tenant/checkpoint"); s != 200 && s != 404 {
+		t.Fatalf("the checkpoint from another address while 127.0.0.2 floods: %d %s", s, body)
 	}
 }
 

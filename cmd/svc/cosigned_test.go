@@ -95,6 +95,18 @@ func TestVerifyCheckpointUnderPolicy(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, `quorum "both" is not met`) {
 		t.Fatalf("a checkpoint short of the quorum: exit %d\n%s", code, errOut)
 	}
+	// A policy that needs 2 of 3 witnesses, of which only B cosigned: refused, naming
+	// what the quorum needs, who cosigned and who did not.
+	extra := newCosigners(t, 1)[0]
+	pol3 := fmt.Sprintf("log %s\nwitness A %s\nwitness B %s\nwitness C %s\ngroup two 2 A B C\nquorum two\n", vkey, cos[0].VerifierKey(), cos[1].VerifierKey(), extra.VerifierKey())
+	policy3 := filepath.Join(dir, "policy-2-of-3")
+	if err := os.WriteFile(policy3, []byte(pol3), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runSvc(t, append([]string{"verify", good[0], "--checkpoint", short, "--policy", policy3, "--log", c.LogFile}, keys...)...)
+	if want := `quorum "two" is not met: it needs 2 of (A, B, C); cosigned by B; no cosignature from A, C`; code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("2 of 3 with one cosignature: exit %d, want 1 and %q\n%s\n%s", code, want, out, errOut)
+	}
 	if code, _, errOut = runSvc(t, append([]string{"verify", good[0], "--policy", policy}, keys...)...); code != 2 || !strings.Contains(errOut, "--policy needs --checkpoint") {
 		t.Fatalf("--policy alone: exit %d\n%s", code, errOut)
 	}
@@ -121,7 +133,8 @@ func TestLogCheckPolicy(t *testing.T) {
 	l := logtest.Start(t, logtest.Options{Key: key, Witnesses: []string{ws.URL}, Tenants: []logtest.Tenant{{ID: "acme", Token: "tok"}}})
 	grow(t, l, "acme", 3)
 	grow(t, l, "acme", 5) // the second checkpoint is proved to the witness from the first
-	other := newCosigners(t, 1)[0]
+	others := newCosigners(t, 2)
+	other := others[0]
 	dir := t.TempDir()
 	for _, c := range []struct {
 		policy string
@@ -130,6 +143,8 @@ func TestLogCheckPolicy(t *testing.T) {
 	}{
 		{"witness W " + tw.VerifierKey() + "\nquorum W\n", 0, "size 8 cosigned by witnesses W"},
 		{"witness W " + tw.VerifierKey() + "\nwitness X " + other.VerifierKey() + "\ngroup g all W X\nquorum g\n", 1, `quorum "g" is not met`},
+		{"witness W " + tw.VerifierKey() + "\nwitness X " + other.VerifierKey() + "\nwitness Y " + others[1].VerifierKey() + "\ngroup g 2 X W Y\nquorum g\n", 1,
+			`quorum "g" is not met: it needs 2 of (X, W, Y); cosigned by W; no cosignature from X, Y`},
 	} {
 		p := filepath.Join(dir, "policy")
 		if err := os.WriteFile(p, []byte(c.policy), 0o644); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -81,7 +82,9 @@ func TestWitnessOnce(t *testing.T) {
 // TestWitnessServesC2SP: svc witness --listen serves C2SP tlog-witness: it cosigns a
 // C2SP log's checkpoint posted by the log's client (projections.AddCheckpoint), the
 // cosignature verifying with the cosigner key it printed; --listen without --name or
-// --c2sp-log, and those without --listen, are usage errors.
+// --c2sp-log, and those without --listen, are usage errors. Over the real listener a
+// garbage body is 400, an oversized one 413, and one address's flood of half-sent
+// requests leaves another address served.
 func TestWitnessServesC2SP(t *testing.T) {
 	dir := t.TempDir()
 	_, keyPath, _ := testKey(t, dir, "w")
@@ -122,5 +125,25 @@ func TestWitnessServesC2SP(t *testing.T) {
 	lv, _ := note.NewVerifier(vkey)
 	if n, err := note.Open(append(signed, lines...), note.VerifierList(lv, cv)); err != nil || len(n.Sigs) != 2 {
 		t.Fatalf("the cosignature does not verify with the printed key: %v\n%s", err, lines)
+	}
+
+	// A stranger over the real listener: garbage is 400, a body over the cap 413, and
+	// one address (127.0.0.2) opening more connections than the server serves at once
+	// (1,024), each with a half-sent request, holds only its share (64) and leaves
+	// another address cosigned at once.
+	hostPort := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(addr, ","), "http://"), "/add-checkpoint")
+	if code, body := postFrom(t, "127.0.0.3", hostPort, "/add-checkpoint", "", "garbage"); code != http.StatusBadRequest || !strings.Contains(body, "old <size>") {
+		t.Fatalf("a garbage body: %d %s", code, body)
+	}
+	if code, body := postFrom(t, "127.0.0.3", hostPort, "/add-checkpoint", "", "old 1\n\n"+strings.Repeat("x", witness.MaxAddCheckpointBody)); code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over %d bytes: %d %s", witness.MaxAddCheckpointBody, code, body)
+	}
+	for range 1100 {
+		c := dialFrom(t, "127.0.0.2", hostPort)
+		io.WriteString(c, "POST /add-checkpoint HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nold")
+	}
+	time.Sleep(200 * time.Millisecond)
+	if code, body := postFrom(t, "127.0.0.3", hostPort, "/add-checkpoint", "", string(projections.AddCheckpointBody(1, nil, signed))); code != http.StatusOK || !strings.HasPrefix(body, "— w.example.com/1 ") {
+		t.Fatalf("another address while 127.0.0.2 floods: %d %s", code, body)
 	}
 }

@@ -128,7 +128,7 @@ func readHeadFile(path string) (SignedHead, error) {
 		}
 	}
 	if err != nil {
-		return SignedHead{}, fmt.Errorf("signer: state file %s is corrupted (%v); refusing to start rather than forget the last head signed for a log: restore the file from a backup, or, if the log's last signed head is known, write it back (see svc signer --help)", path, err)
+		return SignedHead{}, fmt.Errorf("signer: state file %s is corrupted (%w); refusing to start rather than forget the last head signed for a log: restore the file from a backup, or, if the log's last signed head is known, write it back (see svc signer --help)", path, err)
 	}
 	return f.SignedHead, nil
 }
