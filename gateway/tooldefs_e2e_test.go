@@ -323,6 +323,14 @@ func TestToolDefinitionsPinFile(t *testing.T) {
 	if !res.IsError || !strings.Contains(resultText(res), "differs from its pin") {
 		t.Fatalf("echo under an unmatched pin: %s", resultText(res))
 	}
+
+	// A pin that is not a digest as the gateway writes one (upper case here) could
+	// never match: the gateway does not start, naming the tool.
+	h := rugpullFixture(t, "", map[string]string{"echo": strings.ToUpper(digestOf(echoHonest))})
+	out, err := exec.Command(svcBin, "gateway", "--config", h.config).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tool echo") || !strings.Contains(string(out), "64 lowercase hex digits") {
+		t.Fatalf("a pins file with an upper-case digest: %v\n%s", err, out)
+	}
 }
 
 func checkRefusedAfterPull(t *testing.T, f *fixture, r *rugpullRun) {
