@@ -165,8 +165,8 @@ func resultText(r *mcp.CallToolResult) string {
 	return strings.Join(s, "\n")
 }
 
-// toolStatements reads the tool-definitions statements beside the receipts, checks
-// each against the log file (its leaf is the line at its index), in leaf order.
+// toolStatements reads the tool-definitions statements beside the receipts, in leaf
+// order (checkStatements checks each against the log file).
 func toolStatements(t *testing.T, f *fixture) []*receipt.Bundle {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.tools.json"))
