@@ -18,14 +18,20 @@ const maxCacheEntries = 1 << 16
 // verifyCache remembers, for one batch with one fixed set of options (keys, log copy,
 // checkpoint), the results of the checks that bundles share: a grant's chain with its
 // root signature and links, a tree head's signature, the witness checkpoint's
-// signature, and the consistency of a head with that checkpoint. Entries are keyed by
-// the SHA-256 of what was checked (the canonical envelope, or size and root), so a
-// bundle that differs in a single byte misses the cache and is checked in full. The
+// signature, the consistency of a head with that checkpoint, and the checks of each
+// tool-definitions statement given. Entries are keyed by the SHA-256 of what was
+// checked (the canonical envelope, or size and root; a statement, fixed for the batch,
+// by its bundle), so a bundle that differs in a single byte misses the cache and is
+// checked in full. The
 // cached values are read-only once stored; it is safe for concurrent use.
 type verifyCache struct {
 	grants     lockedMap[[32]byte, *grantResult]
 	heads      lockedMap[[32]byte, *headResult]
 	consistent lockedMap[headPoint, error]
+	// statements are the tool-definitions statements' checks, by bundle: they come
+	// from Options.ToolDefinitions, one set for the batch, and every receipt citing a
+	// definition checks one (conformance/tooldefs.go).
+	statements lockedMap[*receipt.Bundle, *statementResult]
 
 	witnessOnce sync.Once
 	witness     *witnessResult
@@ -142,6 +148,21 @@ func (c *verifyCache) head(env *receipt.Envelope, check func(*receipt.Envelope) 
 	th, who, err := check(env)
 	c.heads.put(key, &headResult{th: th, who: who, err: err})
 	return th, who, err
+}
+
+// statement returns a tool-definitions statement's checks, from the cache when c is set.
+func (c *verifyCache) statement(b *receipt.Bundle, check func(*receipt.Bundle) *statementResult) *statementResult {
+	if c == nil {
+		return check(b)
+	}
+	if s, ok := c.statements.get(b); ok {
+		c.hits.Add(1)
+		return s
+	}
+	c.misses.Add(1)
+	s := check(b)
+	c.statements.put(b, s)
+	return s
 }
 
 // witnessHead checks the witness checkpoint once per batch.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"svc.dev/svc/receipt"
+	"svc.dev/svc/signer"
 )
 
 // toolDefinition runs the tool-definition checks of a gateway receipt whose tool
@@ -52,26 +53,25 @@ func (v *verification) toolDefinition() {
 // receipt's issuer key and proved in the log under a head the verifier trusts, that
 // lists tool t with t's definition digest; else why not.
 func (v *verification) toolStatementLists(b *receipt.Bundle, t receipt.Tool) string {
-	k, err := b.Envelope.Verify(v.opts.IssuerKeys)
-	if err != nil {
-		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, err)
+	s := v.opts.cache.statement(b, v.checkStatement)
+	if s.keyErr != nil {
+		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, s.keyErr)
 	}
-	if v.signerKey.KeyID != "" && k.KeyID != v.signerKey.KeyID {
-		return fmt.Sprintf("statement at leaf %d is signed by %s, the receipt by %s", b.Inclusion.LeafIndex, short(k.KeyID), short(v.signerKey.KeyID))
+	if v.signerKey.KeyID != "" && s.key.KeyID != v.signerKey.KeyID {
+		return fmt.Sprintf("statement at leaf %d is signed by %s, the receipt by %s", b.Inclusion.LeafIndex, short(s.key.KeyID), short(v.signerKey.KeyID))
 	}
-	p, err := receipt.DecodeToolDefinitions(b.Envelope)
-	if err != nil {
-		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, err)
+	if s.predErr != nil {
+		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, s.predErr)
 	}
+	p := s.pred
 	if t.Upstream != "" && p.Upstream != t.Upstream {
 		return fmt.Sprintf("statement at leaf %d is upstream %s's, the call went to %s", b.Inclusion.LeafIndex, p.Upstream, t.Upstream)
 	}
-	th, _, err := v.verifyHead(b.TreeHead)
-	if err != nil {
-		return fmt.Sprintf("statement at leaf %d: tree head: %v", b.Inclusion.LeafIndex, err)
+	if s.headErr != nil {
+		return fmt.Sprintf("statement at leaf %d: tree head: %v", b.Inclusion.LeafIndex, s.headErr)
 	}
-	if err := inclusion(b.Envelope, b.Inclusion, th); err != nil {
-		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, err)
+	if s.inclErr != nil {
+		return fmt.Sprintf("statement at leaf %d: %v", b.Inclusion.LeafIndex, s.inclErr)
 	}
 	for _, d := range p.Tools {
 		if d.Name == t.Name {
@@ -82,4 +82,28 @@ func (v *verification) toolStatementLists(b *receipt.Bundle, t receipt.Tool) str
 		}
 	}
 	return fmt.Sprintf("the statement at leaf %d lists no tool %s", b.Inclusion.LeafIndex, t.Name)
+}
+
+// statementResult is what a tool-definitions statement's checks found that does not
+// depend on the receipt citing it: its signature, its predicate, its head and its
+// inclusion.
+type statementResult struct {
+	key     signer.PublicKey
+	keyErr  error
+	pred    *receipt.ToolDefinitionsPredicate
+	predErr error
+	headErr error
+	inclErr error
+}
+
+// checkStatement runs those checks on b.
+func (v *verification) checkStatement(b *receipt.Bundle) *statementResult {
+	s := &statementResult{}
+	s.key, s.keyErr = b.Envelope.Verify(v.opts.IssuerKeys)
+	s.pred, s.predErr = receipt.DecodeToolDefinitions(b.Envelope)
+	th, _, err := v.verifyHead(b.TreeHead)
+	if s.headErr = err; err == nil {
+		s.inclErr = inclusion(b.Envelope, b.Inclusion, th)
+	}
+	return s
 }

@@ -110,8 +110,8 @@ func readPinsFile(path string) (map[string]string, error) {
 		return nil, fmt.Errorf("%s: want {\"tools\": {\"<tool>\": \"<sha256 of its canonical definition>\"}}: %w", path, err)
 	}
 	for name, d := range f.Tools {
-		if len(d) != 64 {
-			return nil, fmt.Errorf("%s: tool %s: %q is not a SHA-256 in hex (64 digits)", path, name, d)
+		if !receipt.IsDigestHex(d) {
+			return nil, fmt.Errorf("%s: tool %s: %q is not a SHA-256 digest (64 lowercase hex digits) of its canonical definition", path, name, d)
 		}
 	}
 	return f.Tools, nil

@@ -165,8 +165,8 @@ func resultText(r *mcp.CallToolResult) string {
 	return strings.Join(s, "\n")
 }
 
-// toolStatements reads the tool-definitions statements beside the receipts, checks
-// each against the log file (its leaf is the line at its index), in leaf order.
+// toolStatements reads the tool-definitions statements beside the receipts, in leaf
+// order (checkStatements checks each against the log file).
 func toolStatements(t *testing.T, f *fixture) []*receipt.Bundle {
 	t.Helper()
 	files, _ := filepath.Glob(filepath.Join(f.dir, "receipts", "*.tools.json"))
@@ -322,6 +322,14 @@ func TestToolDefinitionsPinFile(t *testing.T) {
 	res := callTool(t, c, "echo", map[string]any{"text": "hi"})
 	if !res.IsError || !strings.Contains(resultText(res), "differs from its pin") {
 		t.Fatalf("echo under an unmatched pin: %s", resultText(res))
+	}
+
+	// A pin that is not a digest as the gateway writes one (upper case here) could
+	// never match: the gateway does not start, naming the tool.
+	h := rugpullFixture(t, "", map[string]string{"echo": strings.ToUpper(digestOf(echoHonest))})
+	out, err := exec.Command(svcBin, "gateway", "--config", h.config).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "tool echo") || !strings.Contains(string(out), "64 lowercase hex digits") {
+		t.Fatalf("a pins file with an upper-case digest: %v\n%s", err, out)
 	}
 }
 

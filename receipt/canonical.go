@@ -50,3 +50,18 @@ func sha256Hex(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
 }
+
+// IsDigestHex reports whether s is a SHA-256 digest in the form this package writes
+// every digest (Digest, a tree head's rootHash, a tool definition's): 64 lowercase
+// hexadecimal digits.
+func IsDigestHex(s string) bool {
+	if len(s) != 2*sha256.Size {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -588,11 +588,11 @@ func TestParsersRefuseTrailingClosers(t *testing.T) {
 	}
 }
 
-// DecodeTreeHead checks the head's form; its error says "64 hex characters",
-// but only the length is checked.
+// DecodeTreeHead checks the head's form: a rootHash of 64 lowercase hex digits
+// (receipt.IsDigestHex).
 func TestDecodeTreeHeadRequiresHexRoot(t *testing.T) {
 	k := testKey(t, 1)
-	for _, root := range []string{strings.Repeat("z", 64), strings.Repeat("0", 62) + "g0", strings.Repeat("é", 32)} {
+	for _, root := range []string{strings.Repeat("z", 64), strings.Repeat("0", 62) + "g0", strings.Repeat("é", 32), strings.Repeat("AB", 32)} {
 		e := receipt.Sign(receipt.PayloadTreeHead, []byte(`{"rootHash":"`+root+`","timestamp":"2026-11-22T00:00:01.500Z","treeSize":7}`), k)
 		if th, err := receipt.DecodeTreeHead(e); err == nil {
 			t.Errorf("rootHash %q accepted: %+v", root, th)

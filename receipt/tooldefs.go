@@ -9,7 +9,7 @@ import (
 
 // A tool-definitions statement ({spec_base}/tool-definitions/v0.1) records the tools
 // an upstream offered at one moment: each tool's name and the digest of its canonical
-// definition (ToolDefinitionDigest), with the definition itself. Its subject is
+// definition (CanonicalToolDefinition), with the definition itself. Its subject is
 // tool-definitions:<upstream> with the digest of the tool list (ToolListDigest). A
 // gateway logs one when it connects to an upstream and whenever the upstream's tools
 // change; a receipt's tool.definitionDigest and tool.definitionLeafIndex cite it.

@@ -144,3 +144,16 @@ func TestToolDefinitionsFileRecovered(t *testing.T) {
 		t.Fatalf("rebuilt %s holds leaf %d", name, got.Inclusion.LeafIndex)
 	}
 }
+
+// TestIsDigestHex: 64 lowercase hex digits and nothing else.
+func TestIsDigestHex(t *testing.T) {
+	good := strings.Repeat("0a", 32)
+	if !receipt.IsDigestHex(good) {
+		t.Fatalf("%s refused", good)
+	}
+	for _, bad := range []string{"", good[:63], good + "0", strings.ToUpper(good), strings.Repeat("g", 64), strings.Repeat("é", 32), " " + good[1:]} {
+		if receipt.IsDigestHex(bad) {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}

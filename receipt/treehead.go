@@ -2,7 +2,6 @@ package receipt
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
@@ -44,7 +43,7 @@ func DecodeTreeHead(env *Envelope) (*TreeHead, error) {
 	if err := env.DecodePayload(PayloadTreeHead, &th); err != nil {
 		return nil, fmt.Errorf("tree head: %w", err)
 	}
-	if _, err := hex.DecodeString(th.RootHash); err != nil || len(th.RootHash) != 64 || strings.ToLower(th.RootHash) != th.RootHash {
+	if !IsDigestHex(th.RootHash) {
 		return nil, fmt.Errorf("tree head: rootHash %q is not 64 lowercase hex characters", th.RootHash)
 	}
 	if _, err := ParseTime(th.Timestamp); err != nil {

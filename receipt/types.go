@@ -152,7 +152,7 @@ type Tool struct {
 	Upstream   string     `json:"upstream,omitempty"` // which upstream served it, when several are configured
 	Provenance Provenance `json:"provenance"`
 	// DefinitionDigest is the digest of the tool's canonical definition
-	// (ToolDefinitionDigest) the call was made under. Optional, added after v0.2
+	// (CanonicalToolDefinition) the call was made under. Optional, added after v0.2
 	// shipped: observed on gateway receipts, claimed on SDK receipts.
 	DefinitionDigest string `json:"definitionDigest,omitempty"`
 	// DefinitionLeafIndex is the log leaf index of the tool-definitions statement that

@@ -108,7 +108,7 @@ func (ev *ToolEvent) Validate(prefix string) error {
 		return inputErr("%s is %d bytes long; at most %d", f("tool"), len(ev.Tool), MaxToolName)
 	case strings.ContainsFunc(ev.Tool, unicode.IsControl):
 		return inputErr("%s %q contains a control character", f("tool"), ev.Tool)
-	case ev.DefinitionDigest != "" && (len(ev.DefinitionDigest) != 64 || strings.Trim(ev.DefinitionDigest, "0123456789abcdef") != ""):
+	case ev.DefinitionDigest != "" && !receipt.IsDigestHex(ev.DefinitionDigest):
 		return inputErr("%s %q is not a SHA-256 digest (64 lowercase hex digits) of the tool's canonical definition", f("definitionDigest"), ev.DefinitionDigest)
 	}
 	args := bytes.TrimSpace(ev.Args)
