@@ -206,6 +206,9 @@ type note struct {
 	to   func(*Session) bool
 }
 
+// maxQueuedNotes bounds the notes waiting for a stdio agent to read them.
+const maxQueuedNotes = 64
+
 // relayLogs has the log messages u sends outside any call's stream (upstream.WatchLogs:
 // a stdio upstream's, which name no call) told to the sessions using u: MCP's log
 // messages belong to the session, not to a call.
