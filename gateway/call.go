@@ -39,10 +39,10 @@ func (g *Gateway) Call(ctx context.Context, s *Session, tool string, args json.R
 }
 
 // callRelaying is Call from mcp-go's tool handler: what the upstream sends within the
-// call is relayed to the agent of ctx (relay.go).
-func (g *Gateway) callRelaying(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *mcp.CallToolResult {
-	notify, ask := relayTo(ctx)
-	res, _ := g.runCallWith(ctx, s, tool, args, agentMeta, false, notify, ask)
+// call is relayed to the agent of ctx, and the agent's retry of an input_required
+// result forwarded (relay.go).
+func (g *Gateway) callRelaying(ctx context.Context, s *Session, req mcp.CallToolRequest, tool string) *mcp.CallToolResult {
+	res, _ := g.runCallWith(ctx, s, tool, requestArgs(req), requestMeta(req), false, relayCall(ctx, req))
 	return res
 }
 
@@ -93,7 +93,7 @@ func (g *Gateway) addTool(srv *server.MCPServer, t mcp.Tool, session func(contex
 		if s == nil {
 			return errorResult("Denied by policy: no grant was presented for this request"), nil
 		}
-		return g.callRelaying(ctx, s, name, requestArgs(req), requestMeta(req)), nil
+		return g.callRelaying(ctx, s, req, name), nil
 	})
 }
 
@@ -132,13 +132,14 @@ func requestMeta(req mcp.CallToolRequest) map[string]any {
 // it, its _meta["svc/receipt"] set (withReceiptMeta), instead of encoding res;
 // answersRaw says the front will, so the upstream may parse only the result's head.
 func (g *Gateway) runCall(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any, answersRaw bool) (*mcp.CallToolResult, *upstream.Result) {
-	return g.runCallWith(ctx, s, tool, args, agentMeta, answersRaw, nil, nil)
+	return g.runCallWith(ctx, s, tool, args, agentMeta, answersRaw, upstream.Call{})
 }
 
-// runCallWith is runCall with the relay of what the upstream sends within the call
-// (upstream.Call's Notify and Ask; nil: dropped, refused).
+// runCallWith is runCall with what the agent's side adds to the upstream.Call
+// (relayCall: Notify and Ask, nil: dropped, refused; the agent's retry of an
+// input_required result and its capabilities), the rest of which the call path fills.
 func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args json.RawMessage, agentMeta map[string]any, answersRaw bool,
-	notify func(string, json.RawMessage), ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) (*mcp.CallToolResult, *upstream.Result) {
+	call upstream.Call) (*mcp.CallToolResult, *upstream.Result) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage(`{}`)
 	}
@@ -157,7 +158,11 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 		return res, nil
 	}
 	var relayed relayCount
-	out, callErr := c.up.Call(ctx, upstream.Call{Tool: tool, Args: args, Meta: c.forwardMeta(), HeadOnly: answersRaw, Notify: notify, Ask: relayed.counting(ask)})
+	call.Tool, call.Args, call.Meta, call.HeadOnly, call.Ask = tool, args, c.forwardMeta(), answersRaw, relayed.counting(call.Ask)
+	out, callErr := c.up.Call(ctx, call)
+	if callErr == nil {
+		relayed.passed(out.Parsed)
+	}
 	p.SetRelayed(relayed.record())
 	// Once the call was forwarded its receipt is owed even if the agent gave up on it
 	// (notifications/cancelled cancels ctx): the log's own timeouts bound the wait.

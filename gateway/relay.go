@@ -25,8 +25,42 @@ import (
 // (a Streamable HTTP one) or that carries a progressToken takes mcp-go's path, not a
 // fast one (fastTool, decodeToolCall).
 
+// An upstream on the 2026-07-28 revision asks for input with an input_required
+// result per request instead (upstream.callModern): an agent on an earlier revision
+// is asked each of its requests within its call, as above, and the call made again
+// with the answers; an agent on 2026-07-28 gets the result as sent (the gateway
+// cannot send it requests), and its retry, with inputResponses and the requestState,
+// is forwarded as a call of its own, with a receipt of its own. Each hop declares
+// the agent's capabilities, which decide what the upstream may ask for.
+
+// relayCall is what mcp-go's tool handler adds to the upstream.Call for the agent of
+// ctx: the relay of what the upstream sends within the call (relayTo), the agent's
+// retry of an input_required result, and the capabilities it declared.
+func relayCall(ctx context.Context, req mcp.CallToolRequest) upstream.Call {
+	var c upstream.Call
+	c.Notify, c.Ask = relayTo(ctx)
+	if len(req.Params.InputResponses) > 0 {
+		c.InputResponses, _ = json.Marshal(req.Params.InputResponses)
+	}
+	if req.Params.RequestState != "" {
+		c.RequestState, _ = json.Marshal(req.Params.RequestState)
+	}
+	var caps *mcp.ClientCapabilities
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		caps = info.ClientCapabilities
+	} else if cs, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
+		cc := cs.GetClientCapabilities()
+		caps = &cc
+	}
+	if caps != nil {
+		c.Capabilities, _ = json.Marshal(caps)
+	}
+	return c
+}
+
 // relayTo returns the upstream.Call fields that relay to the agent of ctx, the
-// context mcp-go's server gave the tool handler (no relay without one).
+// context mcp-go's server gave the tool handler (no relay without one; no requests
+// to an agent on the 2026-07-28 revision, which takes none).
 func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) {
 	srv := server.ServerFromContext(ctx)
 	if srv == nil {
@@ -56,6 +90,9 @@ func relayTo(ctx context.Context) (notify func(string, json.RawMessage), ask fun
 			return nil, upstream.NewRPCError(mcp.INTERNAL_ERROR, "the agent did not answer "+method+": "+err.Error(), nil)
 		}
 		return json.Marshal(res)
+	}
+	if server.IsModernRequest(ctx) {
+		ask = nil
 	}
 	return notify, ask
 }
@@ -132,6 +169,22 @@ func (r *relayCount) counting(ask func(context.Context, string, json.RawMessage)
 	}
 }
 
+// passed counts the requests of an input_required result that goes to the agent as
+// its answer (an upstream on the 2026-07-28 revision, an agent on it too).
+func (r *relayCount) passed(res *mcp.CallToolResult) {
+	if res == nil || res.ResultType != mcp.ResultTypeInputRequired {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n == nil {
+		r.n = map[string]uint64{}
+	}
+	for _, req := range res.InputRequests {
+		r.n[string(req.Method)]++
+	}
+}
+
 // record is the receipt's relayed member; nil when the call relayed nothing.
 func (r *relayCount) record() *receipt.Relayed {
 	r.mu.Lock()
@@ -152,6 +205,9 @@ type note struct {
 	line []byte // the JSON-RPC notification, one line with its newline
 	to   func(*Session) bool
 }
+
+// maxQueuedNotes bounds the notes waiting for a stdio agent to read them.
+const maxQueuedNotes = 64
 
 // relayLogs has the log messages u sends outside any call's stream (upstream.WatchLogs:
 // a stdio upstream's, which name no call) told to the sessions using u: MCP's log

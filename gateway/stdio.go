@@ -35,9 +35,23 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 	// Plain tools/call requests take the fast path (stdiofast.go); mcp-go serves
 	// every other line, passed on through a pipe.
 	lw := wire.NewLineWriter(out)
+	// Notes (list_changed, an upstream's log messages) are written in order by one
+	// writer, not under the watchers' lock (the agent may be slow to read); past
+	// maxQueuedNotes waiting, they are dropped, as the HTTP front drops them.
+	notes := make(chan []byte, maxQueuedNotes)
+	go func() {
+		for line := range notes {
+			lw.Write(line)
+		}
+	}()
+	defer close(notes)
 	defer g.watchNotes(func(n note) {
-		if n.to(s) {
-			go lw.Write(n.line) // not under the watchers' lock: the agent may be slow to read
+		if !n.to(s) {
+			return
+		}
+		select {
+		case notes <- n.line:
+		default:
 		}
 	})()
 	pr, pw := io.Pipe()

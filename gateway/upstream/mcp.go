@@ -31,6 +31,9 @@ type mcpUpstream struct {
 	// and for an upstream on the stateless revision (2026-07-28), which mcp-go's
 	// client serves.
 	http *httpCaller
+	// modern: the upstream is on the stateless revision (2026-07-28): it asks for
+	// input with an input_required result per request (callModern).
+	modern bool
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
 	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
@@ -136,7 +139,7 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		// pipes the tools/call fast path shares.
 		var t *transport.Stdio
 		if child, t, err = startChild(u.Command, env, u.Args); err == nil {
-			c = client.NewClient(rawStdio{t})
+			c = client.NewClient(rawStdio{t}, oneRound, discoverWait)
 		}
 	default:
 		if c, hc, err = dialHTTP(ctx, name, u); hc == nil {
@@ -174,7 +177,8 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 			hc = nil
 		}
 	}
-	up := &mcpUpstream{name: name, c: c, child: child, http: hc, raw: child != nil && !mcp.IsModernProtocol(ir.ProtocolVersion)}
+	modern := mcp.IsModernProtocol(ir.ProtocolVersion)
+	up := &mcpUpstream{name: name, c: c, child: child, http: hc, modern: modern, raw: child != nil && !modern}
 	up.list.Store(&toolList{tools: tools, raws: rawTools})
 	if hc != nil {
 		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -207,16 +211,16 @@ func dialHTTP(ctx context.Context, name string, u *Config) (*client.Client, *htt
 		return nil, hc, err
 	}
 	hc.t = t
-	c := client.NewClient(rawHTTP{t})
+	c := client.NewClient(rawHTTP{t}, oneRound, discoverWait)
 	return c, hc, c.Start(ctx)
 }
 
 func (u *mcpUpstream) Name() string { return u.name }
 
 // Relays reports whether the upstream may send notifications or requests within a
-// call (a Streamable HTTP upstream: its call's event stream), which the gateway
-// relays to the agent.
-func (u *mcpUpstream) Relays() bool { return u.http != nil }
+// call (a Streamable HTTP upstream: its call's event stream) or answer one with
+// input_required (the 2026-07-28 revision), which the gateway relays to the agent.
+func (u *mcpUpstream) Relays() bool { return u.http != nil || u.modern }
 
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
@@ -260,12 +264,93 @@ func (u *mcpUpstream) call(ctx context.Context, call Call) (*Result, error) {
 	if u.http != nil {
 		return u.callHTTP(ctx, call)
 	}
+	return u.callModern(ctx, call)
+}
+
+// oneRound has mcp-go's client make one request per tools/call and return an
+// input_required result as ErrMaxInputRoundTripsExceeded (its raw result kept in the
+// slot), instead of answering the upstream's input requests itself: callModern
+// relays them.
+var oneRound = client.WithMaxInputRoundTrips(1)
+
+// discoverWait is how long Dial waits for the answer to server/discover, the probe
+// for the 2026-07-28 revision, before taking the upstream for an earlier one's:
+// mcp-go's 5 s is less than a loaded machine takes to start a Node.js server, which
+// then was served on the earlier revision. An upstream on an earlier revision
+// answers the probe at once (method not found); Dial's own bound is 60 s.
+var discoverWait = client.WithDiscoverTimeout(30 * time.Second)
+
+// maxInputRounds bounds the requests of one call to an upstream that keeps asking
+// for input (as mcp-go's client bounds its own).
+const maxInputRounds = 10
+
+// callModern is Call to an upstream on the 2026-07-28 revision, through mcp-go's
+// client: each round is one tools/call request, the first carrying the agent's
+// inputResponses and requestState (a retry of its own). An input_required result is
+// relayed per request: with call.Ask (an agent on an earlier revision, which the
+// gateway may ask within its call) each input request goes to the agent and the call
+// is made again with the answers and the requestState; without (an agent on
+// 2026-07-28 too) the result is returned as sent, for the agent to answer with a
+// retry of its own.
+func (u *mcpUpstream) callModern(ctx context.Context, call Call) (*Result, error) {
+	rt := roundTrip{responses: call.InputResponses, state: call.RequestState, caps: call.Capabilities}
+	for round := 1; ; round++ {
+		res, err := u.callOnce(ctx, call, &rt)
+		if err != nil || call.Ask == nil || !needsInput(res.Raw) {
+			return res, err
+		}
+		if round == maxInputRounds {
+			return nil, fmt.Errorf("the upstream asked for input %d times in one call", round)
+		}
+		if rt.responses, rt.state, err = answerInput(ctx, res.Raw, call.Ask); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// answerInput asks the agent each input request of an input_required result and
+// returns the answers (inputResponses, by the requests' keys) and the result's
+// requestState, for the call's next round.
+func answerInput(ctx context.Context, raw json.RawMessage, ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) (json.RawMessage, json.RawMessage, error) {
+	var r struct {
+		InputRequests map[string]struct {
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		} `json:"inputRequests"`
+		RequestState json.RawMessage `json:"requestState"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, nil, fmt.Errorf("the upstream's input_required result: %w", err)
+	}
+	answers := make(map[string]json.RawMessage, len(r.InputRequests))
+	for key, req := range r.InputRequests {
+		a, err := ask(ctx, req.Method, req.Params)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the agent did not answer the upstream's %s (%q): %w", req.Method, key, err)
+		}
+		answers[key] = a
+	}
+	b, err := json.Marshal(answers)
+	return b, r.RequestState, err
+}
+
+// callOnce is one tools/call request through mcp-go's client, whose transport keeps
+// the raw result (keepRawResult) and adds rt to the request (sendKeepingRaw).
+func (u *mcpUpstream) callOnce(ctx context.Context, call Call, rt *roundTrip) (*Result, error) {
 	req := mcp.CallToolRequest{}
 	req.Params.Name = call.Tool
 	req.Params.Arguments = call.Args
 	req.Params.Meta = &mcp.Meta{AdditionalFields: call.Meta}
 	ctx, slot := withRawSlot(ctx)
+	slot.rt = rt
 	res, err := u.c.CallTool(ctx, req)
+	if errors.Is(err, client.ErrMaxInputRoundTripsExceeded) && needsInput(slot.json) {
+		raw := slot.json
+		if res, err = mcp.ParseCallToolResult(&raw); err != nil {
+			return nil, err
+		}
+		return &Result{Parsed: res, Raw: slot.json}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -357,6 +442,9 @@ func (t rawHTTP) SendRequest(ctx context.Context, req transport.JSONRPCRequest) 
 // the raw result of a tools/call in the context's slot.
 func sendKeepingRaw(ctx context.Context, req transport.JSONRPCRequest,
 	send func(context.Context, transport.JSONRPCRequest) (*transport.JSONRPCResponse, error)) (*transport.JSONRPCResponse, error) {
+	if slot, ok := ctx.Value(rawSlotKey{}).(*rawSlot); ok && slot.rt != nil && req.Method == string(mcp.MethodToolsCall) {
+		slot.rt.addTo(req.Params)
+	}
 	resp, err := send(ctx, req)
 	if err == nil {
 		keepRawResult(ctx, req, resp)
@@ -368,6 +456,8 @@ func sendKeepingRaw(ctx context.Context, req transport.JSONRPCRequest,
 // last one, when the upstream asked for input in between), and that result parsed in
 // one pass (nil when ParseCallToolResult left it to mcp-go).
 type rawSlot struct {
+	rt     *roundTrip // what the request adds on the 2026-07-28 revision; nil: nothing
+	list   bool       // keep a tools/list result instead (listTools)
 	json   json.RawMessage
 	parsed *mcp.CallToolResult
 	noMeta bool // the result has no member named _meta in any case (known when parsed)
@@ -381,11 +471,18 @@ func withRawSlot(ctx context.Context) (context.Context, *rawSlot) {
 }
 
 func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
-	if resp == nil || resp.Error != nil || req.Method != string(mcp.MethodToolsCall) {
+	if resp == nil || resp.Error != nil {
 		return
 	}
 	slot, ok := ctx.Value(rawSlotKey{}).(*rawSlot)
 	if !ok {
+		return
+	}
+	if slot.list && req.Method == string(mcp.MethodToolsList) {
+		slot.json = resp.Result // listTools on the 2026-07-28 revision
+		return
+	}
+	if req.Method != string(mcp.MethodToolsCall) {
 		return
 	}
 	slot.json, slot.parsed, slot.noMeta = resp.Result, nil, false
@@ -401,3 +498,36 @@ func keepRawResult(ctx context.Context, req transport.JSONRPCRequest, resp *tran
 
 // parsedStub is the smallest result mcp-go's client parses as a complete one.
 var parsedStub = json.RawMessage(`{"content":[]}`)
+
+// roundTrip is what a tools/call request to an upstream on the 2026-07-28 revision
+// carries besides mcp-go's params: the answers to the upstream's last input_required
+// result and its requestState, and the agent's capabilities in _meta (each nil when
+// there is none).
+type roundTrip struct {
+	responses, state, caps json.RawMessage
+}
+
+// addTo adds rt to a request's params, which mcp-go's client hands its transport as
+// a map of members on that revision (applyRequestMeta), _meta carrying the protocol's
+// keys; mcp-go itself sets neither member on a first round.
+func (rt *roundTrip) addTo(params any) {
+	fields, ok := params.(map[string]json.RawMessage)
+	if !ok {
+		return
+	}
+	if rt.responses != nil {
+		fields["inputResponses"] = rt.responses
+	}
+	if rt.state != nil {
+		fields["requestState"] = rt.state
+	}
+	if rt.caps != nil {
+		var meta map[string]json.RawMessage
+		if json.Unmarshal(fields["_meta"], &meta) == nil && meta != nil {
+			meta[mcp.MetaKeyClientCapabilities] = rt.caps
+			if b, err := json.Marshal(meta); err == nil {
+				fields["_meta"] = b
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -27,18 +28,17 @@ const maxToolPages = 100
 // through the transport (mcp-go's client would return them parsed only), with ids of
 // its own that the client's never are; an upstream that refuses such a request (a
 // revision that wants more in every request) is asked through the client, and its
-// tools are then mcp-go's encoding (raw nil).
+// tools are then mcp-go's encoding (raw nil). On the 2026-07-28 revision, whose every
+// request carries the protocol's keys in _meta (which mcp-go's client adds, and
+// without which a server may take the connection for an earlier revision's), it asks
+// through the client, whose transport keeps the result as sent (keepRawResult).
 func listTools(ctx context.Context, c *client.Client) ([]mcp.Tool, []json.RawMessage, error) {
 	var tools []mcp.Tool
 	var raws []json.RawMessage
 	cursor := ""
 	for page := 0; page < maxToolPages; page++ {
-		req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-tools-list-%d", page)), Method: string(mcp.MethodToolsList)}
-		if cursor != "" {
-			req.Params = map[string]any{"cursor": cursor}
-		}
-		resp, err := c.GetTransport().SendRequest(ctx, req)
-		if err != nil || resp.Error != nil {
+		result, err := listPage(ctx, c, page, cursor)
+		if err != nil {
 			res, err := c.ListTools(ctx, mcp.ListToolsRequest{})
 			if err != nil {
 				return nil, nil, err
@@ -49,7 +49,7 @@ func listTools(ctx context.Context, c *client.Client) ([]mcp.Tool, []json.RawMes
 			Tools      []json.RawMessage `json:"tools"`
 			NextCursor string            `json:"nextCursor"`
 		}
-		if err := json.Unmarshal(resp.Result, &res); err != nil {
+		if err := json.Unmarshal(result, &res); err != nil {
 			return nil, nil, fmt.Errorf("the tools/list result: %w", err)
 		}
 		for _, raw := range res.Tools {
@@ -64,6 +64,35 @@ func listTools(ctx context.Context, c *client.Client) ([]mcp.Tool, []json.RawMes
 		}
 	}
 	return nil, nil, fmt.Errorf("tools/list: more than %d pages", maxToolPages)
+}
+
+// listPage is one page of tools/list as the upstream sent it.
+func listPage(ctx context.Context, c *client.Client, page int, cursor string) (json.RawMessage, error) {
+	if mcp.IsModernProtocol(c.ProtocolVersion()) {
+		ctx, slot := withRawSlot(ctx)
+		slot.list = true
+		req := mcp.ListToolsRequest{}
+		req.Params.Cursor = mcp.Cursor(cursor)
+		if _, err := c.ListToolsByPage(ctx, req); err != nil {
+			return nil, err
+		}
+		if slot.json == nil {
+			return nil, errors.New("the transport kept no tools/list result")
+		}
+		return slot.json, nil
+	}
+	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-tools-list-%d", page)), Method: string(mcp.MethodToolsList)}
+	if cursor != "" {
+		req.Params = map[string]any{"cursor": cursor}
+	}
+	resp, err := c.GetTransport().SendRequest(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.Error != nil {
+		return nil, resp.Error.AsError()
+	}
+	return resp.Result, nil
 }
 
 // RawTools is each of an upstream's tools as the upstream sent it, in Tools' order:

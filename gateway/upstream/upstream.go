@@ -6,7 +6,8 @@
 // answers the agent with.
 //
 // Files: upstream.go (the interface, Dial, Result), mcp.go (an MCP upstream through
-// mcp-go's client, its transport keeping raw results), child.go (a stdio upstream's
+// mcp-go's client, its transport keeping raw results; an upstream on the 2026-07-28
+// revision, whose input_required results are relayed per request), child.go (a stdio upstream's
 // process and its tools/call fast path), result.go (the one-pass and head-only parses
 // of a raw result), scan.go (the upstream's answer line and its result's head read
 // without decoding), rest.go (a REST upstream), config.go (the config and Env),
@@ -51,6 +52,15 @@ type Call struct {
 	// agent; its result goes back to the upstream as sent, an error from
 	// NewRPCError as that JSON-RPC error. Nil: such requests get method-not-found.
 	Ask func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// InputResponses and RequestState are the agent's retry of a call whose upstream
+	// answered input_required (2026-07-28), forwarded as sent to an upstream on that
+	// revision; nil on a first call.
+	InputResponses json.RawMessage
+	RequestState   json.RawMessage
+	// Capabilities are the client capabilities the agent declared (JSON), declared in
+	// turn to an upstream on the 2026-07-28 revision in the request's _meta, where
+	// they decide what it may ask for; nil: the gateway's own (none).
+	Capabilities json.RawMessage
 }
 
 // Result is an upstream's answer to a tools/call.

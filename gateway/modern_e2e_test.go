@@ -1,0 +1,137 @@
+package gateway_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"svc.dev/svc/receipt"
+)
+
+// agentAnswers is an agent's answers to what an upstream asks: it confirms every
+// elicitation and names one root; it counts what it was asked.
+type agentAnswers struct{ elicited, rooted atomic.Int32 }
+
+func (a *agentAnswers) Elicit(_ context.Context, _ mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	a.elicited.Add(1)
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionAccept, Content: map[string]any{"confirm": true}}}, nil
+}
+
+func (a *agentAnswers) ListRoots(_ context.Context, _ mcp.ListRootsRequest) (*mcp.ListRootsResult, error) {
+	a.rooted.Add(1)
+	return &mcp.ListRootsResult{Roots: []mcp.Root{{URI: "file:///srv/app", Name: "app"}}}, nil
+}
+
+// TestGatewayRelaysInputRequiredFromModernUpstream: an upstream on the stateless
+// 2026-07-28 revision (e2e/modern-server.mjs, the official TypeScript SDK's server
+// package 2.4.0, over stdio) asks for a confirmation (elicitation/create) and the
+// client's roots (roots/list) with an input_required result. Through the gateway:
+//   - an agent on an earlier revision (2025-11-25) is asked both within its call, as
+//     server requests, and gets the final result of the call made again with its
+//     answers and the upstream's requestState; one receipt, recording the two
+//     requests relayed (claimed);
+//   - an agent on 2026-07-28 gets the input_required result as sent, answers with a
+//     retry of its own (mcp-go's client does), which the gateway forwards with its
+//     inputResponses and requestState; a receipt per request, the first recording
+//     the requests passed to the agent.
+//
+// Every receipt verifies.
+func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
+	nodeModules(t)
+	for _, tc := range []struct {
+		name, version string
+		receipts      int
+	}{
+		{"agent on 2025-11-25", mcp.LATEST_LEGACY_PROTOCOL_VERSION, 1},
+		{"agent on 2026-07-28", mcp.LATEST_PROTOCOL_VERSION, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := growFixture(t, []string{"deploy"}, map[string]map[string]any{
+				"modern": {"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "modern-server.mjs")}},
+			})
+			cmd := exec.Command(svcBin, "gateway", "--config", f.config)
+			stdin, _ := cmd.StdinPipe()
+			stdout, _ := cmd.StdoutPipe()
+			cmd.Stderr = os.Stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer cmd.Process.Kill()
+			answers := &agentAnswers{}
+			c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithElicitationHandler(answers), client.WithRootsHandler(answers),
+				client.WithDiscoverTimeout(50*time.Second)) // the gateway reads its stdin once its upstream is up: seconds on a loaded machine
+			defer c.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := c.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			init := mcp.InitializeRequest{}
+			init.Params.ProtocolVersion = tc.version
+			init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
+			if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != tc.version {
+				t.Fatalf("initialize: %v %+v", err, r)
+			}
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "deploy"
+			req.Params.Arguments = map[string]any{"env": "prod"}
+			res, err := c.CallTool(ctx, req)
+			if err != nil || res.IsError || len(res.Content) != 1 {
+				t.Fatalf("deploy: %v %+v", err, res)
+			}
+			want := "deployed to prod (state asked-prod, roots file:///srv/app)"
+			if got := res.Content[0].(mcp.TextContent).Text; got != want {
+				t.Fatalf("deploy answered %q, want %q", got, want)
+			}
+			if answers.elicited.Load() != 1 || answers.rooted.Load() != 1 {
+				t.Fatalf("the agent was asked %d elicitations and %d roots/list, want 1 each", answers.elicited.Load(), answers.rooted.Load())
+			}
+			waitForReceipts(t, f, tc.receipts)
+			files := receiptFiles(f)
+			if len(files) != tc.receipts {
+				t.Fatalf("%d receipts, want %d", len(files), tc.receipts)
+			}
+			relayed := 0
+			for _, file := range files {
+				b, err := receipt.ReadBundle(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				st, _ := receipt.DecodeStatement(b.Envelope)
+				p, err := st.DecodePredicate()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p.Execution.Status != receipt.StatusExecuted {
+					t.Fatalf("receipt of %s: %s (%s)", p.Tool.Name, p.Execution.Status, p.Execution.Error)
+				}
+				if r := p.Relayed; r != nil {
+					relayed++
+					if r.Requests["elicitation/create"] != 1 || r.Requests["roots/list"] != 1 || len(r.Requests) != 2 || r.Provenance != receipt.Claimed {
+						t.Fatalf("relayed %+v, want one elicitation/create and one roots/list, claimed", r)
+					}
+					if tc.receipts == 2 && !strings.Contains(string(p.Execution.Result), `"input_required"`) {
+						t.Fatalf("the receipt that records the requests passed to the agent records %s", p.Execution.Result)
+					}
+				}
+			}
+			if relayed != 1 {
+				t.Fatalf("%d receipts record relayed requests, want 1", relayed)
+			}
+			for id, rep := range verifyAll(t, f) {
+				if !strings.Contains(rep, "RESULT: VERIFIED") {
+					t.Fatalf("receipt %s:\n%s", id, rep)
+				}
+			}
+		})
+	}
+}
