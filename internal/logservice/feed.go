@@ -37,16 +37,16 @@ import (
 // is its own.
 //
 // A consumer whose filter gains a subject does not go back for that subject's
-// requests it already passed over, and redelivers the requests it had pending
-// whatever its filter. So a filter that lost a tenant is followed by a reset of the
-// consumer to the start of the stream: the requests still in the stream (a work queue
-// holds only the unacknowledged) are then delivered again to the tenants in the
-// filter: the ones a sequencer is working on come twice, and its idempotency window
-// answers the second with the first's index. A filter that only gained tenants is
-// reset only when SVC_APPEND holds requests of a gained tenant once the filter is
-// updated (they may lie behind the consumer's position); a tenant's start waits for
-// its lane's update, so its first append comes after it and costs no reset, and no
-// other tenant's requests of the lane are delivered twice.
+// requests it already passed over, and keeps the requests it had pending (claimed in
+// the work queue) whatever its filter. So a filter change is followed by a reset of
+// the consumer to the start of the stream when SVC_APPEND holds requests of a tenant
+// that came or went (once the filter is updated: one stream info request), and after
+// drift: the requests still in the stream (a work queue holds only the
+// unacknowledged) are then delivered again to the tenants in the filter, the ones a
+// sequencer is working on come twice, and its idempotency window answers the second
+// with the first's index. A tenant's start waits for its lane's update, so its first
+// append comes after it; a tenant stopped when quiet has no request left. Neither
+// costs a reset, and no other tenant's requests of the lane are delivered twice.
 
 // feedInbox is how many requests wait in one tenant's sequencer's inbox; the rest
 // wait, in order, in its route's overflow.
@@ -88,8 +88,8 @@ type lane struct {
 	name    string
 	tenants int      // routed to it
 	dirty   bool     // its filter changed since the broker was told
-	reset   bool     // a tenant left it since: reset it after the update
-	gained  []string // subjects it gained since the broker was told
+	reset   bool     // reset it after the update, whatever changed (drift)
+	changed []string // subjects it gained or lost since the broker was told
 	cc      jetstream.ConsumeContext
 }
 
@@ -132,15 +132,17 @@ func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
 		l := f.lanes[best]
 		l.tenants++
 		l.dirty = true
-		l.gained = append(l.gained, pipeline.AppendSubject(tenant))
+		l.changed = append(l.changed, pipeline.AppendSubject(tenant))
 	})
 }
 
 // unroute forgets tenant's route; f.mu is held.
 func (f *appendFeed) unroute(tenant string) {
 	if i, ok := f.laneOf[tenant]; ok {
-		f.lanes[i].tenants--
-		f.lanes[i].dirty, f.lanes[i].reset = true, true
+		l := f.lanes[i]
+		l.tenants--
+		l.dirty = true
+		l.changed = append(l.changed, pipeline.AppendSubject(tenant))
 		delete(f.laneOf, tenant)
 	}
 	if r := f.routes[tenant]; r != nil {
@@ -307,8 +309,8 @@ func (f *appendFeed) apply(ctx context.Context) error {
 	var jobs []laneJob
 	for i, l := range f.lanes {
 		if l.dirty || l.cc == nil || closed(l.cc) {
-			jobs = append(jobs, laneJob{l, f.subjects(i), l.reset || l.cc == nil || closed(l.cc), l.gained})
-			l.dirty, l.reset, l.gained = false, false, nil
+			jobs = append(jobs, laneJob{l, f.subjects(i), l.reset || l.cc == nil || closed(l.cc), l.changed})
+			l.dirty, l.reset, l.changed = false, false, nil
 		}
 	}
 	f.mu.Unlock()
@@ -317,7 +319,7 @@ func (f *appendFeed) apply(ctx context.Context) error {
 			f.mu.Lock()
 			for _, left := range jobs[k:] { // this lane and those not tried yet
 				left.l.dirty, left.l.reset = true, left.l.reset || left.reset
-				left.l.gained = append(left.l.gained, left.gained...)
+				left.l.changed = append(left.l.changed, left.changed...)
 			}
 			f.mu.Unlock()
 			return err
@@ -334,12 +336,12 @@ func (f *appendFeed) apply(ctx context.Context) error {
 }
 
 // laneJob is a lane's update: its filter, and whether it needs a reset (reset) or
-// gained subjects whose waiting requests may need one (gained).
+// gained or lost subjects whose waiting requests may need one (changed).
 type laneJob struct {
 	l        *lane
 	subjects []string
 	reset    bool
-	gained   []string
+	changed  []string
 }
 
 // applyLane gives lane j.l the filter j.subjects, resets it when needed, and starts
@@ -363,7 +365,7 @@ func (f *appendFeed) applyLane(ctx context.Context, j laneJob) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if j.reset || f.waiting(cctx, j.gained) {
+	if j.reset || f.waiting(cctx, j.changed) {
 		if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, l.name, 1); err != nil {
 			return fmt.Errorf("append consumer %s: reset: %w", l.name, err)
 		}
@@ -457,8 +459,9 @@ func (f *appendFeed) untangle(ctx context.Context, self string, subjects []strin
 }
 
 // waiting reports whether SVC_APPEND holds a request on one of subjects (true when
-// unsure): asked after a lane's filter gained them, it finds the requests that may lie
-// behind the consumer's position (one stream info request, whatever the number).
+// unsure): asked after a lane's filter gained or lost them, it finds the requests that
+// may lie behind the consumer's position or stay claimed by it (one stream info
+// request, whatever the number of subjects).
 func (f *appendFeed) waiting(ctx context.Context, subjects []string) bool {
 	if len(subjects) == 0 {
 		return false
