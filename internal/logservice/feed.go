@@ -197,6 +197,13 @@ func (f *appendFeed) settle(ctx context.Context, gen uint64) error {
 	}
 }
 
+// settleWithin is settle for at most d, whatever the outcome.
+func (f *appendFeed) settleWithin(ctx context.Context, gen uint64, d time.Duration) {
+	sctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	_ = f.settle(sctx, gen)
+}
+
 // dispatch hands a request to its tenant's sequencer.
 func (f *appendFeed) dispatch(m jetstream.Msg) {
 	tenant := strings.TrimPrefix(m.Subject(), pipeline.AppendPrefix)

@@ -649,9 +649,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	// The first append, sent once this returns, then comes after the tenant's lane
 	// took it in and costs that lane no reset (feed.go). A lane slower than that is
 	// not waited for: its update finds the requests and resets it.
-	sctx, cancel := context.WithTimeout(ctx, settleWait)
-	_ = st.feed.settle(sctx, gen)
-	cancel()
+	st.feed.settleWithin(ctx, gen, settleWait)
 	// Registered last: stepDown may stop it only once everything above runs.
 	st.mu.Lock()
 	st.held[t.ID] = h
