@@ -71,7 +71,7 @@ type appendFeed struct {
 	lost func(tenant string)                           // another process holds tenant's lease
 
 	mu      sync.Mutex
-	stream  jetstream.Stream  // SVC_APPEND once looked up (waiting)
+	stream  jetstream.Stream  // SVC_APPEND once looked up (appendStream)
 	routes  map[string]*route // tenant → its sequencer's requests
 	laneOf  map[string]int    // tenant → its lane
 	lanes   []*lane
@@ -473,17 +473,9 @@ func (f *appendFeed) waiting(ctx context.Context, subjects []string) bool {
 	if len(subjects) == 0 {
 		return false
 	}
-	f.mu.Lock()
-	stream := f.stream
-	f.mu.Unlock()
-	if stream == nil {
-		var err error
-		if stream, err = f.js.Stream(ctx, pipeline.AppendStream); err != nil {
-			return true
-		}
-		f.mu.Lock()
-		f.stream = stream
-		f.mu.Unlock()
+	stream, err := f.appendStream(ctx)
+	if err != nil {
+		return true
 	}
 	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(pipeline.AppendPrefix+"*"))
 	if err != nil {
@@ -495,6 +487,24 @@ func (f *appendFeed) waiting(ctx context.Context, subjects []string) bool {
 		}
 	}
 	return false
+}
+
+// appendStream is SVC_APPEND, looked up once (its info request) for the process.
+func (f *appendFeed) appendStream(ctx context.Context) (jetstream.Stream, error) {
+	f.mu.Lock()
+	stream := f.stream
+	f.mu.Unlock()
+	if stream != nil {
+		return stream, nil
+	}
+	stream, err := f.js.Stream(ctx, pipeline.AppendStream)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.stream = stream
+	f.mu.Unlock()
+	return stream, nil
 }
 
 func btoi(b bool) int {

@@ -317,7 +317,7 @@ func (s *Service) quiesce(tenant string, cause error) {
 func (st *hostedState) appendsWaiting(tenant string) bool {
 	ctx, cancel := context.WithTimeout(st.runCtx, 5*time.Second)
 	defer cancel()
-	stream, err := st.js.Stream(ctx, pipeline.AppendStream)
+	stream, err := st.feed.appendStream(ctx)
 	if err != nil {
 		return true // unsure: a start costs little
 	}
