@@ -38,15 +38,11 @@ import (
 //
 // A consumer whose filter gains a subject does not go back for that subject's
 // requests it already passed over, and redelivers the requests it had pending
-// whatever its filter. So a filter that lost a tenant is followed by a reset of the
-// consumer to the start of the stream: the requests still in the stream (a work queue
+// whatever its filter: so every change of the filter is followed by a reset of the
+// consumer to the start of the stream. The requests still in the stream (a work queue
 // holds only the unacknowledged) are then delivered again to the tenants in the
 // filter: the ones a sequencer is working on come twice, and its idempotency window
-// answers the second with the first's index. A filter that only gained tenants is
-// reset only when SVC_APPEND holds requests of a gained tenant once the filter is
-// updated (they may lie behind the consumer's position); a tenant's start waits for
-// its lane's update, so its first append comes after it and costs no reset, and no
-// other tenant's requests of the lane are delivered twice.
+// answers the second with the first's index.
 
 // feedInbox is how many requests wait in one tenant's sequencer's inbox; the rest
 // wait, in order, in its route's overflow.
@@ -71,7 +67,7 @@ type appendFeed struct {
 	lost func(tenant string)                           // another process holds tenant's lease
 
 	mu      sync.Mutex
-	stream  jetstream.Stream  // SVC_APPEND once looked up (waiting)
+	stream  jetstream.Stream  // SVC_APPEND once looked up (appendStream)
 	routes  map[string]*route // tenant → its sequencer's requests
 	laneOf  map[string]int    // tenant → its lane
 	lanes   []*lane
@@ -86,10 +82,8 @@ type appendFeed struct {
 // lane is one consumer of the feed.
 type lane struct {
 	name    string
-	tenants int      // routed to it
-	dirty   bool     // its filter changed since the broker was told
-	reset   bool     // a tenant left it since: reset it after the update
-	gained  []string // subjects it gained since the broker was told
+	tenants int  // routed to it
+	dirty   bool // its filter changed since the broker was told
 	cc      jetstream.ConsumeContext
 }
 
@@ -121,18 +115,19 @@ func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
 	return r.ch, f.change(func() {
 		f.unroute(tenant) // a route left behind, if any
 		f.routes[tenant] = r
-		// The first lane with room: a burst of starts changes few lanes' filters
-		// (one update each), not every lane's.
-		best := slices.IndexFunc(f.lanes, func(l *lane) bool { return l.tenants < laneTenants })
+		best := -1
+		for i, l := range f.lanes {
+			if l.tenants < laneTenants && (best < 0 || l.tenants < f.lanes[best].tenants) {
+				best = i
+			}
+		}
 		if best < 0 {
 			best = len(f.lanes)
 			f.lanes = append(f.lanes, &lane{name: fmt.Sprintf("%s-%d", f.name, best)})
 		}
 		f.laneOf[tenant] = best
-		l := f.lanes[best]
-		l.tenants++
-		l.dirty = true
-		l.gained = append(l.gained, pipeline.AppendSubject(tenant))
+		f.lanes[best].tenants++
+		f.lanes[best].dirty = true
 	})
 }
 
@@ -140,7 +135,7 @@ func (f *appendFeed) add(tenant string) (<-chan jetstream.Msg, uint64) {
 func (f *appendFeed) unroute(tenant string) {
 	if i, ok := f.laneOf[tenant]; ok {
 		f.lanes[i].tenants--
-		f.lanes[i].dirty, f.lanes[i].reset = true, true
+		f.lanes[i].dirty = true
 		delete(f.laneOf, tenant)
 	}
 	if r := f.routes[tenant]; r != nil {
@@ -304,20 +299,23 @@ func laneConfig(name string, subjects []string) jetstream.ConsumerConfig {
 func (f *appendFeed) apply(ctx context.Context) error {
 	f.mu.Lock()
 	gen := f.gen
-	var jobs []laneJob
+	type job struct {
+		l        *lane
+		subjects []string
+	}
+	var jobs []job
 	for i, l := range f.lanes {
 		if l.dirty || l.cc == nil || closed(l.cc) {
-			jobs = append(jobs, laneJob{l, f.subjects(i), l.reset || l.cc == nil || closed(l.cc), l.gained})
-			l.dirty, l.reset, l.gained = false, false, nil
+			l.dirty = false
+			jobs = append(jobs, job{l, f.subjects(i)})
 		}
 	}
 	f.mu.Unlock()
 	for k, j := range jobs {
-		if err := f.applyLane(ctx, j); err != nil {
+		if err := f.applyLane(ctx, j.l, j.subjects); err != nil {
 			f.mu.Lock()
 			for _, left := range jobs[k:] { // this lane and those not tried yet
-				left.l.dirty, left.l.reset = true, left.l.reset || left.reset
-				left.l.gained = append(left.l.gained, left.gained...)
+				left.l.dirty = true
 			}
 			f.mu.Unlock()
 			return err
@@ -333,19 +331,8 @@ func (f *appendFeed) apply(ctx context.Context) error {
 	return nil
 }
 
-// laneJob is a lane's update: its filter, and whether it needs a reset (reset) or
-// gained subjects whose waiting requests may need one (gained).
-type laneJob struct {
-	l        *lane
-	subjects []string
-	reset    bool
-	gained   []string
-}
-
-// applyLane gives lane j.l the filter j.subjects, resets it when needed, and starts
-// its dispatch.
-func (f *appendFeed) applyLane(ctx context.Context, j laneJob) error {
-	l, subjects := j.l, j.subjects
+// applyLane gives lane l the filter subjects, resets it, and starts its dispatch.
+func (f *appendFeed) applyLane(ctx context.Context, l *lane, subjects []string) error {
 	for attempt := 0; ; attempt++ {
 		_, err := f.js.CreateOrUpdateConsumer(ctx, pipeline.AppendStream, laneConfig(l.name, subjects))
 		var apiErr *jetstream.APIError
@@ -363,10 +350,8 @@ func (f *appendFeed) applyLane(ctx context.Context, j laneJob) error {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if j.reset || f.waiting(cctx, j.gained) {
-		if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, l.name, 1); err != nil {
-			return fmt.Errorf("append consumer %s: reset: %w", l.name, err)
-		}
+	if _, err := f.js.ResetConsumerToSequence(cctx, pipeline.AppendStream, l.name, 1); err != nil {
+		return fmt.Errorf("append consumer %s: reset: %w", l.name, err)
 	}
 	if l.cc != nil && !closed(l.cc) {
 		return nil
@@ -456,35 +441,22 @@ func (f *appendFeed) untangle(ctx context.Context, self string, subjects []strin
 	return out, nil
 }
 
-// waiting reports whether SVC_APPEND holds a request on one of subjects (true when
-// unsure): asked after a lane's filter gained them, it finds the requests that may lie
-// behind the consumer's position (one stream info request, whatever the number).
-func (f *appendFeed) waiting(ctx context.Context, subjects []string) bool {
-	if len(subjects) == 0 {
-		return false
-	}
+// appendStream is SVC_APPEND, looked up once (its info request) for the process.
+func (f *appendFeed) appendStream(ctx context.Context) (jetstream.Stream, error) {
 	f.mu.Lock()
 	stream := f.stream
 	f.mu.Unlock()
-	if stream == nil {
-		var err error
-		if stream, err = f.js.Stream(ctx, pipeline.AppendStream); err != nil {
-			return true
-		}
-		f.mu.Lock()
-		f.stream = stream
-		f.mu.Unlock()
+	if stream != nil {
+		return stream, nil
 	}
-	info, err := stream.Info(ctx, jetstream.WithSubjectFilter(pipeline.AppendPrefix+"*"))
+	stream, err := f.js.Stream(ctx, pipeline.AppendStream)
 	if err != nil {
-		return true
+		return nil, err
 	}
-	for _, s := range subjects {
-		if info.State.Subjects[s] > 0 {
-			return true
-		}
-	}
-	return false
+	f.mu.Lock()
+	f.stream = stream
+	f.mu.Unlock()
+	return stream, nil
 }
 
 func btoi(b bool) int {
@@ -576,7 +548,7 @@ func (f *appendFeed) checkDrift(ctx context.Context) {
 			continue
 		}
 		f.mu.Lock()
-		l.dirty, l.reset = true, true
+		l.dirty = true
 		f.mu.Unlock()
 	}
 }

@@ -615,7 +615,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	if !sent.IsZero() {
 		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
 	}
-	reqs, gen := st.feed.add(t.ID)
+	reqs, _ := st.feed.add(t.ID)
 	seq, err := sequencer.New(sequencer.Config{Tenant: t.ID, LogID: t.LogID, Conn: s.nc, Dir: dir, Signer: s.cfg.Signer, Logger: s.cfg.Logger, Admit: st.quota, Hold: h.hold, Requests: reqs, Telemetry: s.cfg.Telemetry,
 		Leaves: st.leavesStream(ctx)})
 	if err != nil {
@@ -664,12 +664,6 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	if err := s.startCheckpoints(workCtx, h); err != nil {
 		return err
 	}
-	// The first append, sent once this returns, then comes after the tenant's lane
-	// took it in and costs that lane no reset (feed.go). A lane slower than that is
-	// not waited for: its update finds the requests and resets it.
-	sctx, cancel := context.WithTimeout(ctx, settleWait)
-	_ = st.feed.settle(sctx, gen)
-	cancel()
 	// Registered last: stepDown may stop it only once everything above runs.
 	st.mu.Lock()
 	st.held[t.ID] = h
@@ -677,9 +671,6 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 	st.mu.Unlock()
 	return nil
 }
-
-// settleWait bounds how long a tenant's start waits for its lane to take it in.
-const settleWait = 2 * time.Second
 
 // startCheckpoints loads and runs the checkpointer of h's tenant (until workCtx ends).
 func (s *Service) startCheckpoints(workCtx context.Context, h *holding) error {

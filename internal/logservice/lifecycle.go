@@ -337,7 +337,7 @@ const lastCheckpointWait = 5 * time.Second
 func (st *hostedState) appendsWaiting(tenant string) bool {
 	ctx, cancel := context.WithTimeout(st.runCtx, 5*time.Second)
 	defer cancel()
-	stream, err := st.js.Stream(ctx, pipeline.AppendStream)
+	stream, err := st.feed.appendStream(ctx)
 	if err != nil {
 		return true // unsure: a start costs little
 	}

@@ -64,6 +64,16 @@ type PartialAdmitter interface {
 	AdmitUpTo(ctx context.Context, tenant string, n int) (int, error)
 }
 
+// Seeder is an Admitter told, at each recovery, the tenant's last committed batch
+// the recovery read (nil: the log holds none): what it counts from the log of record
+// starts there, without reading that batch again on the first batch after a start,
+// and a count it kept from an earlier run (another process may have appended since)
+// is dropped.
+type Seeder interface {
+	Admitter
+	Seed(tenant string, last *jetstream.RawStreamMsg)
+}
+
 // admit asks a, partially when it can; it returns how many leaves are admitted and,
 // when fewer than n, why not.
 func admit(ctx context.Context, a Admitter, tenant string, n int) (int, error) {
@@ -831,7 +841,7 @@ func (s *Sequencer) recover(ctx context.Context) error {
 	var streamSize uint64
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		s.lastSeq = 0
+		s.lastSeq, last = 0, nil
 	case err != nil:
 		return fmt.Errorf("sequencer %s: read last batch: %w", s.cfg.Tenant, err)
 	default:
@@ -841,6 +851,9 @@ func (s *Sequencer) recover(ctx context.Context) error {
 			return fmt.Errorf("sequencer %s: last batch (seq %d) lacks %s/%s headers", s.cfg.Tenant, last.Sequence, pipeline.HeaderFirst, pipeline.HeaderCount)
 		}
 		s.lastSeq, streamSize = last.Sequence, first+count
+	}
+	if sd, ok := s.cfg.Admit.(Seeder); ok {
+		sd.Seed(s.cfg.Tenant, last)
 	}
 	size := s.tree.Size()
 	if size > streamSize {

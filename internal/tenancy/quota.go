@@ -28,7 +28,25 @@ type Quota struct {
 
 	mu     sync.Mutex
 	counts map[string]*monthCount
-	leaves jetstream.Stream // SVC_LEAVES, looked up once
+	seeds  map[string]*jetstream.RawStreamMsg // last batch a sequencer's recovery read (Seed); nil value: none
+	leaves jetstream.Stream                   // SVC_LEAVES, looked up once
+}
+
+// Seed is the sequencer's Seeder: tenant's sequencer recovered with last as its log's
+// last batch (nil: empty). The count kept from an earlier run is dropped (the tenant
+// may have appended through another process since), and the next count starts from
+// last instead of reading it again: a start's first append then costs one message
+// read fewer, two fewer when the log's last batch is from an earlier month. The
+// sequencer is the log's only writer and admits before it commits, so last is still
+// the last batch when that count is made.
+func (q *Quota) Seed(tenant string, last *jetstream.RawStreamMsg) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.seeds == nil {
+		q.seeds = map[string]*jetstream.RawStreamMsg{}
+	}
+	delete(q.counts, tenant)
+	q.seeds[tenant] = last
 }
 
 type monthCount struct {
@@ -99,6 +117,8 @@ func (q *Quota) count(ctx context.Context, tenant, month string, now time.Time) 
 		q.counts = map[string]*monthCount{}
 	}
 	c, stream := q.counts[tenant], q.leaves
+	last, seeded := q.seeds[tenant]
+	delete(q.seeds, tenant)
 	q.mu.Unlock()
 	if c != nil && c.month == month {
 		return c, nil
@@ -109,7 +129,13 @@ func (q *Quota) count(ctx context.Context, tenant, month string, now time.Time) 
 			return nil, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
 		}
 	}
-	used, err := monthAppends(ctx, q.JS, stream, tenant, now)
+	var used uint64
+	var err error
+	if seeded {
+		used, err = monthAppendsFrom(ctx, q.JS, tenant, now, last)
+	} else {
+		used, err = monthAppends(ctx, q.JS, stream, tenant, now)
+	}
 	if err != nil {
 		return nil, pipeline.Unavailable(fmt.Errorf("counting this month's appends: %w", err))
 	}
@@ -150,7 +176,6 @@ func MonthAppends(ctx context.Context, js jetstream.JetStream, tenant string, no
 
 // monthAppends is MonthAppends on SVC_LEAVES already looked up (stream).
 func monthAppends(ctx context.Context, js jetstream.JetStream, stream jetstream.Stream, tenant string, now time.Time) (uint64, error) {
-	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	last, err := stream.GetLastMsgForSubject(ctx, pipeline.LeavesSubject(tenant))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, nil
@@ -158,7 +183,14 @@ func monthAppends(ctx context.Context, js jetstream.JetStream, stream jetstream.
 	if err != nil {
 		return 0, err
 	}
-	if last.Time.Before(start) {
+	return monthAppendsFrom(ctx, js, tenant, now, last)
+}
+
+// monthAppendsFrom is monthAppends with the log's last batch already read (last; nil:
+// the log is empty).
+func monthAppendsFrom(ctx context.Context, js jetstream.JetStream, tenant string, now time.Time, last *jetstream.RawStreamMsg) (uint64, error) {
+	start := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	if last == nil || last.Time.Before(start) {
 		return 0, nil
 	}
 	lastFirst, err := batchHeader(last.Header, pipeline.HeaderFirst, last.Sequence)

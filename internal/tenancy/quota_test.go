@@ -52,6 +52,12 @@ func TestQuotaEdge(t *testing.T) {
 
 	// 9,998 appends from 32 concurrent producers (so batches form).
 	testkit.AppendHashes(t, cl, "acme", 1, 9998)
+	// An admitter that counted the month now (another process's, the tenant's
+	// sequencer then moving away and back): its count goes stale.
+	early := &Quota{View: view, JS: js, Now: func() time.Time { return now }}
+	if n, err := early.AdmitUpTo(ctx, "acme", 0); n != 0 || err != nil {
+		t.Fatalf("early count: %d %v", n, err)
+	}
 	var wg sync.WaitGroup
 	// Three at once: the 9,999th and 10,000th pass, one is refused.
 	var passed, refused atomic.Int32
@@ -95,6 +101,23 @@ func TestQuotaEdge(t *testing.T) {
 	}
 	if _, m := fresh.Used("acme"); m != 10000 {
 		t.Fatalf("restarted admitter counted %d appends this month, want 10000", m)
+	}
+	// A sequencer's recovery seeds the admitter with the last batch it read: the stale
+	// count is dropped and the month counted from that batch.
+	stream, err := js.Stream(ctx, pipeline.LeavesStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := stream.GetLastMsgForSubject(ctx, pipeline.LeavesSubject("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	early.Seed("acme", last)
+	if n, err := early.AdmitUpTo(ctx, "acme", 1); n != 0 || !errors.Is(err, pipeline.ErrQuota) {
+		t.Fatalf("seeded admitter: admitted %d, %v", n, err)
+	}
+	if _, m := early.Used("acme"); m != 10000 {
+		t.Fatalf("seeded admitter counted %d appends this month, want 10000", m)
 	}
 	// December (by the injected clock) starts a new count on the same free plan.
 	december := &Quota{View: view, JS: js, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC) }}
