@@ -107,7 +107,7 @@ func TestLogOfLogsRunnerKilled(t *testing.T) {
 	}
 	signerSrv := httptest.NewServer(ss)
 	t.Cleanup(signerSrv.Close)
-	lolVkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", key.KeyID(), logservice.LogOfLogsLease), key.Public().Key)
+	lolVkey, _ := note.NewEd25519VerifierKey(projections.DefaultOrigin("", logservice.LogOfLogsLease), key.Public().Key)
 	wkey, _ := signer.GenerateKey()
 	tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wkey, Name: "w.example.com/kill", Logs: []string{lolVkey}, Dir: t.TempDir()})
 	if err != nil {
