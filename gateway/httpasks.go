@@ -84,8 +84,15 @@ func (a *agentAsks) ask(ctx context.Context, method string, params json.RawMessa
 	}
 }
 
-// answer delivers a POSTed JSON-RPC response to the ask it names (false: none).
+// answer delivers a POSTed JSON-RPC response to the ask it names (false: none, or
+// no ask is out, which it checks before decoding the body).
 func (a *agentAsks) answer(body []byte) bool {
+	a.mu.Lock()
+	waiting := len(a.pending)
+	a.mu.Unlock()
+	if waiting == 0 {
+		return false // no ask out: every POST (each tools/call) skips the decode
+	}
 	var env rpcEnvelope
 	if json.Unmarshal(body, &env) != nil || env.Method != "" || (env.Result == nil && env.Error == nil) || len(env.ID) == 0 {
 		return false
