@@ -43,6 +43,9 @@ func (c *checkpointRuns) run(ctx context.Context) error {
 		case <-ctx.Done(): // the process stops
 			c.sched.after(it, time.Now(), false)
 			return
+		case <-it.ctx.Done(): // the tenant stops: its stop (holding its lock) waits for no other tenant's tick
+			c.sched.after(it, time.Now(), false)
+			return
 		}
 		c.ticks.Add(1)
 		go func() {

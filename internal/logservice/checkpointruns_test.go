@@ -90,3 +90,61 @@ func TestCheckpointRunsOneGoroutine(t *testing.T) {
 		}
 	}
 }
+
+// stuckSigner signs nothing until release is closed (a signer or database slow to
+// answer, its own timeout not yet reached), whatever the context.
+type stuckSigner struct {
+	receipt.KeySigner
+	release chan struct{}
+}
+
+func (s stuckSigner) SignEnvelope(ctx context.Context, payloadType string, payload []byte) (*receipt.Envelope, error) {
+	<-s.release
+	return s.KeySigner.SignEnvelope(ctx, payloadType, payload)
+}
+
+// TestCheckpointStopWaitsForNoOtherTenant: a tenant stopped while its tick waits for
+// a slot of the pool (every slot taken by other tenants' ticks, stuck on the signer)
+// leaves the schedule at once: its stop (which holds the tenant's lock) does not
+// wait for other tenants' signatures.
+func TestCheckpointStopWaitsForNoOtherTenant(t *testing.T) {
+	key, _ := signer.GenerateKey()
+	ctx, cancel := context.WithCancel(context.Background())
+	release := make(chan struct{})
+	c := newCheckpointRuns()
+	loopDone := make(chan struct{})
+	go func() { defer close(loopDone); _ = c.run(ctx) }()
+	defer func() { close(release); cancel(); <-loopDone }()
+	add := func(name string, sg receipt.EnvelopeSigner, done func()) context.CancelFunc {
+		tree, _ := merkle.NewTree(merkle.NewMemoryStore())
+		if _, err := tree.Append(merkle.LeafHash([]byte("leaf"))); err != nil {
+			t.Fatal(err)
+		}
+		cp := &projections.Checkpointer{Dir: t.TempDir(), Tenant: name, Tree: tree, Signer: sg,
+			Every: time.Hour, First: time.Millisecond, Logger: slog.New(slog.DiscardHandler)}
+		if err := cp.Load(); err != nil {
+			t.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		c.add(wctx, cp, done)
+		return stop
+	}
+	for i := range checkpointTicksAtOnce {
+		add(fmt.Sprint("stuck", i), stuckSigner{receipt.KeySigner{Key: key}, release}, func() {})
+	}
+	testkit.Eventually(t, 5*time.Second, func() error {
+		if n := len(c.pool); n != checkpointTicksAtOnce {
+			return fmt.Errorf("%d ticks in flight", n)
+		}
+		return nil
+	})
+	done := make(chan struct{})
+	stop := add("x", receipt.KeySigner{Key: key}, func() { close(done) })
+	time.Sleep(100 * time.Millisecond) // x is due, its tick waiting for a slot
+	stop()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the stopped tenant's run did not end while other tenants' ticks held every slot")
+	}
+}
