@@ -78,6 +78,9 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 	next, mine, err := st.renewOnce(ctx, tenant, r.rev, deadline)
 	switch {
 	case ctx.Err() != nil:
+		if err == nil && mine {
+			r.rev = next // release deletes the lease at its current revision
+		}
 		l.sched.after(it, time.Time{}, true)
 	case err == nil && !mine:
 		r.lostErr = fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)

@@ -46,6 +46,11 @@ func (q *Quota) Seed(tenant string, last *jetstream.RawStreamMsg) {
 		q.seeds = map[string]*jetstream.RawStreamMsg{}
 	}
 	delete(q.counts, tenant)
+	if last != nil {
+		kept := *last
+		kept.Data = nil // the count reads only its time and headers; a batch's data is up to ~1 MiB, and a tenant only read keeps its seed
+		last = &kept
+	}
 	q.seeds[tenant] = last
 }
 
