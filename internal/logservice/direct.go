@@ -41,10 +41,16 @@ func (f *appendFeed) direct(m *nats.Msg) {
 	f.mu.Lock()
 	r := f.routes[tenant]
 	f.mu.Unlock()
-	if r != nil {
-		r.put(directMsg{m})
+	if r != nil && !r.putUpTo(directMsg{m}, directBacklog) {
+		f.log.Debug("direct copy dropped: the tenant's backlog is full; its stream copy or the producer's resend carries it", "tenant", tenant)
 	}
 }
+
+// directBacklog bounds the requests waiting on a tenant's route that a direct copy
+// may join: the stream's copies are bounded by the lane's MaxAckPending, a broker
+// client's direct copies by this (one dropped costs nothing: the request's stream
+// copy, or the producer's next resend, carries it).
+const directBacklog = 1024
 
 // errNotStored answers Metadata for a direct copy, which no stream holds.
 var errNotStored = errors.New("a direct copy of an append request: not stored in a stream")

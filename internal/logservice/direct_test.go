@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/internal/natsembed"
 	"svc.dev/svc/internal/testkit"
@@ -71,4 +72,32 @@ func proofIndex(t *testing.T, sub *nats.Subscription) uint64 {
 		t.Fatalf("answer %+v, %v; want a proof", r, err)
 	}
 	return r.Proof.Inclusion.LeafIndex
+}
+
+// TestDirectCopiesAreBounded: a flood of direct copies for a tenant whose sequencer
+// takes nothing waits at most directBacklog deep; the stream's copies are not bounded
+// here (the lane's MaxAckPending bounds them).
+func TestDirectCopiesAreBounded(t *testing.T) {
+	r := &route{ch: make(chan jetstream.Msg), stop: make(chan struct{})}
+	defer close(r.stop)
+	kept := 0
+	for range 3 * directBacklog {
+		if r.putUpTo(directMsg{&nats.Msg{Subject: pipeline.DirectSubject("acme")}}, directBacklog) {
+			kept++
+		}
+	}
+	r.mu.Lock()
+	waiting := len(r.over)
+	r.mu.Unlock()
+	if waiting > directBacklog || kept > directBacklog+1 {
+		t.Fatalf("%d direct copies wait (%d kept), want at most %d", waiting, kept, directBacklog)
+	}
+	for range 10 {
+		r.put(directMsg{&nats.Msg{}})
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.over) != waiting+10 {
+		t.Fatalf("a stream copy was dropped: %d wait, want %d", len(r.over), waiting+10)
+	}
 }

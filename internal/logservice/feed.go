@@ -219,13 +219,20 @@ type route struct {
 }
 
 // put queues m behind the tenant's earlier requests.
-func (r *route) put(m jetstream.Msg) {
+func (r *route) put(m jetstream.Msg) { r.putUpTo(m, -1) }
+
+// putUpTo queues m as put does unless max requests already wait in the overflow
+// (max < 0: no bound); false: m was dropped.
+func (r *route) putUpTo(m jetstream.Msg, max int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if max >= 0 && len(r.over) >= max {
+		return false
+	}
 	if len(r.over) == 0 {
 		select {
 		case r.ch <- m:
-			return
+			return true
 		default:
 		}
 	}
@@ -234,6 +241,7 @@ func (r *route) put(m jetstream.Msg) {
 		r.pumping = true
 		go r.pump()
 	}
+	return true
 }
 
 // pump moves the overflow into the inbox as the sequencer takes requests up; it runs
