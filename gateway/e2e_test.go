@@ -221,6 +221,21 @@ func receiptFiles(f *fixture) []string {
 	})
 }
 
+// readReceipt reads a receipt file and decodes its predicate; either failing fails the test.
+func readReceipt(t *testing.T, file string) (*receipt.Bundle, *receipt.Predicate) {
+	t.Helper()
+	b, err := receipt.ReadBundle(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := receipt.DecodeStatement(b.Envelope)
+	p, err := st.DecodePredicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p
+}
+
 // verifyAll runs `svc verify` on every receipt written and returns the reports by id.
 func verifyAll(t *testing.T, f *fixture) map[string]string {
 	t.Helper()

@@ -102,15 +102,7 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 			}
 			relayed := 0
 			for _, file := range files {
-				b, err := receipt.ReadBundle(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, _ := receipt.DecodeStatement(b.Envelope)
-				p, err := st.DecodePredicate()
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, p := readReceipt(t, file)
 				if p.Execution.Status != receipt.StatusExecuted {
 					t.Fatalf("receipt of %s: %s (%s)", p.Tool.Name, p.Execution.Status, p.Execution.Error)
 				}

@@ -110,15 +110,7 @@ func runRugpull(t *testing.T, f *fixture, flags ...string) *rugpullRun {
 	r.statements = toolStatements(t, f)
 	r.receipts, r.leafOf = map[string][]*receipt.Predicate{}, map[string]uint64{}
 	for _, file := range receiptFiles(f) {
-		b, err := receipt.ReadBundle(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := receipt.DecodeStatement(b.Envelope)
-		p, err := st.DecodePredicate()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, p := readReceipt(t, file)
 		r.receipts[p.Tool.Name] = append(r.receipts[p.Tool.Name], p)
 		r.leafOf[p.ReceiptID] = b.Inclusion.LeafIndex
 	}
