@@ -97,6 +97,18 @@ func (ix *indices) add(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Pr
 	ix.m[p.Inclusion.LeafIndex] = string(leaf)
 }
 
+// append appends leaf for acme with do (a client's Do or Append) and records its
+// index; it reports the failure with t.Error and returns false when the append fails.
+func (ix *indices) append(t testing.TB, key *signer.Key, do func(context.Context, string, pipeline.Leaf) (*receipt.Proof, error), leaf []byte) bool {
+	proof, err := do(context.Background(), "acme", pipeline.NewLeaf(leaf))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	ix.add(t, key, leaf, proof)
+	return true
+}
+
 func TestConcurrentProducersOneSequence(t *testing.T) {
 	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
@@ -115,13 +127,9 @@ func TestConcurrentProducersOneSequence(t *testing.T) {
 			}
 			defer c.Close()
 			for i := 0; i < each; i++ {
-				leaf := []byte(fmt.Sprintf(`{"producer":%d,"i":%d}`, p, i))
-				proof, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
-				if err != nil {
-					t.Error(err)
+				if !seen.append(t, key, c.Append, []byte(fmt.Sprintf(`{"producer":%d,"i":%d}`, p, i))) {
 					return
 				}
-				seen.add(t, key, leaf, proof)
 			}
 		}(p)
 	}
