@@ -412,22 +412,8 @@ func checkToolsDiff(t *testing.T, f *fixture) {
 func TestToolDefinitionsHTTPUpstream(t *testing.T) {
 	nodeModules(t)
 	dir := t.TempDir()
-	srv := exec.Command("node", filepath.Join(repoDir, "e2e", "rugpull-server.mjs"), "--http")
-	srv.Env = append(os.Environ(), "ECHO_LOG="+filepath.Join(dir, "echo.log"))
-	stdout, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	var listening struct {
-		Port int `json:"port"`
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &listening) != nil || listening.Port == 0 {
-		t.Fatalf("rugpull-server --http: %q, %v", line, err)
-	}
-	f := rugpullFixtureAt(t, "first-seen", nil, map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/mcp", listening.Port)})
+	url := startRugpullHTTP(t, "ECHO_LOG="+filepath.Join(dir, "echo.log"))
+	f := rugpullFixtureAt(t, "first-seen", nil, map[string]any{"url": url})
 	r := runRugpull(t, f)
 	data, _ := os.ReadFile(filepath.Join(dir, "echo.log"))
 	r.echoesAtUpstream = strings.Count(string(data), "echo\n")
