@@ -18,6 +18,20 @@ import (
 
 const signerTokenEnv = "SVC_TEST_SIGNER_TOKEN"
 
+// signerTestToken is the shared token of the running-signer tests.
+const signerTestToken = "the-shared-signer-token-0123456789"
+
+// signerTestKeys makes a directory holding the log's key and a retired one, and sets
+// the token variable to signerTestToken.
+func signerTestKeys(t *testing.T) (dir string, key *signer.Key, keyPath string, old *signer.Key, oldPub string) {
+	t.Helper()
+	dir = t.TempDir()
+	key, keyPath, _ = testKey(t, dir, "log")
+	old, _, oldPub = testKey(t, dir, "log-old")
+	t.Setenv(signerTokenEnv, signerTestToken)
+	return dir, key, keyPath, old, oldPub
+}
+
 // signerArgs is svc signer with a key file, a port the system chooses, a token
 // variable and a state directory under dir, then extra.
 func signerArgs(keyPath, dir, tokenEnv string, extra ...string) []string {
@@ -97,11 +111,8 @@ func TestSignerTokenEnvMustBeSet(t *testing.T) {
 // svc signer runs: it prints its keyid and address, signs through the client, serves
 // its key document with the retired key, logs without the token, and stops on cancel.
 func TestSignerRun(t *testing.T) {
-	dir := t.TempDir()
-	key, keyPath, _ := testKey(t, dir, "log")
-	old, _, oldPub := testKey(t, dir, "log-old")
-	const token = "the-shared-signer-token-0123456789"
-	t.Setenv(signerTokenEnv, token)
+	dir, key, keyPath, old, oldPub := signerTestKeys(t)
+	const token = signerTestToken
 
 	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, signerArgs(keyPath, dir, signerTokenEnv,
 		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")...)
@@ -163,11 +174,8 @@ func TestSignerRun(t *testing.T) {
 // a rollback or another root at its size is refused from the start, while a head the
 // state already has is not overwritten by a later --start-head.
 func TestSignerStartHead(t *testing.T) {
-	dir := t.TempDir()
-	_, keyPath, _ := testKey(t, dir, "log")
-	old, _, oldPub := testKey(t, dir, "log-old")
-	const token = "the-shared-signer-token-0123456789"
-	t.Setenv(signerTokenEnv, token)
+	dir, _, keyPath, old, oldPub := signerTestKeys(t)
+	const token = signerTestToken
 	start, err := receipt.SignTreeHead(old, 8, strings.Repeat("cd", 32), time.Now(), "main")
 	if err != nil {
 		t.Fatal(err)
