@@ -313,15 +313,7 @@ func checkRelayedRecorded(t *testing.T, files []string) {
 	want := map[string]string{"test_sampling": "sampling/createMessage", "test_elicitation": "elicitation/create", "test_simple_text": ""}
 	seen := map[string]int{}
 	for _, file := range files {
-		b, err := receipt.ReadBundle(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := receipt.DecodeStatement(b.Envelope)
-		p, err := st.DecodePredicate()
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, p := readReceipt(t, file)
 		method, ok := want[p.Tool.Name]
 		if !ok || p.Execution.Status != receipt.StatusExecuted {
 			continue

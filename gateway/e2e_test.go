@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,14 +120,23 @@ func (f *fixture) writeConfig(cfg map[string]any) {
 // mcp-go client over it. The caller stops it: c.Close (stdin closed) or a kill.
 func startStdioGateway(t testing.TB, config string, flags ...string) (*exec.Cmd, *client.Client) {
 	t.Helper()
+	cmd, stdin, stdout := startGatewayProcess(t, config, os.Stderr, flags...)
+	return cmd, startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+}
+
+// startGatewayProcess starts `svc gateway --config config` with its stderr to stderr
+// and returns the process and its stdin and stdout, for a client the caller makes.
+// The caller stops it.
+func startGatewayProcess(t testing.TB, config string, stderr io.Writer, flags ...string) (*exec.Cmd, io.WriteCloser, io.ReadCloser) {
+	t.Helper()
 	cmd := exec.Command(svcBin, append([]string{"gateway", "--config", config}, flags...)...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	return cmd, startMCPClient(t, client.NewClient(transport.NewIO(stdout, stdin, nil)))
+	return cmd, stdin, stdout
 }
 
 func (f *fixture) writeGrant(t testing.TB, name string, scopes []string, from time.Time, ttl time.Duration, parent *receipt.Envelope) *receipt.Envelope {
@@ -219,6 +229,21 @@ func receiptFiles(f *fixture) []string {
 	return slices.DeleteFunc(files, func(s string) bool {
 		return strings.HasSuffix(s, ".authorization.json") || strings.HasSuffix(s, ".tools.json")
 	})
+}
+
+// readReceipt reads a receipt file and decodes its predicate; either failing fails the test.
+func readReceipt(t *testing.T, file string) (*receipt.Bundle, *receipt.Predicate) {
+	t.Helper()
+	b, err := receipt.ReadBundle(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := receipt.DecodeStatement(b.Envelope)
+	p, err := st.DecodePredicate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p
 }
 
 // verifyAll runs `svc verify` on every receipt written and returns the reports by id.

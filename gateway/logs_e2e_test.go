@@ -134,13 +134,7 @@ func TestGatewayStdioFrontRelaysUpstreamLogs(t *testing.T) {
 	f.writeGrant(t, "grant.json", []string{tool}, time.Now().Add(-time.Minute), time.Hour, nil)
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte(`permit (principal, action, resource);`), 0o644)
 	sink := &logSink{}
-	cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
 	defer cmd.Process.Kill()
 	c := client.NewClient(transport.NewIO(stdout, stdin, nil))
 	sink.listen(c)

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -58,13 +57,7 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 			f := growFixture(t, []string{"deploy"}, map[string]map[string]any{
 				"modern": {"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "modern-server.mjs")}},
 			})
-			cmd := exec.Command(svcBin, "gateway", "--config", f.config)
-			stdin, _ := cmd.StdinPipe()
-			stdout, _ := cmd.StdoutPipe()
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
+			cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
 			defer cmd.Process.Kill()
 			answers := &agentAnswers{}
 			c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithElicitationHandler(answers), client.WithRootsHandler(answers),
@@ -102,15 +95,7 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 			}
 			relayed := 0
 			for _, file := range files {
-				b, err := receipt.ReadBundle(file)
-				if err != nil {
-					t.Fatal(err)
-				}
-				st, _ := receipt.DecodeStatement(b.Envelope)
-				p, err := st.DecodePredicate()
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, p := readReceipt(t, file)
 				if p.Execution.Status != receipt.StatusExecuted {
 					t.Fatalf("receipt of %s: %s (%s)", p.Tool.Name, p.Execution.Status, p.Execution.Error)
 				}

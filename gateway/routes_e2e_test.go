@@ -126,15 +126,7 @@ func TestToolAddedAfterStartIsRouted(t *testing.T) {
 			if rep := verifyAll(t, f)[id]; !strings.Contains(rep, "RESULT: VERIFIED") {
 				t.Fatalf("svc verify of late's receipt: %s", rep)
 			}
-			b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", id+".json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, _ := receipt.DecodeStatement(b.Envelope)
-			p, err := st.DecodePredicate()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, p := readReceipt(t, filepath.Join(f.dir, "receipts", id+".json"))
 			if p.Tool.Name != "late" || p.Tool.DefinitionLeafIndex == nil || p.Tool.DefinitionDigest == "" {
 				t.Fatalf("late's receipt does not cite its logged definition: %+v", p.Tool)
 			}
@@ -175,15 +167,7 @@ func TestToolCollidingAfterStartIsNotRouted(t *testing.T) {
 	waitForReceipts(t, f, 3)
 	verifyAll(t, f)
 	id := regexp.MustCompile(`\(receipt (\S+)\)`).FindStringSubmatch(text(r))[1]
-	b, err := receipt.ReadBundle(filepath.Join(f.dir, "receipts", id+".json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, _ := receipt.DecodeStatement(b.Envelope)
-	p, err := st.DecodePredicate()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, p := readReceipt(t, filepath.Join(f.dir, "receipts", id+".json"))
 	if p.Execution.Status != receipt.StatusDenied || !strings.Contains(p.Execution.Reason, "tool a_echo is offered by more than one upstream (a, b)") {
 		t.Fatalf("a_echo's denied receipt: %+v", p.Execution)
 	}

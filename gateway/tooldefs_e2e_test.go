@@ -110,15 +110,7 @@ func runRugpull(t *testing.T, f *fixture, flags ...string) *rugpullRun {
 	r.statements = toolStatements(t, f)
 	r.receipts, r.leafOf = map[string][]*receipt.Predicate{}, map[string]uint64{}
 	for _, file := range receiptFiles(f) {
-		b, err := receipt.ReadBundle(file)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st, _ := receipt.DecodeStatement(b.Envelope)
-		p, err := st.DecodePredicate()
-		if err != nil {
-			t.Fatal(err)
-		}
+		b, p := readReceipt(t, file)
 		r.receipts[p.Tool.Name] = append(r.receipts[p.Tool.Name], p)
 		r.leafOf[p.ReceiptID] = b.Inclusion.LeafIndex
 	}
@@ -420,22 +412,8 @@ func checkToolsDiff(t *testing.T, f *fixture) {
 func TestToolDefinitionsHTTPUpstream(t *testing.T) {
 	nodeModules(t)
 	dir := t.TempDir()
-	srv := exec.Command("node", filepath.Join(repoDir, "e2e", "rugpull-server.mjs"), "--http")
-	srv.Env = append(os.Environ(), "ECHO_LOG="+filepath.Join(dir, "echo.log"))
-	stdout, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	var listening struct {
-		Port int `json:"port"`
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &listening) != nil || listening.Port == 0 {
-		t.Fatalf("rugpull-server --http: %q, %v", line, err)
-	}
-	f := rugpullFixtureAt(t, "first-seen", nil, map[string]any{"url": fmt.Sprintf("http://127.0.0.1:%d/mcp", listening.Port)})
+	url := startRugpullHTTP(t, "ECHO_LOG="+filepath.Join(dir, "echo.log"))
+	f := rugpullFixtureAt(t, "first-seen", nil, map[string]any{"url": url})
 	r := runRugpull(t, f)
 	data, _ := os.ReadFile(filepath.Join(dir, "echo.log"))
 	r.echoesAtUpstream = strings.Count(string(data), "echo\n")

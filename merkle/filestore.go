@@ -202,11 +202,8 @@ func (s *fileStore) Get(level uint8, index uint64) (Hash, error) {
 func (s *fileStore) Append(level uint8, h Hash) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	if level > MaxLevel {
-		return fmt.Errorf("%w: level %d above %d", ErrIndexOutOfRange, level, MaxLevel)
+	if err := appendable(s.closed, level); err != nil {
+		return err
 	}
 	lv := s.levels[level]
 	if lv == nil {

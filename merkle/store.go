@@ -74,14 +74,23 @@ func (s *memoryStore) Get(level uint8, index uint64) (Hash, error) {
 	return s.levels[level][index/memChunk][index%memChunk], nil
 }
 
-func (s *memoryStore) Append(level uint8, h Hash) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+// appendable is why a store takes no hash at level: it is closed (ErrClosed), or the
+// level is above MaxLevel; nil when it takes one. Both stores' Append check with it.
+func appendable(closed bool, level uint8) error {
+	if closed {
 		return ErrClosed
 	}
 	if level > MaxLevel {
 		return fmt.Errorf("%w: level %d above %d", ErrIndexOutOfRange, level, MaxLevel)
+	}
+	return nil
+}
+
+func (s *memoryStore) Append(level uint8, h Hash) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := appendable(s.closed, level); err != nil {
+		return err
 	}
 	chunks := s.levels[level]
 	n := s.n[level]

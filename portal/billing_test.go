@@ -22,12 +22,7 @@ func TestBillingNotConfigured(t *testing.T) {
 	e := portaltest.Start(t, portaltest.Options{})
 	b := newBrowser(t, e.URL)
 	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
-	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["stripe"] != false || ov["billing"] != nil {
-		t.Fatalf("overview %v", ov)
-	}
-	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["billing"] != false {
-		t.Fatalf("me %v", me)
-	}
+	wantBillingShown(t, b, false)
 	b.must(http.StatusServiceUnavailable, "POST", "/api/checkout", `{}`)
 	b.must(http.StatusServiceUnavailable, "POST", "/api/billing-portal", `{}`)
 	newBrowser(t, e.URL).must(http.StatusUnauthorized, "POST", "/api/checkout", `{}`)
@@ -111,12 +106,7 @@ func TestBillingCheckoutAndWebhook(t *testing.T) {
 	b.must(http.StatusOK, "POST", "/api/register", registerBody("ada@example.com", "acme"))
 	other := newBrowser(t, e.URL)
 	other.must(http.StatusOK, "POST", "/api/register", registerBody("bo@example.com", "bravo"))
-	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["stripe"] != true || ov["billing"] != nil {
-		t.Fatalf("overview %v", ov)
-	}
-	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["billing"] != true {
-		t.Fatalf("me %v", me)
-	}
+	wantBillingShown(t, b, true)
 	co := b.must(http.StatusOK, "POST", "/api/checkout", `{}`)
 	if u, _ := co["url"].(string); !strings.HasPrefix(u, "https://") {
 		t.Fatalf("checkout %v", co)
@@ -248,5 +238,17 @@ func TestBillingUpgradesOnlyWhenPaid(t *testing.T) {
 	}
 	if got := status(); got != "active" {
 		t.Errorf("billing status %v after the payment, want active", got)
+	}
+}
+
+// wantBillingShown checks what the overview and /api/me say of billing: stripe and
+// billing are configured (or not), and the overview carries no billing object.
+func wantBillingShown(t *testing.T, b *browser, configured bool) {
+	t.Helper()
+	if ov := b.must(http.StatusOK, "GET", "/api/overview", ""); ov["stripe"] != configured || ov["billing"] != nil {
+		t.Fatalf("overview %v", ov)
+	}
+	if me := b.must(http.StatusOK, "GET", "/api/me", ""); me["billing"] != configured {
+		t.Fatalf("me %v", me)
 	}
 }

@@ -72,6 +72,16 @@ func TestWitnessEndToEnd(t *testing.T) {
 			}
 		}
 	}
+	// logCheckFails runs log-check and wants exit 1 (exitWhat names the case) and
+	// the lines in its output (linesWhat).
+	logCheckFails := func(exitWhat, linesWhat string, lines ...string) {
+		t.Helper()
+		code, text := logCheck()
+		if code != 1 {
+			t.Fatalf("%s: exit %d\n%s", exitWhat, code, text)
+		}
+		wantLines(linesWhat, text, lines...)
+	}
 
 	// 1. Normal growth, countersigned by the witness running as its own process.
 	appendLeaves(t, logSrv.URL, "default", "a", 5)
@@ -190,11 +200,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 	if n := len(alarmFiles(t, defOut)); n != 1 {
 		t.Fatalf("a persisting refusal was recorded again: %d ALARM-<time>.json files", n)
 	}
-	code, text = logCheck()
-	if code != 1 {
-		t.Fatalf("log-check after a fork alarm: exit %d\n%s", code, text)
-	}
-	wantLines("log-check after a fork", text, "FAIL default no alarm: the witness raised an alarm", "second-history", "PASS acme no alarm")
+	logCheckFails("log-check after a fork alarm", "log-check after a fork", "FAIL default no alarm: the witness raised an alarm", "second-history", "PASS acme no alarm")
 	code, text = audit(filepath.Join(defOut, "11.json"), forkPath, "--witness-key", wPubPath)
 	if code != 1 {
 		t.Fatalf("audit of a fork: exit %d\n%s", code, text)
@@ -234,11 +240,7 @@ func TestWitnessEndToEnd(t *testing.T) {
 	if n := len(alarmFiles(t, defOut)); n != 2 {
 		t.Fatalf("%d ALARM-<time>.json files, want 2", n)
 	}
-	code, text = logCheck()
-	if code != 1 {
-		t.Fatalf("log-check with a rogue key: exit %d\n%s", code, text)
-	}
-	wantLines("log-check with a rogue key", text, "FAIL default head signature", "FAIL default checkpoint signature", "FAIL default no alarm", "unpublished-key")
+	logCheckFails("log-check with a rogue key", "log-check with a rogue key", "FAIL default head signature", "FAIL default checkpoint signature", "FAIL default no alarm", "unpublished-key")
 	code, text = audit(filepath.Join(defOut, "11.json"), roguePath, "--witness-key", wPubPath)
 	if code != 1 {
 		t.Fatalf("audit of a rogue head: exit %d\n%s", code, text)

@@ -18,6 +18,26 @@ import (
 
 const signerTokenEnv = "SVC_TEST_SIGNER_TOKEN"
 
+// signerTestToken is the shared token of the running-signer tests.
+const signerTestToken = "the-shared-signer-token-0123456789"
+
+// signerTestKeys makes a directory holding the log's key and a retired one, and sets
+// the token variable to signerTestToken.
+func signerTestKeys(t *testing.T) (dir string, key *signer.Key, keyPath string, old *signer.Key, oldPub string) {
+	t.Helper()
+	dir = t.TempDir()
+	key, keyPath, _ = testKey(t, dir, "log")
+	old, _, oldPub = testKey(t, dir, "log-old")
+	t.Setenv(signerTokenEnv, signerTestToken)
+	return dir, key, keyPath, old, oldPub
+}
+
+// signerArgs is svc signer with a key file, a port the system chooses, a token
+// variable and a state directory under dir, then extra.
+func signerArgs(keyPath, dir, tokenEnv string, extra ...string) []string {
+	return append([]string{"signer", "--key", keyPath, "--port", "0", "--token-env", tokenEnv, "--state-dir", filepath.Join(dir, "state")}, extra...)
+}
+
 func TestSignerHelpListsEveryFlag(t *testing.T) {
 	code, out, errOut := runSvc(t, "signer", "--help")
 	if code != 0 {
@@ -50,8 +70,8 @@ func TestSignerUsageErrors(t *testing.T) {
 		"no --token-env": {"signer", "--key", keyPath, "--port", "0", "--state-dir", filepath.Join(dir, "state")},
 		"no --state-dir": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv},
 		"bad port":       {"signer", "--key", keyPath, "--port", "70000", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")},
-		"extra argument": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "extra"},
-		"bad valid-from": {"signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--valid-from", "monday"},
+		"extra argument": signerArgs(keyPath, dir, signerTokenEnv, "extra"),
+		"bad valid-from": signerArgs(keyPath, dir, signerTokenEnv, "--valid-from", "monday"),
 	} {
 		if code, _, errOut := runSvc(t, args...); code != 2 {
 			t.Errorf("%s: exit %d, want 2 (stderr %s)", name, code, errOut)
@@ -67,23 +87,23 @@ func TestSignerTokenEnvMustBeSet(t *testing.T) {
 	const unset = "SVC_TEST_SIGNER_TOKEN_NOT_SET"
 	t.Setenv(unset, "x")
 	os.Unsetenv(unset)
-	code, out, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", unset, "--state-dir", filepath.Join(dir, "state"))
+	code, out, errOut := runSvc(t, signerArgs(keyPath, dir, unset)...)
 	if code != 1 || !strings.Contains(errOut, unset) || strings.Contains(out, "listening") {
 		t.Errorf("unset variable: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	t.Setenv(signerTokenEnv, "")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
+	code, _, errOut = runSvc(t, signerArgs(keyPath, dir, signerTokenEnv)...)
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) {
 		t.Errorf("empty variable: exit %d, stderr %q", code, errOut)
 	}
 	t.Setenv(signerTokenEnv, "weak")
-	code, _, errOut = runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"))
+	code, _, errOut = runSvc(t, signerArgs(keyPath, dir, signerTokenEnv)...)
 	if code != 1 || !strings.Contains(errOut, signerTokenEnv) || strings.Contains(errOut, "weak") {
 		t.Errorf("weak token: exit %d, stderr %q", code, errOut)
 	}
 	// A missing key file fails too, after the token checks pass.
 	t.Setenv(signerTokenEnv, "a-signer-token-of-some-length")
-	if code, _, errOut := runSvc(t, "signer", "--key", filepath.Join(dir, "none.key"), "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state")); code != 1 {
+	if code, _, errOut := runSvc(t, signerArgs(filepath.Join(dir, "none.key"), dir, signerTokenEnv)...); code != 1 {
 		t.Errorf("missing key: exit %d, stderr %q", code, errOut)
 	}
 }
@@ -91,14 +111,11 @@ func TestSignerTokenEnvMustBeSet(t *testing.T) {
 // svc signer runs: it prints its keyid and address, signs through the client, serves
 // its key document with the retired key, logs without the token, and stops on cancel.
 func TestSignerRun(t *testing.T) {
-	dir := t.TempDir()
-	key, keyPath, _ := testKey(t, dir, "log")
-	old, _, oldPub := testKey(t, dir, "log-old")
-	const token = "the-shared-signer-token-0123456789"
-	t.Setenv(signerTokenEnv, token)
+	dir, key, keyPath, old, oldPub := signerTestKeys(t)
+	const token = signerTestToken
 
-	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"),
-		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, signerArgs(keyPath, dir, signerTokenEnv,
+		"--retired-key", oldPub, "--log-id", "main", "--valid-from", "2026-05-01T00:00:00Z")...)
 	stdout, stderr, ctx := &srv.stdout, &srv.stderr, context.Background()
 	if !strings.Contains(stdout.String(), key.KeyID()) {
 		t.Errorf("keyid not printed: %s", stdout.String())
@@ -157,11 +174,8 @@ func TestSignerRun(t *testing.T) {
 // a rollback or another root at its size is refused from the start, while a head the
 // state already has is not overwritten by a later --start-head.
 func TestSignerStartHead(t *testing.T) {
-	dir := t.TempDir()
-	_, keyPath, _ := testKey(t, dir, "log")
-	old, _, oldPub := testKey(t, dir, "log-old")
-	const token = "the-shared-signer-token-0123456789"
-	t.Setenv(signerTokenEnv, token)
+	dir, _, keyPath, old, oldPub := signerTestKeys(t)
+	const token = signerTestToken
 	start, err := receipt.SignTreeHead(old, 8, strings.Repeat("cd", 32), time.Now(), "main")
 	if err != nil {
 		t.Fatal(err)
@@ -171,8 +185,8 @@ func TestSignerStartHead(t *testing.T) {
 	if err := os.WriteFile(startFile, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv,
-		"--state-dir", filepath.Join(dir, "state"), "--retired-key", oldPub, "--start-head", startFile)
+	srv, addr := startBackground(t, `listening\s+(http://127\.0\.0\.1:[0-9]+)\n`, 10*time.Second,
+		signerArgs(keyPath, dir, signerTokenEnv, "--retired-key", oldPub, "--start-head", startFile)...)
 	c, err := remote.NewClient(context.Background(), addr, token)
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +208,7 @@ func TestSignerStartHead(t *testing.T) {
 	forged, _ := receipt.SignTreeHead(other, 2, strings.Repeat("ef", 32), time.Now(), "main")
 	data, _ = json.Marshal(forged)
 	os.WriteFile(startFile, data, 0o600)
-	if code, _, errOut := runSvc(t, "signer", "--key", keyPath, "--port", "0", "--token-env", signerTokenEnv, "--state-dir", filepath.Join(dir, "state"), "--start-head", startFile); code != 1 || !strings.Contains(errOut, "does not verify") {
+	if code, _, errOut := runSvc(t, signerArgs(keyPath, dir, signerTokenEnv, "--start-head", startFile)...); code != 1 || !strings.Contains(errOut, "does not verify") {
 		t.Errorf("a start head signed by an unknown key: exit %d, %s", code, errOut)
 	}
 }

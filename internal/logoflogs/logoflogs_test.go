@@ -71,13 +71,10 @@ func proofOf(t *testing.T, lol *logoflogs.Log, tenant string, cp []byte) *logofl
 	return back
 }
 
-// TestThousandTenantsOneWitnessRequest: 1,000 tenants' checkpoints go into one log of
-// logs whose checkpoint svc's C2SP witness cosigns with one add-checkpoint request an
-// interval (10 tenants grow: one more; none: none); a tenant's receipt (a leaf of its
-// log) is verified end to end: included under the tenant's checkpoint, which is
-// included in the log of logs' checkpoint, cosigned under a C2SP tlog-policy. A
-// checkpoint that is not the leaf, and a policy the witness does not meet, fail.
-func TestThousandTenantsOneWitnessRequest(t *testing.T) {
+// newLogOfLogsWitness makes the log of logs' key and note signer and a C2SP witness
+// (with its own key and directory) that knows that log.
+func newLogOfLogsWitness(t *testing.T) (*signer.Key, *projections.NoteSigner, *witness.TlogWitness) {
+	t.Helper()
 	logKey, _ := signer.GenerateKey()
 	wKey, _ := signer.GenerateKey()
 	lolSigner, err := projections.NewNoteSigner("example.com/log-of-logs", logKey)
@@ -88,6 +85,17 @@ func TestThousandTenantsOneWitnessRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return logKey, lolSigner, tw
+}
+
+// TestThousandTenantsOneWitnessRequest: 1,000 tenants' checkpoints go into one log of
+// logs whose checkpoint svc's C2SP witness cosigns with one add-checkpoint request an
+// interval (10 tenants grow: one more; none: none); a tenant's receipt (a leaf of its
+// log) is verified end to end: included under the tenant's checkpoint, which is
+// included in the log of logs' checkpoint, cosigned under a C2SP tlog-policy. A
+// checkpoint that is not the leaf, and a policy the witness does not meet, fail.
+func TestThousandTenantsOneWitnessRequest(t *testing.T) {
+	logKey, lolSigner, tw := newLogOfLogsWitness(t)
 	var requests atomic.Int64
 	ws := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1); tw.ServeHTTP(w, r) }))
 	defer ws.Close()
@@ -165,16 +173,7 @@ func TestThousandTenantsOneWitnessRequest(t *testing.T) {
 // cosigned by the same witness, which accepts only a log consistent with what it
 // cosigned before. A tenant's proof from the new runner verifies under the policy.
 func TestRestoredLogKeepsItsWitness(t *testing.T) {
-	logKey, _ := signer.GenerateKey()
-	wKey, _ := signer.GenerateKey()
-	lolSigner, err := projections.NewNoteSigner("example.com/log-of-logs", logKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tw, err := witness.NewTlogWitness(witness.TlogConfig{Key: wKey, Name: "w.example.com/1", Logs: []string{lolSigner.VerifierKey()}, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	logKey, lolSigner, tw := newLogOfLogsWitness(t)
 	ws := httptest.NewServer(tw)
 	defer ws.Close()
 	type record struct {

@@ -58,16 +58,8 @@ func hostedWithRemoteSigner(t *testing.T, witnesses func(*signer.Key) []string, 
 		Logger: slog.New(slog.DiscardHandler), Hosted: &Hosted{Store: st, LeaseTTL: 2 * time.Second},
 		Witnesses: witnesses(key),
 	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	svc, err := Start(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(svc.Handler())
-	t.Cleanup(func() { hs.Close(); svc.Close(); st.Close() })
-	return svc, hs.URL, key
+	svc, url := startServed(t, cfg, opts...)
+	return svc, url, key
 }
 
 // publicCheckpoint reads a tenant's C2SP checkpoint with no credential and checks that

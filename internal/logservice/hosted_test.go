@@ -59,6 +59,14 @@ func frontEndWith(t *testing.T, dir, natsURL, dbURL string, key *signer.Key, log
 		CheckpointDir: filepath.Join(dir, "checkpoints"), CheckpointEvery: time.Hour,
 		Logger: logger, Hosted: &h,
 	}
+	return startServed(t, cfg, opts...)
+}
+
+// startServed applies opts to cfg, starts the service and serves its handler; the
+// cleanup closes the server, the service and cfg.Hosted.Store.
+func startServed(t *testing.T, cfg Config, opts ...func(*Config)) (*Service, string) {
+	t.Helper()
+	st := cfg.Hosted.Store
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -109,18 +110,7 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	awaitSize(1)
 	// 999 tenants' checkpoints appear at once: one witness request.
 	before := lolRequests.Load()
-	err = pgx.BeginFunc(context.Background(), svc.hosted.cfg.Store.Pool, func(tx pgx.Tx) error {
-		for i := range 999 {
-			if _, err := tx.Exec(context.Background(), `INSERT INTO checkpoint_notes (tenant_id, tree_size, note) VALUES ($1, 1, $2)`,
-				fmt.Sprintf("t%04d", i), fmt.Appendf(nil, "synthetic checkpoint of t%04d\n", i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	insertSyntheticCheckpoints(t, svc.hosted.cfg.Store.Pool, 0, 999)
 	awaitSize(1000)
 	if got := lolRequests.Load() - before; got != 1 {
 		t.Fatalf("%d witness requests for 999 new tenants' checkpoints, want 1", got)
@@ -173,6 +163,24 @@ func TestLogOfLogsInTheHostedLog(t *testing.T) {
 	}
 	lolIncludes(t, url, lolVkey, "acme", p.Index)
 	lolStrangerBounded(t, url)
+}
+
+// insertSyntheticCheckpoints writes, in one transaction, a size-1 checkpoint note
+// for each of the n tenants t<from>..t<from+n-1>, as if they had all just grown.
+func insertSyntheticCheckpoints(t *testing.T, pool *pgxpool.Pool, from, n int) {
+	t.Helper()
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		for i := from; i < from+n; i++ {
+			if _, err := tx.Exec(context.Background(), `INSERT INTO checkpoint_notes (tenant_id, tree_size, note) VALUES ($1, 1, $2)`,
+				fmt.Sprintf("t%04d", i), fmt.Appendf(nil, "synthetic checkpoint of t%04d\n", i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // lolStrangerBounded: one address asking the /log-of-logs/ routes as fast as it can
@@ -268,18 +276,7 @@ func TestLogOfLogsOneRunnerTakesOver(t *testing.T) {
 	db := procs[0].hosted.cfg.Store
 	publish := func(from, n int) {
 		t.Helper()
-		err := pgx.BeginFunc(context.Background(), db.Pool, func(tx pgx.Tx) error {
-			for i := from; i < from+n; i++ {
-				if _, err := tx.Exec(context.Background(), `INSERT INTO checkpoint_notes (tenant_id, tree_size, note) VALUES ($1, 1, $2)`,
-					fmt.Sprintf("t%04d", i), fmt.Appendf(nil, "synthetic checkpoint of t%04d\n", i)); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
+		insertSyntheticCheckpoints(t, db.Pool, from, n)
 	}
 	await := func(url string, want uint64) {
 		t.Helper()

@@ -46,29 +46,19 @@ func TestBundlingClientCoalescesAndProvesEachLeaf(t *testing.T) {
 	defer c.Close()
 	const callers, each = 64, 20
 	seen := &indices{}
-	var wg sync.WaitGroup
-	for p := 0; p < callers; p++ {
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			for i := 0; i < each; i++ {
-				if i == 5 { // a leaf refused on its own, amid the others of its bundle
-					_, err := c.Do(context.Background(), "acme", pipeline.NewLeaf([]byte("bad \xff utf-8")))
-					if !errors.Is(err, pipeline.ErrInvalid) {
-						t.Errorf("invalid leaf: %v", err)
-					}
+	concurrently(callers, func(p int) {
+		for i := 0; i < each; i++ {
+			if i == 5 { // a leaf refused on its own, amid the others of its bundle
+				_, err := c.Do(context.Background(), "acme", pipeline.NewLeaf([]byte("bad \xff utf-8")))
+				if !errors.Is(err, pipeline.ErrInvalid) {
+					t.Errorf("invalid leaf: %v", err)
 				}
-				leaf := []byte(fmt.Sprintf(`{"caller":%d,"i":%d}`, p, i))
-				proof, err := c.Do(context.Background(), "acme", pipeline.NewLeaf(leaf))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				seen.add(t, key, leaf, proof)
 			}
-		}(p)
-	}
-	wg.Wait()
+			if !seen.append(t, key, c.Do, []byte(fmt.Sprintf(`{"caller":%d,"i":%d}`, p, i))) {
+				return
+			}
+		}
+	})
 	if len(seen.m) != callers*each || seq.Tree().Size() != callers*each {
 		t.Fatalf("%d distinct indices, tree size %d; want %d", len(seen.m), seq.Tree().Size(), callers*each)
 	}

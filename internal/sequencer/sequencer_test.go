@@ -97,35 +97,50 @@ func (ix *indices) add(t testing.TB, key *signer.Key, leaf []byte, p *receipt.Pr
 	ix.m[p.Inclusion.LeafIndex] = string(leaf)
 }
 
+// concurrently runs fn(0) .. fn(n-1) each on its own goroutine and waits for all.
+func concurrently(n int, fn func(p int)) {
+	var wg sync.WaitGroup
+	for p := 0; p < n; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			fn(p)
+		}(p)
+	}
+	wg.Wait()
+}
+
+// append appends leaf for acme with do (a client's Do or Append) and records its
+// index; it reports the failure with t.Error and returns false when the append fails.
+func (ix *indices) append(t testing.TB, key *signer.Key, do func(context.Context, string, pipeline.Leaf) (*receipt.Proof, error), leaf []byte) bool {
+	proof, err := do(context.Background(), "acme", pipeline.NewLeaf(leaf))
+	if err != nil {
+		t.Error(err)
+		return false
+	}
+	ix.add(t, key, leaf, proof)
+	return true
+}
+
 func TestConcurrentProducersOneSequence(t *testing.T) {
 	nc := testBroker(t)
 	key, _ := signer.GenerateKey()
 	seq := startSequencer(t, nc, t.TempDir(), key)
 	const producers, each = 16, 150
 	seen := &indices{}
-	var wg sync.WaitGroup
-	for p := 0; p < producers; p++ {
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 5 * time.Second})
-			if err != nil {
-				t.Error(err)
+	concurrently(producers, func(p int) {
+		c, err := pipeline.NewClient(nc, pipeline.ClientConfig{Timeout: 5 * time.Second})
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		for i := 0; i < each; i++ {
+			if !seen.append(t, key, c.Append, []byte(fmt.Sprintf(`{"producer":%d,"i":%d}`, p, i))) {
 				return
 			}
-			defer c.Close()
-			for i := 0; i < each; i++ {
-				leaf := []byte(fmt.Sprintf(`{"producer":%d,"i":%d}`, p, i))
-				proof, err := c.Append(context.Background(), "acme", pipeline.NewLeaf(leaf))
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				seen.add(t, key, leaf, proof)
-			}
-		}(p)
-	}
-	wg.Wait()
+		}
+	})
 	if len(seen.m) != producers*each {
 		t.Fatalf("%d distinct indices, want %d", len(seen.m), producers*each)
 	}
