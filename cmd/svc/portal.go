@@ -76,8 +76,6 @@ func runPortal(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return servePortal(ctx, args, stderr, nil)
 }
 
-// servePortal runs the portal until ctx ends; ready, when set, is called with the
-// address it listens on.
 // portalFlags parses svc portal's flags.
 func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	fs := newFlagSet("portal", "--db-env <ENV> --nats-url <URL> --secret-env <ENV> --public-url <URL> [--checkpoints-url <URL>] [--portal-url <URL>] [billing options] [--trust-proxy | --trust-proxy-hops N | --trusted-proxies <addrs>]", portalHelp, stderr)
@@ -103,6 +101,8 @@ func portalFlags(args []string, stderr io.Writer) (portalOptions, error) {
 	return o, o.trustProxy.parse()
 }
 
+// servePortal runs the portal until ctx ends; ready, when set, is called with the
+// address it listens on.
 func servePortal(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
 	o, err := portalFlags(args, stderr)
 	if err != nil {
