@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"svc.dev/svc/exporters"
 	"svc.dev/svc/gateway/upstream"
@@ -232,7 +231,10 @@ func (c *Config) checkUpstreams(p *problems) {
 	}
 }
 
-// checkLog: exactly one of logFile and log; a remote log names one transport.
+// checkLog: exactly one of logFile and log; a remote log is checked by
+// pipeline.LogConfig.Check, the SDK's check (one transport, a URL of its kind, a
+// positive timeoutMs, a tokenEnv that can name a variable), plus the gateway's own
+// oversize.
 func (c *Config) checkLog(p *problems) {
 	switch {
 	case c.LogFile != "" && c.Log != nil:
@@ -240,17 +242,11 @@ func (c *Config) checkLog(p *problems) {
 	case c.LogFile == "" && c.Log == nil:
 		p.add("one of logFile or log is required")
 	case c.Log != nil:
-		if (c.Log.URL == "") == (c.Log.NATS == "") {
-			p.add("log needs exactly one of log.url and log.nats")
-		}
-		if c.Log.URL != "" && !strings.HasPrefix(c.Log.URL, "http://") && !strings.HasPrefix(c.Log.URL, "https://") {
-			p.add("log.url %q: want the tenant's http(s) append URL", c.Log.URL)
+		if err := c.Log.LogConfig.Check(); err != nil {
+			*p = append(*p, err)
 		}
 		if o := c.Log.Oversize; o != "" && o != OversizeRefuse && o != OversizeHash {
 			p.add("log.oversize %q: want %q or %q", o, OversizeRefuse, OversizeHash)
-		}
-		if c.Log.TimeoutMs != nil && *c.Log.TimeoutMs < 0 {
-			p.add("log.timeoutMs must be positive")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -35,6 +36,11 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		if c.Log != nil && c.Log.Oversize != "" && c.Log.Oversize != gateway.OversizeRefuse && c.Log.Oversize != gateway.OversizeHash {
 			t.Fatalf("accepted log.oversize %q", c.Log.Oversize)
+		}
+		if c.Log != nil {
+			if err := c.Log.LogConfig.Check(); err != nil {
+				t.Fatalf("accepted a log the SDK refuses (%v): %q", err, data)
+			}
 		}
 		if c.Identity.KeyFile == "" || c.PolicyFile == "" || c.ReceiptsDir == "" || len(c.TrustedPrincipalKeys) == 0 {
 			t.Fatalf("accepted %q without a required field", data)
@@ -99,4 +105,24 @@ func FuzzHTTPFront(f *testing.F) {
 			t.Fatalf("%s with grant %q: %d, want 403", method, grant, code)
 		}
 	})
+}
+
+// TestRemoteLogCheckedAsTheSDKChecksIt: the gateway's log is refused where the SDK's
+// is (pipeline.LogConfig.Check, the one check): a zero timeout, a tokenEnv that
+// cannot name a variable, a URL without a host.
+func TestRemoteLogCheckedAsTheSDKChecksIt(t *testing.T) {
+	base := `{"identity":{"keyFile":"k"},"upstream":{"command":"x"},"trustedPrincipalKeys":["p"],"policyFile":"p","receiptsDir":"r","log":%s}`
+	if _, err := gateway.ParseConfig([]byte(fmt.Sprintf(base, `{"url":"http://l/t/a/append","tokenEnv":"SVC_TOKEN","timeoutMs":500}`)), "/cfg"); err != nil {
+		t.Fatalf("a good log refused: %v", err)
+	}
+	for log, want := range map[string]string{
+		`{"url":"http://l/t/a/append","timeoutMs":0}`:      "log.timeoutMs 0",
+		`{"url":"http://l/t/a/append","tokenEnv":"1-BAD"}`: `log.tokenEnv "1-BAD"`,
+		`{"url":"http://"}`:                                `log.url "http://"`,
+	} {
+		_, err := gateway.ParseConfig([]byte(fmt.Sprintf(base, log)), "/cfg")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("log %s: got %v, want an error naming %s", log, err, want)
+		}
+	}
 }
