@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -75,9 +76,9 @@ func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) 
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.servers == nil {
-		w.servers = map[*server.MCPServer]func(context.Context) *Session{}
+		w.servers = map[*server.MCPServer]func(mcp.Tool){}
 	}
-	w.servers[srv] = session
+	w.servers[srv] = func(t mcp.Tool) { g.addTool(srv, t, session) }
 	for _, u := range g.upstreams {
 		for _, t := range u.Tools() {
 			g.addTool(srv, t, session)
@@ -342,7 +343,7 @@ func (c *toolCall) forwardMeta() map[string]any {
 			fwd[k] = v
 		}
 	}
-	maps(fwd, c.meta)
+	maps.Copy(fwd, c.meta)
 	if len(c.facts) > 0 {
 		obs := map[string]any{}
 		for k, v := range c.facts {

@@ -231,6 +231,9 @@ func (c *Config) checkUpstreams(p *problems) {
 	}
 }
 
+// passThroughFeatures are the features Config.PassThrough may name (passthrough.go).
+var passThroughFeatures = []string{"resources", "prompts", "completion"}
+
 // checkLog: exactly one of logFile and log; a remote log is checked by
 // pipeline.LogConfig.Check, the SDK's check (one transport, a URL of its kind, a
 // positive timeoutMs, a tokenEnv that can name a variable), plus the gateway's own

@@ -177,31 +177,6 @@ func (g *Gateway) inWindow(c *receipt.Chain) error {
 	return nil
 }
 
-// ToolsFor lists the upstreams' tools the session's grant names, unchanged: as last
-// listed, or under toolPins their pinned definitions (tooldefs.go).
-func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
-	var all []mcp.Tool
-	for _, u := range g.upstreams {
-		for _, t := range u.Tools() {
-			if g.ownerOf(t.Name) == u { // not a tool two upstreams offer
-				all = append(all, t)
-			}
-		}
-	}
-	return grantedTools(s, g.offeredTools(all))
-}
-
-// grantedTools keeps the tools the session's grant names.
-func grantedTools(s *Session, tools []mcp.Tool) []mcp.Tool {
-	out := []mcp.Tool{}
-	for _, t := range tools {
-		if s != nil && s.chain.Leaf().HasScope(t.Name) {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 // jsonKind names the kind of a valid JSON value: object, array, string, number,
 // boolean or null.
 func jsonKind(v json.RawMessage) string {
@@ -222,12 +197,6 @@ func jsonKind(v json.RawMessage) string {
 		return "null"
 	}
 	return "a number"
-}
-
-func maps(dst, src map[string]any) {
-	for k, v := range src {
-		dst[k] = v
-	}
 }
 
 func (g *Gateway) finishDenied(ctx context.Context, p *receipt.Pending, why string, reasons []string) *mcp.CallToolResult {

@@ -78,7 +78,7 @@ func (g *Gateway) servePassThrough(w http.ResponseWriter, r *http.Request, s *Se
 	if !fastHTTPRequest(r) {
 		return false
 	}
-	line, ok := g.passThrough(r.Context(), s, body)
+	line, ok := g.forwardFeature(r.Context(), s, body)
 	if !ok {
 		return false
 	}

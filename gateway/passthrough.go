@@ -19,9 +19,6 @@ import (
 // is issued: SPEC's enforcement covers tools. Off unless configured, and then the
 // gateway's initialize answer advertises the feature.
 
-// passThroughFeatures are the features Config.PassThrough may name.
-var passThroughFeatures = []string{"resources", "prompts", "completion"}
-
 // passThroughMethods maps each passed-through method to its feature.
 var passThroughMethods = map[string]string{
 	"resources/list": "resources", "resources/templates/list": "resources", "resources/read": "resources",
@@ -46,11 +43,11 @@ func (g *Gateway) passThroughOptions() []server.ServerOption {
 	return opts
 }
 
-// passThrough answers a request of a passed-through feature (false: not one, left to
+// forwardFeature answers a request of a passed-through feature (false: not one, left to
 // mcp-go). The answer is one line: the upstream's result or error as sent, with the
 // agent's id; a feature the session's grant does not name is refused as an unknown
 // method, as without pass-through.
-func (g *Gateway) passThrough(ctx context.Context, s *Session, body []byte) ([]byte, bool) {
+func (g *Gateway) forwardFeature(ctx context.Context, s *Session, body []byte) ([]byte, bool) {
 	env, ok := g.passThroughRequest(body)
 	if !ok {
 		return nil, false

@@ -195,17 +195,6 @@ func (r *relayCount) record() *receipt.Relayed {
 	return &receipt.Relayed{Requests: r.n, Provenance: receipt.Claimed}
 }
 
-// A note is a notification the gateway sends its agents outside any call, to each
-// session for which to holds: notifications/tools/list_changed to the sessions whose
-// grant names a tool that changed (routes.go), an upstream's log message to those
-// whose grant names one of its tools and whose logging/setLevel lets its level
-// through (relayLogs). A front sends it on the session's stream: stdout on stdio, the
-// standalone event stream over HTTP (none open: missed).
-type note struct {
-	line []byte // the JSON-RPC notification, one line with its newline
-	to   func(*Session) bool
-}
-
 // maxQueuedNotes bounds the notes waiting for a stdio agent to read them.
 const maxQueuedNotes = 64
 

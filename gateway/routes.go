@@ -3,7 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	stdmaps "maps"
+	"maps"
 	"slices"
 	"sync"
 
@@ -67,11 +67,22 @@ func (g *Gateway) offeredBy(tool string) []string {
 	return nil
 }
 
+// A note is a notification the gateway sends its agents outside any call, to each
+// session for which to holds: notifications/tools/list_changed to the sessions whose
+// grant names a tool that changed (routes.go), an upstream's log message to those
+// whose grant names one of its tools and whose logging/setLevel lets its level
+// through (relayLogs). A front sends it on the session's stream: stdout on stdio, the
+// standalone event stream over HTTP (none open: missed).
+type note struct {
+	line []byte // the JSON-RPC notification, one line with its newline
+	to   func(*Session) bool
+}
+
 // toolWatchers are the fronts' servers (each needs a handler for every routed tool)
 // and the fronts' listeners (each told the notes for its sessions: relay.go).
 type toolWatchers struct {
 	mu        sync.Mutex
-	servers   map[*server.MCPServer]func(context.Context) *Session
+	servers   map[*server.MCPServer]func(mcp.Tool) // registers a tool with that server (call.go's addTool)
 	listeners map[*func(note)]struct{}
 }
 
@@ -143,13 +154,13 @@ func (g *Gateway) reroute(u upstream.Upstream, before map[string]string) {
 	}
 	for _, t := range u.Tools() {
 		if next.owner[t.Name] == u && old.owner[t.Name] == nil {
-			for srv, session := range w.servers {
-				g.addTool(srv, t, session)
+			for _, add := range w.servers {
+				add(t)
 			}
 			g.log.Info("tool routed", "upstream", u.Name(), "tool", t.Name)
 		}
 	}
-	names := slices.Sorted(stdmaps.Keys(changed))
+	names := slices.Sorted(maps.Keys(changed))
 	if len(names) == 0 {
 		return
 	}

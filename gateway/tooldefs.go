@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	stdmaps "maps"
+	"maps"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -198,7 +198,7 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefinition, raws []json.RawMessage, leaf *uint64) {
 	d := &g.defs
 	old := d.view.Load()
-	next := &defsView{cur: stdmaps.Clone(old.cur), pins: stdmaps.Clone(old.pins)}
+	next := &defsView{cur: maps.Clone(old.cur), pins: maps.Clone(old.pins)}
 	for name, t := range next.cur {
 		if t.upstream == u.Name() {
 			delete(next.cur, name)

@@ -73,3 +73,28 @@ func (g *Gateway) toolsListLine(s *Session, id json.RawMessage) []byte {
 	b.WriteString("]}}\n")
 	return b.Bytes()
 }
+
+// ToolsFor lists the upstreams' tools the session's grant names, unchanged: as last
+// listed, or under toolPins their pinned definitions (tooldefs.go).
+func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
+	var all []mcp.Tool
+	for _, u := range g.upstreams {
+		for _, t := range u.Tools() {
+			if g.ownerOf(t.Name) == u { // not a tool two upstreams offer
+				all = append(all, t)
+			}
+		}
+	}
+	return grantedTools(s, g.offeredTools(all))
+}
+
+// grantedTools keeps the tools the session's grant names.
+func grantedTools(s *Session, tools []mcp.Tool) []mcp.Tool {
+	out := []mcp.Tool{}
+	for _, t := range tools {
+		if s != nil && s.chain.Leaf().HasScope(t.Name) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
