@@ -87,6 +87,7 @@ func TestGatewayRelaysStdioUpstreamLogs(t *testing.T) {
 	defer cancel()
 	agent := func(name string, scopes []string, level mcp.LoggingLevel) (*client.Client, *logSink) {
 		grant := f.writeGrant(t, name+".json", scopes, time.Now().Add(-time.Minute), time.Hour, nil)
+		//lint:ignore SA1019 the agent is on 2025-11-25, whose log messages come on the standalone stream
 		tr, err := transport.NewStreamableHTTP("http://"+addr+"/mcp", transport.WithHTTPHeaders(map[string]string{"X-Svc-Grant": grantHeader(grant)}), transport.WithContinuousListening())
 		if err != nil {
 			t.Fatal(err)
@@ -97,6 +98,7 @@ func TestGatewayRelaysStdioUpstreamLogs(t *testing.T) {
 		startLegacyClient(t, c)
 		t.Cleanup(func() { c.Close() })
 		if level != "" {
+			//lint:ignore SA1019 logging/setLevel is the 2025-11-25 agent's, which this test relays to
 			if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: level}}); err != nil {
 				t.Fatalf("%s: logging/setLevel: %v", name, err)
 			}
@@ -142,6 +144,7 @@ func TestGatewayStdioFrontRelaysUpstreamLogs(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	//lint:ignore SA1019 logging/setLevel is the 2025-11-25 agent's, which this test relays to
 	if err := c.SetLevel(ctx, mcp.SetLevelRequest{Params: mcp.SetLevelParams{Level: mcp.LoggingLevelDebug}}); err != nil {
 		t.Fatal(err)
 	}
