@@ -378,14 +378,9 @@ func (o *observer) check(t *testing.T, base string) tlog.Tree {
 	return final
 }
 
-// httpGet is a GET's status and body (at most 1 MiB).
+// httpGet is a GET's status and body (testkit.Do without a token).
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	return resp.StatusCode, string(body)
+	code, _, body := testkit.Do(t, http.MethodGet, url, "", "")
+	return code, body
 }

@@ -225,15 +225,11 @@ func TestHostedTenantIsAPublicC2SPLog(t *testing.T) {
 	})
 }
 
+// get is a GET's status and body (testkit.Do without a token).
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	code, _, body := testkit.Do(t, http.MethodGet, url, "", "")
+	return code, body
 }
 
 // checkBundles reads every entry bundle of tree (full and partial, with token, or
