@@ -72,18 +72,7 @@ func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context)
 // addTools registers every routed tool with a handler that runs the call path for
 // the session of the request; a tool routed later is registered then (reroute).
 func (g *Gateway) addTools(srv *server.MCPServer, session func(context.Context) *Session) {
-	w := &g.watchers
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.servers == nil {
-		w.servers = map[*server.MCPServer]func(mcp.Tool){}
-	}
-	w.servers[srv] = func(t mcp.Tool) { g.addTool(srv, t, session) }
-	for _, u := range g.upstreams {
-		for _, t := range u.Tools() {
-			g.addTool(srv, t, session)
-		}
-	}
+	g.routes.addServer(srv, func(t mcp.Tool) { g.addTool(srv, t, session) })
 }
 
 // addTool registers t with srv.
@@ -148,7 +137,7 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 		return res, nil
 	}
 	if g.defs.pending.Load() > 0 { // tool definitions the log refused: log them first
-		g.retryToolDefinitions(ctx)
+		g.defs.retry(ctx)
 	}
 	c := g.newCall(s, tool, args, agentMeta)
 	p, res := g.decide(ctx, c)
@@ -188,7 +177,7 @@ func (g *Gateway) refuseUnrecordable(s *Session, tool string, args json.RawMessa
 func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMeta map[string]any) *toolCall {
 	leaf := s.chain.Leaf()
 	principal := s.chain.Root().Principal
-	c := &toolCall{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.ownerOf(tool)}
+	c := &toolCall{s: s, tool: tool, args: args, agentMeta: agentMeta, up: g.routes.ownerOf(tool)}
 	c.record = receipt.Call{
 		Principal:  receipt.Principal{ID: &principal, KeyID: s.principal.KeyID, Provenance: receipt.Attested},
 		Agent:      receipt.Agent{ID: leaf.Agent, Provenance: receipt.Attested},
@@ -202,7 +191,7 @@ func (g *Gateway) newCall(s *Session, tool string, args json.RawMessage, agentMe
 	if g.multi && c.up != nil {
 		c.record.Tool.Upstream = c.up.Name()
 	}
-	g.citeDefinition(&c.record.Tool)
+	g.defs.cite(&c.record.Tool)
 	s.mu.Lock()
 	if len(s.consumed) > 0 {
 		c.record.Consumed = &receipt.Consumed{FactIDs: slices.Clone(s.consumed), Provenance: receipt.Observed}
@@ -233,7 +222,7 @@ func (g *Gateway) decide(ctx context.Context, c *toolCall) (*receipt.Pending, *m
 	leaf := c.s.chain.Leaf()
 	if !leaf.HasScope(c.tool) || c.up == nil {
 		why, reason := fmt.Sprintf("tool %s is outside the grant's scopes", c.tool), "outside delegated scope"
-		if ups := g.offeredBy(c.tool); leaf.HasScope(c.tool) && ups != nil {
+		if ups := g.routes.offeredBy(c.tool); leaf.HasScope(c.tool) && ups != nil {
 			reason = fmt.Sprintf("tool offered by more than one upstream (%s)", strings.Join(ups, ", "))
 			why = fmt.Sprintf("tool %s is offered by more than one upstream (%s) since their tools changed, and each tool must belong to exactly one: it is not routed until one of them drops it", c.tool, strings.Join(ups, ", "))
 		} else if leaf.HasScope(c.tool) {
@@ -246,7 +235,7 @@ func (g *Gateway) decide(ctx context.Context, c *toolCall) (*receipt.Pending, *m
 		}
 		return nil, deny(p, why)
 	}
-	if why := g.pinRefusal(c.tool); why != "" {
+	if why := g.defs.pinRefusal(c.tool); why != "" {
 		c.record.Policy = g.policyRecord(PolicyDecision{Decision: receipt.Deny, Reasons: []string{"tool definition differs from its pin"}})
 		p, err := g.issuer.Begin(c.record)
 		if err != nil {

@@ -19,11 +19,13 @@
 //
 // # Files
 //
-// Core: gateway.go (Gateway, Session, the policy types, the limits of an agent's
-// message), call.go (the call path; agentServer, the mcp-go server both fronts serve
-// with, and the handlers it calls into the call path), facts.go (fact lookups before the policy), policy.go (the Cedar Decider),
-// config.go (the config file), new.go (New: keys, policy, log, upstreams, exporters),
-// pollable_*.go (the agent's stdin through the runtime's poller).
+// Core: gateway.go (Gateway, the policy types, the limits of an agent's message,
+// NewSession: a grant verified), session.go (Session, one agent connection), call.go
+// (the call path; agentServer, the mcp-go server both fronts serve with, and the
+// handlers it calls into the call path), facts.go (fact lookups before the policy),
+// policy.go (the Cedar Decider), config.go (the config file), new.go (New: keys,
+// policy, log, upstreams, exporters), pollable_*.go (the agent's stdin through the
+// runtime's poller).
 //
 // Fronts: stdio.go (the stdio front: mcp-go's stdio server for every line the fast
 // path leaves, RefuseStdio), http.go (the Streamable HTTP front: Origin, grant, proof
@@ -51,9 +53,10 @@
 // Tool definitions: tooldefs.go (each upstream's tools logged as a tool-definitions
 // statement at start and on list_changed, the citation every receipt carries, the
 // toolPins modes); upstream.WatchTools and upstream.Relist relist an upstream.
-// routes.go: which upstream each tool goes to (one owner; a name two upstreams offer
-// is routed to neither), rebuilt after a relisting, the agents whose grant names a
-// changed tool told with notifications/tools/list_changed.
+// routes.go: the upstreams and which one each tool goes to (one owner; a name two
+// upstreams offer is routed to neither), rebuilt after a relisting, the agents whose
+// grant names a changed tool told with notifications/tools/list_changed. Both are
+// types of their own (toolDefs, router) that the Gateway holds, below gateway.go.
 //
 // Log: oversize.go (capLog, a remote log whose appends are capped); the log itself
 // (a file, HTTP or NATS) is opened by pipeline.OpenLog, the SDK's opener too, from
@@ -61,7 +64,8 @@
 //
 // Below both ends, package wire (gateway/internal/wire) writes whole lines and scans
 // JSON objects of the usual shape. Imports run one way: fronts -> fast paths -> core ->
-// upstream -> wire; the core knows no front and no fast path.
+// tool definitions -> routes -> upstream -> wire; the core knows no front and no fast
+// path, and the tool definitions and routes know no Gateway.
 //
 // # References and their fast twins
 //

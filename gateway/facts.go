@@ -36,7 +36,7 @@ func (g *Gateway) lookupFacts(ctx context.Context, tool string, args json.RawMes
 			}
 			return facts, values, fmt.Sprintf("fact %s: the call has no argument %q to fill its lookup", f.Name, missing)
 		}
-		up := g.ownerOf(f.Tool)
+		up := g.routes.ownerOf(f.Tool)
 		if up == nil {
 			return facts, values, fmt.Sprintf("fact %s: no upstream offers tool %s", f.Name, f.Tool)
 		}

@@ -9,15 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 
-	"svc.dev/svc/exporters"
-	"svc.dev/svc/gateway/upstream"
 	"svc.dev/svc/receipt"
 	"svc.dev/svc/signer"
 )
@@ -78,49 +75,20 @@ type Gateway struct {
 	principalKeys []signer.PublicKey
 	policy        Decider
 	policyDigest  string
-	upstreams     []upstream.Upstream
-	routes        atomic.Pointer[routing] // tool → the one upstream offering it (routes.go)
-	watchers      toolWatchers            // the fronts told when the routed tools change (routes.go)
+	routes        router // the upstreams and which one each tool goes to (routes.go)
 	multi         bool
 	log           *slog.Logger
 	now           func() time.Time
-	onReceipt     func(*receipt.Bundle)       // exporters; nil: none
-	onToolChanged func(upstream, tool string) // Options.OnToolChanged; nil: none
-	events        exporters.EventSink         // the exporters' tool definition changes; nil: none
+	onReceipt     func(*receipt.Bundle) // exporters; nil: none
 	closers       []func() error
 	nc            *nats.Conn             // the log's NATS connection, when the log is over NATS
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
-	defs          toolDefs               // the upstreams' tool definitions and their pins (tooldefs.go)
+	defs          *toolDefs              // the upstreams' tool definitions and their pins (tooldefs.go)
 }
 
-// Session is one agent connection: its grant, and the facts upstreams declared to it.
-type Session struct {
-	ID        string // MCP session id over HTTP; "" on stdio
-	grant     *receipt.Envelope
-	chain     *receipt.Chain
-	principal signer.PublicKey
-	grantKey  [32]byte // HTTP: SHA-256 of the grant presented on initialize
-
-	mu       sync.Mutex
-	consumed []string // fact ids declared via svc/facts, in order, without repeats
-
-	logLevel atomic.Pointer[mcp.LoggingLevel] // the agent's logging/setLevel; nil: none yet
-}
-
-// wantsLog reports whether the session's agent asked for log messages of level l:
-// at or above the level of its logging/setLevel, error when it sent none (as
-// mcp-go's sessions, whose level the gateway's in-call relay reads).
-func (s *Session) wantsLog(l mcp.LoggingLevel) bool {
-	min := mcp.LoggingLevelError
-	if p := s.logLevel.Load(); p != nil {
-		min = *p
-	}
-	return l.ShouldSendTo(min)
-}
-
-// Agent is the agent the session's grant names.
-func (s *Session) Agent() string { return s.chain.Leaf().Agent }
+// ToolDefinitionChanges is how many tool definitions changed since the gateway started.
+func (g *Gateway) ToolDefinitionChanges() int64 { return g.defs.changes.Load() }
 
 // NewSession verifies a grant (trusted principal keys, chain rules, validity window)
 // and opens a session under it.

@@ -135,7 +135,7 @@ func (g *Gateway) Handler(cfg HTTPConfig) http.Handler {
 		f.sessions.Terminate(cs.SessionID())
 	})
 	srv := g.agentServer(hooks, f.session)
-	g.watchNotes(f.sessions.tell) // for the gateway's life, as the handler
+	g.routes.watchNotes(f.sessions.tell) // for the gateway's life, as the handler
 	// The session ids and their idle time are the gateway's (httpSessions): the
 	// fast path answers without mcp-go, which would not see those requests.
 	f.mcp = server.NewStreamableHTTPServer(srv,

@@ -44,7 +44,7 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, onToolChanged: opts.OnToolChanged}
+	g := &Gateway{cfg: cfg, log: opts.Logger, now: opts.Now, onReceipt: opts.OnReceipt, routes: router{log: opts.Logger}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -58,22 +58,24 @@ func New(ctx context.Context, cfg *Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	// Before the tool definitions: a change seen at start (against a pin) is exported too.
-	if err := g.openExporters(ctx); err != nil {
+	events, err := g.openExporters(ctx)
+	if err != nil {
 		return nil, err
 	}
-	if err := g.openToolDefs(); err != nil {
+	g.defs = &toolDefs{issuer: g.issuer, log: g.log, now: g.now, onToolChanged: opts.OnToolChanged, events: events}
+	if err := g.defs.open(cfg.ToolPins, cfg.Path(cfg.ToolPins), cfg.Path(cfg.ReceiptsDir), g.key.KeyID()); err != nil {
 		return nil, err
 	}
 	if err := g.dialUpstreams(ctx); err != nil {
 		return nil, err
 	}
-	for _, u := range g.upstreams {
-		if err := g.recordToolDefinitions(ctx, u); err != nil {
+	for _, u := range g.routes.upstreams {
+		if err := g.defs.record(ctx, u); err != nil {
 			// As with receipts, a log that refuses is each call's to report; the
 			// definitions are logged on a later call, once the log takes them.
 			opts.Logger.Warn("tool definitions not logged at start", "upstream", u.Name(), "err", err)
 		}
-		g.watchToolDefinitions(u)
+		g.defs.watch(u, &g.routes)
 		g.relayLogs(u)
 	}
 	ok = true
@@ -140,9 +142,9 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		g.upstreams = append(g.upstreams, u)
+		g.routes.upstreams = append(g.routes.upstreams, u)
 	}
-	r := g.newRouting()
+	r := g.routes.newRouting()
 	if len(r.dups) > 0 {
 		var dups []string
 		for t, us := range r.dups {
@@ -151,24 +153,25 @@ func (g *Gateway) dialUpstreams(ctx context.Context) error {
 		sort.Strings(dups)
 		return fmt.Errorf("upstreams: each tool must belong to exactly one upstream: %s", strings.Join(dups, "; "))
 	}
-	g.routes.Store(r)
+	g.routes.current.Store(r)
 	for _, f := range g.cfg.Facts {
-		if g.ownerOf(f.Tool) == nil {
+		if g.routes.ownerOf(f.Tool) == nil {
 			return fmt.Errorf("facts: %s looks up tool %s, which no upstream offers", f.Name, f.Tool)
 		}
 	}
 	return nil
 }
 
-// openExporters starts the exports of the config (its exporters.Config), if any. With a
-// log over NATS they are durable consumers of the receipt stream.
-func (g *Gateway) openExporters(ctx context.Context) error {
+// openExporters starts the exports of the config (its exporters.Config), if any, and
+// returns the sink of tool definition changes among them (nil: none). With a log over
+// NATS they are durable consumers of the receipt stream.
+func (g *Gateway) openExporters(ctx context.Context) (exporters.EventSink, error) {
 	ec := g.cfg.Config
 	if ec.Empty() {
-		return nil
+		return nil, nil
 	}
 	if err := ec.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	opts := exporters.Options{}
 	if g.nc != nil {
@@ -176,10 +179,7 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 	}
 	sink, err := exporters.New(ctx, ec, opts)
 	if err != nil {
-		return err
-	}
-	if es, ok := sink.(exporters.EventSink); ok {
-		g.events = es
+		return nil, err
 	}
 	prev := g.onReceipt
 	g.onReceipt = func(b *receipt.Bundle) {
@@ -193,7 +193,8 @@ func (g *Gateway) openExporters(ctx context.Context) error {
 		defer cancel()
 		return sink.Close(cctx)
 	})
-	return nil
+	events, _ := sink.(exporters.EventSink)
+	return events, nil
 }
 
 // openLog opens the config's log (pipeline.OpenLog). A remote log that keeps whole
@@ -228,7 +229,7 @@ func (g *Gateway) Flush() error { return g.issuer.Flush() }
 // Close stops the upstreams, writes the receipt files still queued and closes the log.
 func (g *Gateway) Close() error {
 	var errs []error
-	for _, u := range g.upstreams {
+	for _, u := range g.routes.upstreams {
 		errs = append(errs, u.Close())
 	}
 	for i := len(g.closers) - 1; i >= 0; i-- { // the last opened closes first

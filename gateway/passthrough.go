@@ -79,7 +79,7 @@ func (g *Gateway) answerPassThrough(ctx context.Context, s *Session, env *rpcEnv
 	if s == nil || !s.chain.Leaf().HasScope(feature) {
 		return rpcErrorLine(env.ID, mcp.METHOD_NOT_FOUND, fmt.Sprintf("%s: the grant does not name %q", env.Method, feature), nil)
 	}
-	for _, u := range g.upstreams {
+	for _, u := range g.routes.upstreams {
 		f, ok := u.(upstream.Forwarder)
 		if !ok {
 			continue

@@ -137,7 +137,7 @@ func askAgent(ctx context.Context, srv *server.MCPServer, method string, params 
 // fastTool reports whether a fast path may answer a call of tool: an upstream offers
 // it and cannot send the agent anything mid-call.
 func (g *Gateway) fastTool(tool string) bool {
-	up := g.ownerOf(tool)
+	up := g.routes.ownerOf(tool)
 	if up == nil {
 		return false
 	}
@@ -214,7 +214,7 @@ func (g *Gateway) relayLogs(u upstream.Upstream) {
 			return
 		}
 		tools := u.Tools()
-		g.tell(note{line: append(line, '\n'), to: func(s *Session) bool {
+		g.routes.tell(note{line: append(line, '\n'), to: func(s *Session) bool {
 			return s.wantsLog(p.Level) && slices.ContainsFunc(tools, func(t mcp.Tool) bool { return s.chain.Leaf().HasScope(t.Name) })
 		}})
 	})

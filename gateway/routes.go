@@ -3,9 +3,11 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -25,6 +27,15 @@ import (
 // listChangedLine is notifications/tools/list_changed, one line.
 var listChangedLine = []byte(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}` + "\n")
 
+// router owns the upstreams and their routes: which one each tool goes to, and the
+// fronts told when that changes.
+type router struct {
+	upstreams []upstream.Upstream // every upstream, in config order; set at start
+	current   atomic.Pointer[routing]
+	watchers  toolWatchers // the fronts told when the routed tools change
+	log       *slog.Logger
+}
+
 // routing is one immutable snapshot of the routes.
 type routing struct {
 	owner map[string]upstream.Upstream // tool → the one upstream offering it
@@ -32,37 +43,37 @@ type routing struct {
 }
 
 // newRouting maps each tool of the upstreams' current tools to its upstream.
-func (g *Gateway) newRouting() *routing {
-	r := &routing{owner: map[string]upstream.Upstream{}, dups: map[string][]string{}}
+func (r *router) newRouting() *routing {
+	next := &routing{owner: map[string]upstream.Upstream{}, dups: map[string][]string{}}
 	offered := map[string][]string{}
-	for _, u := range g.upstreams {
+	for _, u := range r.upstreams {
 		for _, t := range u.Tools() {
 			offered[t.Name] = append(offered[t.Name], u.Name())
-			r.owner[t.Name] = u
+			next.owner[t.Name] = u
 		}
 	}
 	for name, ups := range offered {
 		if len(ups) > 1 {
-			delete(r.owner, name)
-			r.dups[name] = ups
+			delete(next.owner, name)
+			next.dups[name] = ups
 		}
 	}
-	return r
+	return next
 }
 
 // ownerOf is the upstream a call of tool goes to; nil when none offers it, or more
 // than one does.
-func (g *Gateway) ownerOf(tool string) upstream.Upstream {
-	if r := g.routes.Load(); r != nil {
-		return r.owner[tool]
+func (r *router) ownerOf(tool string) upstream.Upstream {
+	if cur := r.current.Load(); cur != nil {
+		return cur.owner[tool]
 	}
 	return nil
 }
 
 // offeredBy names the upstreams offering tool when more than one does (nil otherwise).
-func (g *Gateway) offeredBy(tool string) []string {
-	if r := g.routes.Load(); r != nil {
-		return r.dups[tool]
+func (r *router) offeredBy(tool string) []string {
+	if cur := r.current.Load(); cur != nil {
+		return cur.dups[tool]
 	}
 	return nil
 }
@@ -86,11 +97,28 @@ type toolWatchers struct {
 	listeners map[*func(note)]struct{}
 }
 
+// addServer registers every upstream's tools with a front's server (add registers
+// one); a tool routed later is registered then (reroute).
+func (r *router) addServer(srv *server.MCPServer, add func(mcp.Tool)) {
+	w := &r.watchers
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.servers == nil {
+		w.servers = map[*server.MCPServer]func(mcp.Tool){}
+	}
+	w.servers[srv] = add
+	for _, u := range r.upstreams {
+		for _, t := range u.Tools() {
+			add(t)
+		}
+	}
+}
+
 // watchNotes has listen given every note for the agents' sessions (a tools change,
 // an upstream's log message) until the returned func is called. listen must not
 // block: it runs under the watchers' lock.
-func (g *Gateway) watchNotes(listen func(note)) (stop func()) {
-	w := &g.watchers
+func (r *router) watchNotes(listen func(note)) (stop func()) {
+	w := &r.watchers
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.listeners == nil {
@@ -106,16 +134,16 @@ func (g *Gateway) watchNotes(listen func(note)) (stop func()) {
 }
 
 // tell gives n to every front's listener.
-func (g *Gateway) tell(n note) {
-	w := &g.watchers
+func (r *router) tell(n note) {
+	w := &r.watchers
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	g.tellLocked(n)
+	r.tellLocked(n)
 }
 
 // tellLocked is tell with the watchers' lock held.
-func (g *Gateway) tellLocked(n note) {
-	for l := range g.watchers.listeners {
+func (r *router) tellLocked(n note) {
+	for l := range r.watchers.listeners {
 		(*l)(n)
 	}
 }
@@ -128,12 +156,12 @@ func grantNamesAny(s *Session, tools []string) bool {
 // reroute rebuilds the routes after u's tools changed from before (each tool's
 // definition as sent, by name), registers the tools that appeared with the fronts'
 // servers and tells the fronts which tools changed.
-func (g *Gateway) reroute(u upstream.Upstream, before map[string]string) {
-	w := &g.watchers
+func (r *router) reroute(u upstream.Upstream, before map[string]string) {
+	w := &r.watchers
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	old, next := g.routes.Load(), g.newRouting()
-	g.routes.Store(next)
+	old, next := r.current.Load(), r.newRouting()
+	r.current.Store(next)
 	after := toolsByName(u)
 	changed := map[string]bool{}
 	for name, def := range after {
@@ -148,7 +176,7 @@ func (g *Gateway) reroute(u upstream.Upstream, before map[string]string) {
 	}
 	for name, ups := range next.dups {
 		if !slices.Equal(old.dups[name], ups) {
-			g.log.Error("tool not routed: more than one upstream offers it", "tool", name, "upstreams", ups,
+			r.log.Error("tool not routed: more than one upstream offers it", "tool", name, "upstreams", ups,
 				"next", "each tool must belong to exactly one upstream; its calls are refused and tools/list leaves it out until one of them drops it (or restart with one of them removed)")
 		}
 	}
@@ -157,14 +185,14 @@ func (g *Gateway) reroute(u upstream.Upstream, before map[string]string) {
 			for _, add := range w.servers {
 				add(t)
 			}
-			g.log.Info("tool routed", "upstream", u.Name(), "tool", t.Name)
+			r.log.Info("tool routed", "upstream", u.Name(), "tool", t.Name)
 		}
 	}
 	names := slices.Sorted(maps.Keys(changed))
 	if len(names) == 0 {
 		return
 	}
-	g.tellLocked(note{line: listChangedLine, to: func(s *Session) bool { return grantNamesAny(s, names) }})
+	r.tellLocked(note{line: listChangedLine, to: func(s *Session) bool { return grantNamesAny(s, names) }})
 }
 
 // toolsByName is each of u's tools as sent, by name.

@@ -45,7 +45,7 @@ func (g *Gateway) ServeStdio(ctx context.Context, in io.Reader, out io.Writer, e
 		}
 	}()
 	defer close(notes)
-	defer g.watchNotes(func(n note) {
+	defer g.routes.watchNotes(func(n note) {
 		if !n.to(s) {
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"path/filepath"
 	"sync"
@@ -36,6 +37,12 @@ const (
 
 // toolDefs is what the gateway knows of its upstreams' tool definitions.
 type toolDefs struct {
+	issuer        *receipt.Issuer // logs each listing
+	log           *slog.Logger
+	now           func() time.Time
+	onToolChanged func(upstream, tool string) // Options.OnToolChanged; nil: none
+	events        exporters.EventSink         // the exporters' tool definition changes; nil: none
+
 	mode   string
 	view   atomic.Pointer[defsView]
 	mu     sync.Mutex        // serializes record
@@ -69,23 +76,23 @@ type toolPin struct {
 	raw    json.RawMessage
 }
 
-// openToolDefs reads the pins of the config's toolPins: a file's, or under first-seen
-// the first definitions this receipts directory logged.
-func (g *Gateway) openToolDefs() error {
-	d := &g.defs
+// open reads the pins of the config's toolPins (pinsPath: it as a path): a file's,
+// or under first-seen the first definitions the receipts directory logged under the
+// gateway's key (keyID).
+func (d *toolDefs) open(toolPins, pinsPath, receiptsDir, keyID string) error {
 	d.logged, d.unlogged = map[string]string{}, map[string]upstream.Upstream{}
 	v := &defsView{cur: map[string]toolDef{}, pins: map[string]toolPin{}}
-	switch g.cfg.ToolPins {
+	switch toolPins {
 	case "", PinsOff:
 		d.mode = PinsOff
 	case PinsFirstSeen:
 		d.mode = PinsFirstSeen
-		if err := g.loadFirstSeen(v.pins); err != nil {
+		if err := loadFirstSeen(v.pins, receiptsDir, keyID); err != nil {
 			return err
 		}
 	default:
 		d.mode = pinsFile
-		pins, err := readPinsFile(g.cfg.Path(g.cfg.ToolPins))
+		pins, err := readPinsFile(pinsPath)
 		if err != nil {
 			return fmt.Errorf("toolPins: %w", err)
 		}
@@ -118,9 +125,10 @@ func readPinsFile(path string) (map[string]string, error) {
 }
 
 // loadFirstSeen pins each tool to the first definition a tool-definitions statement
-// in the receipts directory, signed by this gateway's key, gave it (lowest leaf index).
-func (g *Gateway) loadFirstSeen(pins map[string]toolPin) error {
-	files, err := filepath.Glob(filepath.Join(g.cfg.Path(g.cfg.ReceiptsDir), "*.tools.json"))
+// in the receipts directory, signed by this gateway's key (keyID), gave it (lowest
+// leaf index).
+func loadFirstSeen(pins map[string]toolPin, receiptsDir, keyID string) error {
+	files, err := filepath.Glob(filepath.Join(receiptsDir, "*.tools.json"))
 	if err != nil {
 		return err
 	}
@@ -138,7 +146,7 @@ func (g *Gateway) loadFirstSeen(pins map[string]toolPin) error {
 		if err != nil {
 			return fmt.Errorf("toolPins first-seen: %s: %w", f, err)
 		}
-		if b.Envelope.Signatures[0].KeyID != g.key.KeyID() {
+		if b.Envelope.Signatures[0].KeyID != keyID {
 			continue // another key's (a rotated one): not this gateway's record
 		}
 		p, err := receipt.DecodeToolDefinitions(b.Envelope)
@@ -157,15 +165,14 @@ func (g *Gateway) loadFirstSeen(pins map[string]toolPin) error {
 	return nil
 }
 
-// recordToolDefinitions logs u's current tools as a tool-definitions statement unless
-// the last one logged for u lists the same, and makes them the current definitions.
-func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream) error {
+// record logs u's current tools as a tool-definitions statement unless the last one
+// logged for u lists the same, and makes them the current definitions.
+func (d *toolDefs) record(ctx context.Context, u upstream.Upstream) error {
 	raws := upstream.RawTools(u)
 	defs, err := receipt.NewToolDefinitions(raws)
 	if err != nil {
 		return fmt.Errorf("upstream %s: %w", u.Name(), err)
 	}
-	d := &g.defs
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	list := receipt.ToolListDigest(defs)
@@ -173,9 +180,9 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 		return nil
 	}
 	// Not logged (the log refused it): the definitions still hold and are pinned, but
-	// no receipt cites them until a later attempt logs them (retryToolDefinitions).
+	// no receipt cites them until a later attempt logs them (retry).
 	var leafp *uint64
-	b, logErr := g.issuer.LogToolDefinitions(ctx, u.Name(), defs)
+	b, logErr := d.issuer.LogToolDefinitions(ctx, u.Name(), defs)
 	if logErr == nil {
 		d.logged[u.Name()] = list
 		leaf := b.Inclusion.LeafIndex
@@ -185,18 +192,17 @@ func (g *Gateway) recordToolDefinitions(ctx context.Context, u upstream.Upstream
 		d.unlogged[u.Name()] = u
 	}
 	d.pending.Store(int32(len(d.unlogged)))
-	g.applyDefinitions(u, defs, raws, leafp)
+	d.apply(u, defs, raws, leafp)
 	if logErr != nil {
 		return fmt.Errorf("upstream %s: logging its tool definitions: %w", u.Name(), logErr)
 	}
-	g.log.Info("tool definitions logged", "upstream", u.Name(), "tools", len(defs), "listDigest", list, "leafIndex", *leafp)
+	d.log.Info("tool definitions logged", "upstream", u.Name(), "tools", len(defs), "listDigest", list, "leafIndex", *leafp)
 	return nil
 }
 
-// applyDefinitions makes defs (u's tools as sent: raws) the current definitions,
-// pins them under first-seen, and reports each change. Under defs.mu.
-func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefinition, raws []json.RawMessage, leaf *uint64) {
-	d := &g.defs
+// apply makes defs (u's tools as sent: raws) the current definitions, pins them
+// under first-seen, and reports each change. Under d.mu.
+func (d *toolDefs) apply(u upstream.Upstream, defs []receipt.ToolDefinition, raws []json.RawMessage, leaf *uint64) {
 	old := d.view.Load()
 	next := &defsView{cur: maps.Clone(old.cur), pins: maps.Clone(old.pins)}
 	for name, t := range next.cur {
@@ -215,18 +221,17 @@ func (g *Gateway) applyDefinitions(u upstream.Upstream, defs []receipt.ToolDefin
 			next.pins[t.Name] = toolPin{digest: pin.digest, raw: raws[i]} // as the upstream sends it
 		}
 		if had && prev.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, prev.digest, t.DefinitionDigest, leaf)
+			d.changed(u.Name(), t.Name, prev.digest, t.DefinitionDigest, leaf)
 		} else if !had && pinned && pin.digest != t.DefinitionDigest {
-			g.toolChanged(u.Name(), t.Name, pin.digest, t.DefinitionDigest, leaf)
+			d.changed(u.Name(), t.Name, pin.digest, t.DefinitionDigest, leaf)
 		}
 	}
 	d.view.Store(next)
 }
 
-// retryToolDefinitions logs the definitions the log refused before (at start, or
-// after a change); a call takes this only while some are unlogged.
-func (g *Gateway) retryToolDefinitions(ctx context.Context) {
-	d := &g.defs
+// retry logs the definitions the log refused before (at start, or after a change); a
+// call takes this only while some are unlogged.
+func (d *toolDefs) retry(ctx context.Context) {
 	d.mu.Lock()
 	ups := make([]upstream.Upstream, 0, len(d.unlogged))
 	for _, u := range d.unlogged {
@@ -234,71 +239,68 @@ func (g *Gateway) retryToolDefinitions(ctx context.Context) {
 	}
 	d.mu.Unlock()
 	for _, u := range ups {
-		if err := g.recordToolDefinitions(ctx, u); err != nil {
-			g.log.Warn("tool definitions still not logged", "upstream", u.Name(), "err", err)
+		if err := d.record(ctx, u); err != nil {
+			d.log.Warn("tool definitions still not logged", "upstream", u.Name(), "err", err)
 		}
 	}
 }
 
-// toolChanged reports a definition that differs from the one before it (or, at start,
+// changed reports a definition that differs from the one before it (or, at start,
 // from its pin): a structured log line, the count, Options.OnToolChanged (the metric)
 // and an event to the configured exporters. leaf is the statement logging to; nil
 // while the log has not taken it.
-func (g *Gateway) toolChanged(up, tool, from, to string, leaf *uint64) {
-	g.defs.changes.Add(1)
-	if g.onToolChanged != nil {
-		g.onToolChanged(up, tool)
+func (d *toolDefs) changed(up, tool, from, to string, leaf *uint64) {
+	d.changes.Add(1)
+	if d.onToolChanged != nil {
+		d.onToolChanged(up, tool)
 	}
-	refused := g.defs.mode != PinsOff
-	if g.events != nil {
-		g.events.ExportToolChange(context.Background(), exporters.ToolChange{Upstream: up, Tool: tool, From: from, To: to,
-			Leaf: leaf, Pins: g.defs.mode, Refused: refused, At: g.now()})
+	refused := d.mode != PinsOff
+	if d.events != nil {
+		d.events.ExportToolChange(context.Background(), exporters.ToolChange{Upstream: up, Tool: tool, From: from, To: to,
+			Leaf: leaf, Pins: d.mode, Refused: refused, At: d.now()})
 	}
-	attrs := []any{"upstream", up, "tool", tool, "from", from, "to", to, "toolPins", g.defs.mode, "refused", refused}
+	attrs := []any{"upstream", up, "tool", tool, "from", from, "to", to, "toolPins", d.mode, "refused", refused}
 	if leaf != nil {
 		attrs = append(attrs, "leafIndex", *leaf)
 	}
-	g.log.Warn("tool definition changed", attrs...)
+	d.log.Warn("tool definition changed", attrs...)
 }
 
-// ToolDefinitionChanges is how many tool definitions changed since the gateway started.
-func (g *Gateway) ToolDefinitionChanges() int64 { return g.defs.changes.Load() }
-
-// watchToolDefinitions relists u's tools whenever it says they changed, logs them
-// when they differ, and reroutes (routes.go: a tool added is routed, the agents told).
-func (g *Gateway) watchToolDefinitions(u upstream.Upstream) {
+// watch relists u's tools whenever it says they changed, logs them when they differ,
+// and reroutes (routes.go: a tool added is routed, the agents told).
+func (d *toolDefs) watch(u upstream.Upstream, r *router) {
 	upstream.WatchTools(u, func() {
-		g.defs.refresh.Lock()
-		defer g.defs.refresh.Unlock()
+		d.refresh.Lock()
+		defer d.refresh.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		before := toolsByName(u)
 		changed, err := upstream.Relist(ctx, u)
 		if err == nil && changed {
-			err = g.recordToolDefinitions(ctx, u)
-			g.reroute(u, before) // routed whether or not the log took the definitions yet
+			err = d.record(ctx, u)
+			r.reroute(u, before) // routed whether or not the log took the definitions yet
 		}
 		if err != nil {
-			g.log.Warn("tool definitions not refreshed", "upstream", u.Name(), "err", err)
+			d.log.Warn("tool definitions not refreshed", "upstream", u.Name(), "err", err)
 		}
 	})
 }
 
-// citeDefinition sets the receipt's tool.definitionDigest and definitionLeafIndex to
-// the tool's current definition, once logged (runCall retries one the log refused).
-func (g *Gateway) citeDefinition(t *receipt.Tool) {
-	if d, ok := g.defs.view.Load().cur[t.Name]; ok && d.leaf != nil {
-		t.DefinitionDigest, t.DefinitionLeafIndex = d.digest, d.leaf
+// cite sets the receipt's tool.definitionDigest and definitionLeafIndex to the tool's
+// current definition, once logged (runCall retries one the log refused).
+func (d *toolDefs) cite(t *receipt.Tool) {
+	if def, ok := d.view.Load().cur[t.Name]; ok && def.leaf != nil {
+		t.DefinitionDigest, t.DefinitionLeafIndex = def.digest, def.leaf
 	}
 }
 
 // pinRefusal is why a call to tool must be refused under toolPins ("" when it may go
 // on): its current definition differs from its pin, or a pins file does not name it.
-func (g *Gateway) pinRefusal(tool string) string {
-	if g.defs.mode == PinsOff {
+func (d *toolDefs) pinRefusal(tool string) string {
+	if d.mode == PinsOff {
 		return ""
 	}
-	v := g.defs.view.Load()
+	v := d.view.Load()
 	cur, pin := v.cur[tool].digest, v.pins[tool]
 	switch {
 	case pin.digest == "":
@@ -312,11 +314,11 @@ func (g *Gateway) pinRefusal(tool string) string {
 // offeredTool is the definition tools/list shows for a tool as the upstream sent it
 // (raw): raw itself, or under toolPins its pinned definition (nil: not offered, a tool
 // with no pin or whose pinned definition the gateway never saw).
-func (g *Gateway) offeredTool(name string, raw json.RawMessage) json.RawMessage {
-	if g.defs.mode == PinsOff {
+func (d *toolDefs) offeredTool(name string, raw json.RawMessage) json.RawMessage {
+	if d.mode == PinsOff {
 		return raw
 	}
-	v := g.defs.view.Load()
+	v := d.view.Load()
 	pin, ok := v.pins[name]
 	if !ok {
 		return nil
@@ -328,11 +330,11 @@ func (g *Gateway) offeredTool(name string, raw json.RawMessage) json.RawMessage 
 }
 
 // offeredTools is offeredTool over parsed tools (mcp-go's answers).
-func (g *Gateway) offeredTools(tools []mcp.Tool) []mcp.Tool {
-	if g.defs.mode == PinsOff {
+func (d *toolDefs) offeredTools(tools []mcp.Tool) []mcp.Tool {
+	if d.mode == PinsOff {
 		return tools
 	}
-	v := g.defs.view.Load()
+	v := d.view.Load()
 	out := make([]mcp.Tool, 0, len(tools))
 	for _, t := range tools {
 		pin, ok := v.pins[t.Name]

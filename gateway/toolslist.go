@@ -51,13 +51,13 @@ func (g *Gateway) toolsListLine(s *Session, id json.RawMessage) []byte {
 	b.Write(id)
 	b.WriteString(`,"result":{"tools":[`)
 	n := 0
-	for _, u := range g.upstreams {
+	for _, u := range g.routes.upstreams {
 		raws := upstream.RawTools(u)
 		for i, t := range u.Tools() {
-			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) || g.ownerOf(t.Name) != u {
+			if i >= len(raws) || s == nil || !s.chain.Leaf().HasScope(t.Name) || g.routes.ownerOf(t.Name) != u {
 				continue
 			}
-			raw := g.offeredTool(t.Name, raws[i]) // under toolPins, the pinned definition
+			raw := g.defs.offeredTool(t.Name, raws[i]) // under toolPins, the pinned definition
 			if raw == nil {
 				continue
 			}
@@ -78,14 +78,14 @@ func (g *Gateway) toolsListLine(s *Session, id json.RawMessage) []byte {
 // listed, or under toolPins their pinned definitions (tooldefs.go).
 func (g *Gateway) ToolsFor(s *Session) []mcp.Tool {
 	var all []mcp.Tool
-	for _, u := range g.upstreams {
+	for _, u := range g.routes.upstreams {
 		for _, t := range u.Tools() {
-			if g.ownerOf(t.Name) == u { // not a tool two upstreams offer
+			if g.routes.ownerOf(t.Name) == u { // not a tool two upstreams offer
 				all = append(all, t)
 			}
 		}
 	}
-	return grantedTools(s, g.offeredTools(all))
+	return grantedTools(s, g.defs.offeredTools(all))
 }
 
 // grantedTools keeps the tools the session's grant names.
