@@ -427,8 +427,12 @@ func needsInput(raw json.RawMessage) bool {
 // looks for a transport's capabilities by type assertion (bidirectional requests;
 // the HTTP connection, whose protocol version header it sets and to which it sends
 // no notifications/cancelled; the legacy protocol), so a wrapper must keep every
-// other method of the transport it wraps, as embedding does; Go cannot embed a type
-// parameter, hence one embedding type per transport around the one SendRequest.
+// other method of the transport it wraps, as embedding does. One type cannot serve
+// both: whether it has SetProtocolVersion (transport.HTTPConnection) is what tells
+// mcp-go an HTTP upstream from a stdio one, and a method set cannot depend on what
+// is wrapped; Go cannot embed a type parameter. Hence one embedding type per
+// transport around the one SendRequest, as mcp-go's own transport.NewLogging picks
+// one of four wrapper types by the interfaces its transport has.
 type rawStdio struct{ *transport.Stdio }
 
 func (t rawStdio) SendRequest(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
