@@ -2,7 +2,6 @@ package conformance
 
 import (
 	"fmt"
-	"os"
 
 	"svc.dev/svc/merkle"
 )
@@ -16,22 +15,17 @@ type FileCopy struct {
 
 // OpenFileCopy reads a log file into a memory tree.
 func OpenFileCopy(path string) (*FileCopy, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	tree, err := merkle.NewTree(merkle.NewMemoryStore())
 	if err != nil {
 		return nil, err
 	}
 	// Streamed: only the leaf hashes are kept (a month of receipts is gigabytes).
-	err = merkle.ScanLogFile(f, func(e merkle.Entry) error {
+	err = merkle.ScanLogPath(path, "log file "+path, func(e merkle.Entry) error {
 		_, err := tree.Append(e.Hash)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("log file %s: %w", path, err)
+		return nil, err
 	}
 	return &FileCopy{path: path, tree: tree}, nil
 }

@@ -2,7 +2,9 @@ package merkle
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 )
 
 // ScanLogFile is ReadLogFile without holding the file: each gets every entry in
@@ -23,4 +25,20 @@ func ScanLogFile(r io.Reader, each func(Entry) error) error {
 			return err
 		}
 	}
+}
+
+// ScanLogPath is ScanLogFile over the log file at path, opened read-only: it never
+// writes to the file (unlike OpenLogFile, which repairs a torn tail). An error opening
+// the file is os.Open's, which names it; an error of the scan (ScanLogFile's, or each's)
+// is returned as "<label>: <error>", label naming the file as the caller's messages do.
+func ScanLogPath(path, label string, each func(Entry) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := ScanLogFile(f, each); err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	return nil
 }

@@ -2,6 +2,9 @@ package merkle
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -37,5 +40,34 @@ func TestScanLogFileMatchesReadLogFile(t *testing.T) {
 	stop := errors.New("stop")
 	if err := ScanLogFile(strings.NewReader(good), func(Entry) error { return stop }); !errors.Is(err, stop) {
 		t.Errorf("each's error: %v", err)
+	}
+}
+
+// TestScanLogPath: the file at a path scanned as ScanLogFile scans it, never written;
+// an error opening it is os.Open's as it is, a scan's is prefixed with the label.
+func TestScanLogPath(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "log")
+	torn := "\"a\"\n\"torn"
+	if err := os.WriteFile(path, []byte(torn), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err := ScanLogPath(path, "log file "+path, func(Entry) error { n++; return nil })
+	if !errors.Is(err, ErrTornLine) || n != 1 || !strings.HasPrefix(err.Error(), "log file "+path+": ") {
+		t.Errorf("torn last line: %d entries, %v", n, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != torn {
+		t.Errorf("the file was changed: %q", b)
+	}
+	stop := errors.New("stop")
+	if err := ScanLogPath(path, path, func(Entry) error { return stop }); !errors.Is(err, stop) || err.Error() != path+": stop" {
+		t.Errorf("each's error: %v", err)
+	}
+	missing := filepath.Join(dir, "none")
+	_, openErr := os.Open(missing)
+	err = ScanLogPath(missing, "label", func(Entry) error { return nil })
+	if !errors.Is(err, fs.ErrNotExist) || err.Error() != openErr.Error() {
+		t.Errorf("missing file: %v, want %v", err, openErr)
 	}
 }

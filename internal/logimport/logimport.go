@@ -70,22 +70,17 @@ func uintAfter(data []byte, key string) (uint64, bool) {
 	return n, err == nil
 }
 
-// Check reads a whole log file as every reader of one does (merkle.ScanLogFile) and
+// Check reads a whole log file as every reader of one does (merkle.ScanLogPath) and
 // returns its leaf hashes, or an error naming the first malformed line; Import runs it
 // first, so a bad file imports nothing.
 func Check(path string) ([]merkle.Hash, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	var hashes []merkle.Hash
-	err = merkle.ScanLogFile(f, func(e merkle.Entry) error {
+	err := merkle.ScanLogPath(path, path, func(e merkle.Entry) error {
 		hashes = append(hashes, e.Hash)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	if len(hashes) == 0 {
 		return nil, fmt.Errorf("%s holds no leaves", path)
