@@ -50,7 +50,7 @@ func (g *Gateway) callRelaying(ctx context.Context, s *Session, req mcp.CallTool
 // agentServer builds an agent-facing MCP server, the reference both fronts serve
 // with: tools/list answers session's current granted tools (ToolsFor), tools
 // list_changed is advertised (routes.go), logging/setLevel is taken and recorded on
-// the session (relayLogs reads it), the configured pass-through is offered
+// the session (relayLogs reads it), as are the capabilities of initialize (Session.hop), the configured pass-through is offered
 // (passthrough.go), and every routed tool has a handler running the call path.
 func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context) *Session) *server.MCPServer {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
@@ -60,6 +60,13 @@ func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context)
 		if s := session(ctx); s != nil {
 			level := req.Params.Level
 			s.logLevel.Store(&level)
+		}
+	})
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if s := session(ctx); s != nil {
+			if caps, err := json.Marshal(req.Params.Capabilities); err == nil {
+				s.caps.Store((*json.RawMessage)(&caps))
+			}
 		}
 	})
 	advertiseListChanged(hooks)

@@ -92,6 +92,7 @@ type Gateway struct {
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
 	defs          toolDefs               // the upstreams' tool definitions and their pins (tooldefs.go)
+	passed        passIndex              // which upstream lists each passed-through resource and prompt (passroutes.go)
 }
 
 // Session is one agent connection: its grant, and the facts upstreams declared to it.
@@ -106,6 +107,7 @@ type Session struct {
 	consumed []string // fact ids declared via svc/facts, in order, without repeats
 
 	logLevel atomic.Pointer[mcp.LoggingLevel] // the agent's logging/setLevel; nil: none yet
+	caps     atomic.Pointer[json.RawMessage]  // the client capabilities of the agent's initialize; nil: none
 }
 
 // wantsLog reports whether the session's agent asked for log messages of level l:
@@ -117,6 +119,25 @@ func (s *Session) wantsLog(l mcp.LoggingLevel) bool {
 		min = *p
 	}
 	return l.ShouldSendTo(min)
+}
+
+// hop is what the agent's side declares to an upstream on the 2026-07-28 revision
+// (upstream.Hop), from the agent's request _meta when it is on that revision too,
+// else from its session: the capabilities of its initialize and the level of its
+// logging/setLevel (none when it sent none).
+func (s *Session) hop(agentMeta map[string]any) upstream.Hop {
+	var h upstream.Hop
+	if caps, ok := agentMeta[mcp.MetaKeyClientCapabilities]; ok {
+		h.Capabilities, _ = json.Marshal(caps)
+	} else if p := s.caps.Load(); p != nil {
+		h.Capabilities = *p
+	}
+	if level, ok := agentMeta[mcp.MetaKeyLogLevel].(string); ok {
+		h.LogLevel = mcp.LoggingLevel(level)
+	} else if p := s.logLevel.Load(); p != nil {
+		h.LogLevel = *p
+	}
+	return h
 }
 
 // Agent is the agent the session's grant names.

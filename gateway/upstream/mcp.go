@@ -36,6 +36,8 @@ type mcpUpstream struct {
 	modern bool
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
+	// caps are the capabilities the upstream declared (Offers).
+	caps mcp.ServerCapabilities
 	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
 	// (WatchTools).
 	toolsChanged toolsWatch
@@ -151,7 +153,7 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
+	init.Params.ClientInfo = ClientInfo
 	if u.URL != "" {
 		// Relayed to the agent within the call (Call.Ask); an agent that does not
 		// offer them answers with an error the upstream gets.
@@ -178,7 +180,7 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		}
 	}
 	modern := mcp.IsModernProtocol(ir.ProtocolVersion)
-	up := &mcpUpstream{name: name, c: c, child: child, http: hc, modern: modern, raw: child != nil && !modern}
+	up := &mcpUpstream{name: name, c: c, child: child, http: hc, modern: modern, raw: child != nil && !modern, caps: ir.Capabilities}
 	up.list.Store(&toolList{tools: tools, raws: rawTools})
 	if hc != nil {
 		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
