@@ -167,6 +167,17 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	}
 	var relayed relayCount
 	call.Tool, call.Args, call.Meta, call.HeadOnly, call.Ask = tool, args, c.forwardMeta(), answersRaw, relayed.counting(call.Ask)
+	hop := s.hop(agentMeta)
+	if call.Capabilities == nil {
+		call.Capabilities = hop.Capabilities
+	}
+	call.LogLevel = hop.LogLevel
+	if _, perRequest := agentMeta[mcp.MetaKeyLogLevel].(string); perRequest {
+		// An agent on 2026-07-28 asks per request: the log messages the upstream then
+		// sends go to the session at that level (relayLogs).
+		level := hop.LogLevel
+		s.logLevel.Store(&level)
+	}
 	out, callErr := c.up.Call(ctx, call)
 	if callErr == nil {
 		relayed.passed(out.Parsed)
@@ -341,8 +352,9 @@ func (g *Gateway) checkReceiptFits(p *receipt.Pending, tool string) string {
 
 // forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set
 // and the io.modelcontextprotocol/ ones of the agent's hop (its protocol revision,
-// which the gateway's hop to the upstream negotiated for itself), then the gateway's
-// own and the facts it observed.
+// which the gateway's hop to the upstream negotiated for itself; what of them the
+// upstream's revision takes goes as upstream.Call's Capabilities and LogLevel), then
+// the gateway's own and the facts it observed.
 func (c *toolCall) forwardMeta() map[string]any {
 	fwd := map[string]any{}
 	for k, v := range c.agentMeta {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,6 +117,99 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 				if !strings.Contains(rep, "RESULT: VERIFIED") {
 					t.Fatalf("receipt %s:\n%s", id, rep)
 				}
+			}
+		})
+	}
+}
+
+// modernAgent starts a gateway over stdio in front of e2e/modern-server.mjs and an
+// agent (mcp-go's client) on revision version declaring caps, its notifications
+// given to notified.
+func modernAgent(t *testing.T, version string, caps mcp.ClientCapabilities, notified func(mcp.JSONRPCNotification)) (*fixture, *client.Client, func()) {
+	t.Helper()
+	nodeModules(t)
+	f := growFixture(t, []string{"deploy", "echo"}, map[string]map[string]any{
+		"modern": {"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "modern-server.mjs")}},
+	})
+	cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
+	c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithDiscoverTimeout(50*time.Second))
+	if notified != nil {
+		c.OnNotification(notified)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = version
+	init.Params.Capabilities = caps
+	if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != version {
+		t.Fatalf("initialize: %v %+v", err, r)
+	}
+	return f, c, func() { c.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }
+}
+
+// TestGatewayKeepsModernUpstreamsMissingCapability: an agent that declares no
+// elicitation calls a tool of a 2026-07-28 upstream (the official SDK's server) that
+// asks for one; the upstream answers -32021, naming the capabilities it requires in
+// data.requiredCapabilities, and the agent's result shows that data as sent.
+func TestGatewayKeepsModernUpstreamsMissingCapability(t *testing.T) {
+	f, c, stop := modernAgent(t, mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ClientCapabilities{}, nil)
+	defer stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "deploy"
+	req.Params.Arguments = map[string]any{"env": "prod"}
+	res, err := c.CallTool(ctx, req)
+	if err != nil || !res.IsError {
+		t.Fatalf("deploy without elicitation: %v %+v, want an upstream error", err, res)
+	}
+	got := res.Content[0].(mcp.TextContent).Text
+	if !strings.Contains(got, "code -32021") || !strings.Contains(got, `"requiredCapabilities":{"elicitation"`) {
+		t.Fatalf("deploy without elicitation answered %q, want the upstream's -32021 with its data", got)
+	}
+	waitForReceipts(t, f, 1)
+	verifyAll(t, f)
+}
+
+// TestGatewayDeclaresTheAgentsLogLevelToModernUpstreams: a 2026-07-28 upstream sends
+// log messages for a request only when its _meta names a level. An agent on either
+// revision asks for info (2025-11-25: logging/setLevel to the gateway; 2026-07-28:
+// the level in each request's _meta) and gets the upstream's info message of its
+// echo call: the gateway declared the level in the upstream's form, its own hop's.
+func TestGatewayDeclaresTheAgentsLogLevelToModernUpstreams(t *testing.T) {
+	for _, version := range []string{mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.LATEST_PROTOCOL_VERSION} {
+		t.Run(version, func(t *testing.T) {
+			logged := make(chan string, 16)
+			_, c, stop := modernAgent(t, version, mcp.ClientCapabilities{}, func(n mcp.JSONRPCNotification) {
+				if n.Method == string(mcp.MethodNotificationMessage) {
+					logged <- fmt.Sprint(n.Params.AdditionalFields["level"], " ", n.Params.AdditionalFields["data"])
+				}
+			})
+			defer stop()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			setLevel := mcp.SetLevelRequest{}
+			setLevel.Params.Level = mcp.LoggingLevelInfo
+			//lint:ignore SA1019 the agent's logging/setLevel (2025-11-25) or per-request level (2026-07-28), as agents still ask
+			if err := c.SetLevel(ctx, setLevel); err != nil {
+				t.Fatal(err)
+			}
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "echo"
+			req.Params.Arguments = map[string]any{"text": "hi"}
+			if res, err := c.CallTool(ctx, req); err != nil || res.IsError {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			select {
+			case got := <-logged:
+				if got != "info echoing hi" {
+					t.Fatalf("log message %q, want the upstream's info message", got)
+				}
+			case <-ctx.Done():
+				t.Fatal("no log message reached the agent: the upstream was not told the agent's level")
 			}
 		})
 	}

@@ -298,7 +298,7 @@ const maxInputRounds = 10
 // 2026-07-28 too) the result is returned as sent, for the agent to answer with a
 // retry of its own.
 func (u *mcpUpstream) callModern(ctx context.Context, call Call) (*Result, error) {
-	rt := roundTrip{responses: call.InputResponses, state: call.RequestState, caps: call.Capabilities}
+	rt := roundTrip{responses: call.InputResponses, state: call.RequestState, caps: call.Capabilities, level: call.LogLevel}
 	for round := 1; ; round++ {
 		res, err := u.callOnce(ctx, call, &rt)
 		if err != nil || call.Ask == nil || !needsInput(res.Raw) {
@@ -355,6 +355,9 @@ func (u *mcpUpstream) callOnce(ctx context.Context, call Call, rt *roundTrip) (*
 			return nil, err
 		}
 		return &Result{Parsed: res, Raw: slot.json}, nil
+	}
+	if err != nil && slot.err != nil {
+		return nil, slot.err
 	}
 	if err != nil {
 		return nil, err
@@ -453,8 +456,25 @@ func sendKeepingRaw(ctx context.Context, req transport.JSONRPCRequest,
 	resp, err := send(ctx, req)
 	if err == nil {
 		keepRawResult(ctx, req, resp)
+		keepRawError(ctx, req, resp)
 	}
 	return resp, err
+}
+
+// keepRawError keeps a tools/call's JSON-RPC error in the context's slot as sent:
+// mcp-go's client turns it into a Go error of its own (AsError), which for -32021
+// keeps only a data.capability member, where the official SDKs send
+// data.requiredCapabilities, so the agent would not learn what was missing.
+func keepRawError(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
+	slot, ok := ctx.Value(rawSlotKey{}).(*rawSlot)
+	if !ok || resp == nil || resp.Error == nil || req.Method != string(mcp.MethodToolsCall) {
+		return
+	}
+	e := &rpcError{Code: resp.Error.Code, Message: resp.Error.Message}
+	if resp.Error.Data != nil {
+		e.Data, _ = json.Marshal(resp.Error.Data)
+	}
+	slot.err = e
 }
 
 // rawSlot receives the raw JSON result of the tools/call made with its context (the
@@ -464,6 +484,7 @@ type rawSlot struct {
 	rt     *roundTrip // what the request adds on the 2026-07-28 revision; nil: nothing
 	list   bool       // keep a tools/list result instead (listTools)
 	json   json.RawMessage
+	err    *rpcError // the call's JSON-RPC error as sent (keepRawError)
 	parsed *mcp.CallToolResult
 	noMeta bool // the result has no member named _meta in any case (known when parsed)
 }
@@ -506,10 +527,11 @@ var parsedStub = json.RawMessage(`{"content":[]}`)
 
 // roundTrip is what a tools/call request to an upstream on the 2026-07-28 revision
 // carries besides mcp-go's params: the answers to the upstream's last input_required
-// result and its requestState, and the agent's capabilities in _meta (each nil when
-// there is none).
+// result and its requestState, and the agent's capabilities and log level in _meta
+// (each nil or "" when there is none).
 type roundTrip struct {
 	responses, state, caps json.RawMessage
+	level                  mcp.LoggingLevel
 }
 
 // addTo adds rt to a request's params, which mcp-go's client hands its transport as
@@ -526,13 +548,20 @@ func (rt *roundTrip) addTo(params any) {
 	if rt.state != nil {
 		fields["requestState"] = rt.state
 	}
+	if rt.caps == nil && rt.level == "" {
+		return
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(fields["_meta"], &meta) != nil || meta == nil {
+		return
+	}
 	if rt.caps != nil {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(fields["_meta"], &meta) == nil && meta != nil {
-			meta[mcp.MetaKeyClientCapabilities] = rt.caps
-			if b, err := json.Marshal(meta); err == nil {
-				fields["_meta"] = b
-			}
-		}
+		meta[mcp.MetaKeyClientCapabilities] = rt.caps
+	}
+	if rt.level != "" {
+		meta[mcp.MetaKeyLogLevel], _ = json.Marshal(rt.level)
+	}
+	if b, err := json.Marshal(meta); err == nil {
+		fields["_meta"] = b
 	}
 }
