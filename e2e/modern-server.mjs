@@ -10,8 +10,12 @@
 // prefixes its tools' names (beside another server offering echo). Used by the
 // gateway's tests of relaying that input (gateway/modern_e2e_test.go) and of
 // pass-through to more than one upstream (gateway/passroutes_e2e_test.go).
-// Usage: node modern-server.mjs
-import { McpServer, ResourceTemplate, completable, inputRequired, acceptedContent, inputResponse } from "@modelcontextprotocol/server";
+// With --http it serves Streamable HTTP instead (createMcpHandler: 2026-07-28
+// requests per request, 2025-era ones stateless) at /mcp on a free port of
+// 127.0.0.1, and prints {"port": N} when listening.
+// Usage: node modern-server.mjs [--http]
+import { createServer } from "node:http";
+import { McpServer, ResourceTemplate, createMcpHandler, completable, inputRequired, acceptedContent, inputResponse } from "@modelcontextprotocol/server";
 import { serveStdio } from "@modelcontextprotocol/server/stdio";
 import * as z from "zod";
 
@@ -68,6 +72,23 @@ function modernServer() {
   return server;
 }
 
-// serveStdio decides the connection's revision from its opening exchange
-// (server/discover: 2026-07-28; initialize: an earlier one).
-serveStdio(modernServer);
+if (process.argv.includes("--http")) {
+  const handler = createMcpHandler(modernServer);
+  // node:http in front of the handler's web-standard face (Request → Response).
+  const http = createServer(async (req, res) => {
+    const chunks = [];
+    for await (const c of req) chunks.push(c);
+    const body = req.method === "GET" || req.method === "HEAD" ? undefined : Buffer.concat(chunks);
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(req.headers)) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+    const response = await handler.fetch(new Request(`http://${req.headers.host}${req.url}`, { method: req.method, headers, body }));
+    res.writeHead(response.status, Object.fromEntries(response.headers));
+    if (response.body) for await (const chunk of response.body) res.write(chunk);
+    res.end();
+  });
+  http.listen(0, "127.0.0.1", () => console.log(JSON.stringify({ port: http.address().port })));
+} else {
+  // serveStdio decides the connection's revision from its opening exchange
+  // (server/discover: 2026-07-28; initialize: an earlier one).
+  serveStdio(modernServer);
+}

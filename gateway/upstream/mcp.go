@@ -222,10 +222,14 @@ func (u *mcpUpstream) Name() string { return u.name }
 // Relays reports whether the upstream may send notifications or requests within a
 // call (a Streamable HTTP upstream: its call's event stream) or answer one with
 // input_required (a stdio upstream on the 2026-07-28 revision), which the gateway
-// relays to the agent. A Streamable HTTP upstream on 2026-07-28 keeps the fast path,
-// as before input_required was relayed: its input_required result reaches the agent
-// as sent (left: relaying it there too without losing the fast path).
+// relays to the agent through mcp-go's server. A Streamable HTTP upstream on
+// 2026-07-28 keeps the fronts' fast paths: the HTTP front's relays its input_required
+// itself (callStream), the stdio front's hands a call of it to mcp-go (AsksForInput).
 func (u *mcpUpstream) Relays() bool { return u.http != nil || (u.modern && u.child != nil) }
+
+// AsksForInput reports whether the upstream may answer a call with input_required
+// (one on the 2026-07-28 revision).
+func (u *mcpUpstream) AsksForInput() bool { return u.modern }
 
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
