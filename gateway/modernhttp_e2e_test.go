@@ -1,12 +1,10 @@
 package gateway_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,22 +22,7 @@ import (
 // TypeScript SDK's server package on 2026-07-28) and returns its URL.
 func startModernHTTP(t *testing.T) string {
 	t.Helper()
-	nodeModules(t)
-	srv := exec.Command("node", filepath.Join(repoDir, "e2e", "modern-server.mjs"), "--http")
-	stdout, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
-	var listening struct {
-		Port int `json:"port"`
-	}
-	line, err := bufio.NewReader(stdout).ReadBytes('\n')
-	if err != nil || json.Unmarshal(line, &listening) != nil || listening.Port == 0 {
-		t.Fatalf("modern-server --http: %q, %v", line, err)
-	}
-	return fmt.Sprintf("http://127.0.0.1:%d/mcp", listening.Port)
+	return startNodeHTTP(t, "modern-server.mjs")
 }
 
 // TestHTTPFastPathRelaysInputRequiredFromModernHTTPUpstream: an upstream on
@@ -52,15 +35,7 @@ func startModernHTTP(t *testing.T) string {
 // verifies.
 func TestHTTPFastPathRelaysInputRequiredFromModernHTTPUpstream(t *testing.T) {
 	f := growFixture(t, []string{"deploy", "echo"}, map[string]map[string]any{"modern": {"url": startModernHTTP(t)}})
-	cfg, err := gateway.LoadConfig(f.config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := gateway.New(context.Background(), cfg, gateway.Options{LoadPolicy: gateway.CedarPolicy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := newGateway(t, f)
 	url := serveHTTP(t, g, gateway.HTTPConfig{})
 	grant, _ := os.ReadFile(filepath.Join(f.dir, "grant.json"))
 	var env receipt.Envelope
@@ -76,17 +51,9 @@ func TestHTTPFastPathRelaysInputRequiredFromModernHTTPUpstream(t *testing.T) {
 	// itself (mcp-go's client would, whatever its revision).
 	c := client.NewClient(tr, client.WithElicitationHandler(answers), client.WithRootsHandler(answers), client.WithMaxInputRoundTrips(1))
 	defer c.Close()
+	initAgent(t, c, mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
-	if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != mcp.LATEST_LEGACY_PROTOCOL_VERSION {
-		t.Fatalf("initialize: %v %+v", err, r)
-	}
 	for _, call := range []struct{ tool, arg, want string }{
 		{"echo", "text", "plain"},
 		{"deploy", "env", "deployed to prod (state asked-prod, roots file:///srv/app)"},
@@ -147,29 +114,11 @@ func checkRelayedReceipts(t *testing.T, f *fixture, want map[string]uint64) {
 // it both requests within the call; one receipt per call, every one verifies.
 func TestStdioFrontRelaysInputRequiredFromModernHTTPUpstream(t *testing.T) {
 	f := growFixture(t, []string{"deploy", "echo"}, map[string]map[string]any{"modern": {"url": startModernHTTP(t)}})
-	cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	answers := &agentAnswers{}
-	c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithElicitationHandler(answers), client.WithRootsHandler(answers), client.WithMaxInputRoundTrips(1))
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
-	if _, err := c.Initialize(ctx, init); err != nil {
-		t.Fatal(err)
-	}
-	req := mcp.CallToolRequest{}
-	req.Params.Name = "deploy"
-	req.Params.Arguments = map[string]any{"env": "prod"}
-	res, err := c.CallTool(ctx, req)
-	if want := "deployed to prod (state asked-prod, roots file:///srv/app)"; err != nil || res.IsError || res.Content[0].(mcp.TextContent).Text != want {
-		t.Fatalf("deploy: %v %+v, want %q", err, res, want)
-	}
+	c, stop := stdioAgent(t, f.config, mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+		client.WithElicitationHandler(answers), client.WithRootsHandler(answers), client.WithMaxInputRoundTrips(1))
+	defer stop()
+	callDeploy(t, c)
 	waitForReceipts(t, f, 1)
 	if n := len(receiptFiles(f)); n != 1 {
 		t.Fatalf("%d receipts, want one", n)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
@@ -41,25 +40,6 @@ func passFixture(t *testing.T, modernEnv map[string]string) *fixture {
 	return f
 }
 
-// passAgent starts f's gateway over stdio and an agent (mcp-go's client) on
-// revision version.
-func passAgent(t *testing.T, f *fixture, version string) (*client.Client, func()) {
-	t.Helper()
-	cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
-	c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithDiscoverTimeout(50*time.Second))
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = version
-	if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != version {
-		t.Fatalf("initialize: %v %+v", err, r)
-	}
-	return c, func() { c.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }
-}
-
 // TestPassThroughReachesEveryUpstream: with two upstreams offering resources, prompts
 // and completion, an agent (on either revision) lists the union of both upstreams'
 // resources, templates and prompts, in one page, and each read, get and completion
@@ -71,7 +51,7 @@ func TestPassThroughReachesEveryUpstream(t *testing.T) {
 	f := passFixture(t, nil)
 	for _, version := range []string{mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.LATEST_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
-			c, stop := passAgent(t, f, version)
+			c, stop := stdioAgent(t, f.config, version, mcp.ClientCapabilities{})
 			defer stop()
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
@@ -163,7 +143,7 @@ func checkPassCompletion(ctx context.Context, t *testing.T, c *client.Client) {
 // upstream.
 func TestPassThroughRefusesAPromptTwoUpstreamsList(t *testing.T) {
 	f := passFixture(t, map[string]string{"COLLIDE_PROMPT": "simple-prompt"})
-	c, stop := passAgent(t, f, mcp.LATEST_LEGACY_PROTOCOL_VERSION)
+	c, stop := stdioAgent(t, f.config, mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ClientCapabilities{})
 	defer stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
