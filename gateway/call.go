@@ -50,7 +50,7 @@ func (g *Gateway) callRelaying(ctx context.Context, s *Session, req mcp.CallTool
 // agentServer builds an agent-facing MCP server, the reference both fronts serve
 // with: tools/list answers session's current granted tools (ToolsFor), tools
 // list_changed is advertised (routes.go), logging/setLevel is taken and recorded on
-// the session (relayLogs reads it), the configured pass-through is offered
+// the session (relayLogs reads it), as are the capabilities of initialize (Session.hop), the configured pass-through is offered
 // (passthrough.go), and every routed tool has a handler running the call path.
 func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context) *Session) *server.MCPServer {
 	hooks.AddAfterListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest, res *mcp.ListToolsResult) {
@@ -60,6 +60,13 @@ func (g *Gateway) agentServer(hooks *server.Hooks, session func(context.Context)
 		if s := session(ctx); s != nil {
 			level := req.Params.Level
 			s.logLevel.Store(&level)
+		}
+	})
+	hooks.AddAfterInitialize(func(ctx context.Context, _ any, req *mcp.InitializeRequest, _ *mcp.InitializeResult) {
+		if s := session(ctx); s != nil {
+			if caps, err := json.Marshal(req.Params.Capabilities); err == nil {
+				s.caps.Store((*json.RawMessage)(&caps))
+			}
 		}
 	})
 	advertiseListChanged(hooks)
@@ -149,6 +156,17 @@ func (g *Gateway) runCallWith(ctx context.Context, s *Session, tool string, args
 	}
 	var relayed relayCount
 	call.Tool, call.Args, call.Meta, call.HeadOnly, call.Ask = tool, args, c.forwardMeta(), answersRaw, relayed.counting(call.Ask)
+	hop := s.hop(agentMeta)
+	if call.Capabilities == nil {
+		call.Capabilities = hop.Capabilities
+	}
+	call.LogLevel = hop.LogLevel
+	if _, perRequest := agentMeta[mcp.MetaKeyLogLevel].(string); perRequest {
+		// An agent on 2026-07-28 asks per request: the log messages the upstream then
+		// sends go to the session at that level (relayLogs).
+		level := hop.LogLevel
+		s.logLevel.Store(&level)
+	}
 	out, callErr := c.up.Call(ctx, call)
 	if callErr == nil {
 		relayed.passed(out.Parsed)
@@ -323,8 +341,9 @@ func (g *Gateway) checkReceiptFits(p *receipt.Pending, tool string) string {
 
 // forwardMeta is step 7's meta: the agent's keys except the svc/ ones it cannot set
 // and the io.modelcontextprotocol/ ones of the agent's hop (its protocol revision,
-// which the gateway's hop to the upstream negotiated for itself), then the gateway's
-// own and the facts it observed.
+// which the gateway's hop to the upstream negotiated for itself; what of them the
+// upstream's revision takes goes as upstream.Call's Capabilities and LogLevel), then
+// the gateway's own and the facts it observed.
 func (c *toolCall) forwardMeta() map[string]any {
 	fwd := map[string]any{}
 	for k, v := range c.agentMeta {

@@ -59,8 +59,12 @@ type Config struct {
 	// resources/subscribe, resources/unsubscribe), "prompts" (prompts/list,
 	// prompts/get) and "completion" (completion/complete). A session gets one only
 	// when its grant's scopes also name it (a scope "resources", "prompts" or
-	// "completion"). Optional; default none: SPEC scopes the gateway to tools, and
-	// the agent is then told of no such capability.
+	// "completion"). The requests reach the MCP upstreams that declare the feature:
+	// with more than one, a list is the union of theirs in one page, and a request
+	// naming a resource, template or prompt goes to the one upstream whose list
+	// names it (refused when two or none do; passroutes.go). Optional; default
+	// none: SPEC scopes the gateway to tools, and the agent is then told of no such
+	// capability.
 	PassThrough []string `json:"passThrough,omitempty"`
 
 	// ToolPins says what a changed tool definition does (every upstream's tools are

@@ -58,7 +58,7 @@ var everythingTools = []string{
 func conformanceDir(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(repoDir, "e2e", "conformance")
-	for _, p := range []string{"node_modules/.bin/node", "node_modules/@modelcontextprotocol/conformance/dist/index.js", "node_modules/tsx"} {
+	for _, p := range []string{"node_modules/.bin/node", "node_modules/@modelcontextprotocol/conformance/dist/index.js", "node_modules/conformance-alpha/dist/index.js", "node_modules/tsx"} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			t.Fatalf("the MCP conformance suite is not installed: run `go tool task setup` (or npm ci --prefix e2e/conformance): %v", err)
 		}
@@ -303,6 +303,9 @@ func TestMCPConformance(t *testing.T) {
 	}
 	t.Logf("%d receipts verify", len(files))
 	checkRelayedRecorded(t, files)
+	if os.Getenv("SVC_MCP_CONFORMANCE") == "all" {
+		conformance2026(t, dir) // the 0.2.0 alpha's 2026-07-28 scenarios (conformance2026_e2e_test.go)
+	}
 }
 
 // checkRelayedRecorded: the receipts of the reference server's sampling and

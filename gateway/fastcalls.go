@@ -78,8 +78,10 @@ func cancelKey(id json.RawMessage) string {
 
 // answerCall runs the call path for one fast-path request of session s and returns
 // the JSON-RPC answer, newline ended (resultLine); a panic is answered as mcp-go
-// answers one.
-func (g *Gateway) answerCall(ctx context.Context, log *slog.Logger, s *Session, req *toolCallRequest) (line []byte) {
+// answers one. ask, when set, relays to the agent what the upstream asks within the
+// call (upstream.Call's Ask).
+func (g *Gateway) answerCall(ctx context.Context, log *slog.Logger, s *Session, req *toolCallRequest,
+	ask func(context.Context, string, json.RawMessage) (json.RawMessage, error)) (line []byte) {
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("panic recovered in a tool call", "panic", r)
@@ -87,7 +89,7 @@ func (g *Gateway) answerCall(ctx context.Context, log *slog.Logger, s *Session, 
 		}
 	}()
 	g.fastCalls.Add(1)
-	res, raw := g.runCall(ctx, s, req.name, requestArgsRaw(req.args), req.meta, true)
+	res, raw := g.runCallWith(ctx, s, req.name, requestArgsRaw(req.args), req.meta, true, upstream.Call{Ask: ask})
 	return resultLine(req.id, res, raw)
 }
 

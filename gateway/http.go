@@ -250,7 +250,7 @@ func (f *httpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if hs != nil && r.Method == http.MethodPost && !f.noFast {
 		if req, ok := f.g.httpFastCall(r, body); ok {
-			f.g.serveFastCall(w, r, hs.s, &hs.calls, req)
+			f.g.serveFastCall(w, r, hs.s, &hs.calls, hs.asks, req)
 			return
 		}
 		hs.calls.noteCancel(body)

@@ -15,7 +15,8 @@ import (
 
 // The HTTP front's own requests to an agent (httpFront.serveEventStream serves the
 // session's standalone stream, not mcp-go): a relayed sampling/createMessage or
-// roots/list goes to the agent as an event on that stream, and the agent's answer,
+// roots/list goes to the agent as an event on that stream (and any request a
+// fast-path call relays, on that call's own stream: callStream), and the agent's answer,
 // a POST of a JSON-RPC response naming the request's id, comes back here before
 // mcp-go sees it. (mcp-go sends elicitation on the call's own stream, which it
 // still does; its sampling needs its own standalone stream, which the gateway's
@@ -43,6 +44,19 @@ func (a *agentAsks) ask(ctx context.Context, method string, params json.RawMessa
 	if a.open.Load() == 0 {
 		return nil, errors.New("the agent has no event stream open (GET /mcp) on which to ask it")
 	}
+	return a.askVia(ctx, method, params, func(msg []byte) error {
+		select {
+		case a.events <- msg:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+}
+
+// askVia sends method to the agent with send (the session's stream, or a call's own:
+// callStream) and waits for its answer, which the agent POSTs (answer).
+func (a *agentAsks) askVia(ctx context.Context, method string, params json.RawMessage, send func(msg []byte) error) (json.RawMessage, error) {
 	id, _ := json.Marshal(fmt.Sprintf("svc-ask-%d", askIDs.Add(1)))
 	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
 	if err != nil {
@@ -57,10 +71,8 @@ func (a *agentAsks) ask(ctx context.Context, method string, params json.RawMessa
 		delete(a.pending, string(id))
 		a.mu.Unlock()
 	}()
-	select {
-	case a.events <- msg:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if err := send(msg); err != nil {
+		return nil, err
 	}
 	select {
 	case resp := <-ch:

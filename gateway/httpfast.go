@@ -1,10 +1,15 @@
 package gateway
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"mime"
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
@@ -25,8 +30,9 @@ import (
 // Mcp-Protocol-Version header, another content type, a Host that mcp-go's DNS
 // rebinding protection refuses, whatever decodeToolCall declines.
 //
-// The gateway never sends the agent a notification or a request while a call runs,
-// so mcp-go would not turn such a response into an event stream either.
+// The gateway sends the agent nothing while a fast-path call runs, except the
+// requests an upstream on 2026-07-28 makes with an input_required result: the
+// answer then becomes an event stream (callStream), as mcp-go's would.
 
 // httpFastCall decodes a POST on a live session as a tools/call the fast path
 // answers (false: mcp-go's).
@@ -35,7 +41,7 @@ func (g *Gateway) httpFastCall(r *http.Request, body []byte) (*toolCallRequest, 
 		return nil, false
 	}
 	req, ok := decodeToolCall(body)
-	if !ok || !g.fastTool(req.name) {
+	if !ok || !g.fastTool(req.name, true) {
 		return nil, false
 	}
 	return req, true
@@ -93,17 +99,67 @@ func (g *Gateway) servePassThrough(w http.ResponseWriter, r *http.Request, s *Se
 // JSON-RPC answer as mcp-go's encoder ends it (a newline), with its Content-Length:
 // net/http would send an answer over 2 KB without one in chunks. The call is
 // cancelled when the client goes away or sends notifications/cancelled naming it
-// (calls: the session's calls in flight).
-func (g *Gateway) serveFastCall(w http.ResponseWriter, r *http.Request, s *Session, calls *inflightCalls, req *toolCallRequest) {
+// (calls: the session's calls in flight). When the upstream asks the agent for input
+// within the call (one on 2026-07-28 answering input_required), the answer becomes
+// an event stream instead (callStream).
+func (g *Gateway) serveFastCall(w http.ResponseWriter, r *http.Request, s *Session, calls *inflightCalls, asks *agentAsks, req *toolCallRequest) {
 	ctx, done := calls.start(r.Context(), req.id)
 	defer done()
-	line := g.answerCall(ctx, g.log, s, req)
+	cs := &callStream{w: w, rc: http.NewResponseController(w), asks: asks}
+	line := g.answerCall(ctx, g.log, s, req, cs.ask)
+	if cs.streaming() {
+		if err := cs.event(line); err != nil {
+			g.log.Warn("writing the answer to a tool call", "err", err)
+		}
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(line)))
 	w.WriteHeader(http.StatusOK)
 	if _, err := w.Write(line); err != nil {
 		g.log.Warn("writing the answer to a tool call", "err", err)
 	}
+}
+
+// callStream is a fast-path call's HTTP answer, which turns into an event stream
+// (as mcp-go turns a call's answer into one) the first time the upstream asks the
+// agent for something within the call: each request is an event on it, the agent's
+// answer a POST the session's agentAsks take, and the call's answer the last event.
+// Unused, the answer stays one application/json body.
+type callStream struct {
+	w    http.ResponseWriter
+	rc   *http.ResponseController
+	asks *agentAsks
+	mu   sync.Mutex
+	sse  bool
+}
+
+// ask relays one request to the agent on the call's stream (upstream.Call's Ask).
+func (c *callStream) ask(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	return c.asks.askVia(ctx, method, params, c.event)
+}
+
+// event writes msg (one JSON-RPC message) as an event, starting the stream first.
+func (c *callStream) event(msg []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.sse {
+		c.sse = true
+		c.w.Header().Set("Content-Type", "text/event-stream")
+		c.w.Header().Set("Cache-Control", "no-cache")
+		c.w.WriteHeader(http.StatusOK)
+	}
+	if _, err := fmt.Fprintf(c.w, "event: message\ndata: %s\n\n", bytes.TrimRight(msg, "\n")); err != nil {
+		return err
+	}
+	return c.rc.Flush()
+}
+
+// streaming reports whether the answer became an event stream.
+func (c *callStream) streaming() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sse
 }
 
 // rebinding reports whether mcp-go's DNS rebinding protection would refuse the

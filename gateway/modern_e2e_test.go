@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,34 +58,11 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 			f := growFixture(t, []string{"deploy"}, map[string]map[string]any{
 				"modern": {"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "modern-server.mjs")}},
 			})
-			cmd, stdin, stdout := startGatewayProcess(t, f.config, os.Stderr)
-			defer cmd.Process.Kill()
 			answers := &agentAnswers{}
-			c := client.NewClient(transport.NewIO(stdout, stdin, nil), client.WithElicitationHandler(answers), client.WithRootsHandler(answers),
-				client.WithDiscoverTimeout(50*time.Second)) // the gateway reads its stdin once its upstream is up: seconds on a loaded machine
-			defer c.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			init := mcp.InitializeRequest{}
-			init.Params.ProtocolVersion = tc.version
-			init.Params.Capabilities.Elicitation = &mcp.ElicitationCapability{}
-			if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != tc.version {
-				t.Fatalf("initialize: %v %+v", err, r)
-			}
-			req := mcp.CallToolRequest{}
-			req.Params.Name = "deploy"
-			req.Params.Arguments = map[string]any{"env": "prod"}
-			res, err := c.CallTool(ctx, req)
-			if err != nil || res.IsError || len(res.Content) != 1 {
-				t.Fatalf("deploy: %v %+v", err, res)
-			}
-			want := "deployed to prod (state asked-prod, roots file:///srv/app)"
-			if got := res.Content[0].(mcp.TextContent).Text; got != want {
-				t.Fatalf("deploy answered %q, want %q", got, want)
-			}
+			c, stop := stdioAgent(t, f.config, tc.version, mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{}},
+				client.WithElicitationHandler(answers), client.WithRootsHandler(answers))
+			defer stop()
+			callDeploy(t, c)
 			if answers.elicited.Load() != 1 || answers.rooted.Load() != 1 {
 				t.Fatalf("the agent was asked %d elicitations and %d roots/list, want 1 each", answers.elicited.Load(), answers.rooted.Load())
 			}
@@ -116,6 +94,127 @@ func TestGatewayRelaysInputRequiredFromModernUpstream(t *testing.T) {
 				if !strings.Contains(rep, "RESULT: VERIFIED") {
 					t.Fatalf("receipt %s:\n%s", id, rep)
 				}
+			}
+		})
+	}
+}
+
+// deploy calls e2e/modern-server.mjs's deploy {env: prod} (within 60 s).
+func deploy(c *client.Client) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "deploy"
+	req.Params.Arguments = map[string]any{"env": "prod"}
+	return c.CallTool(ctx, req)
+}
+
+// callDeploy is deploy, answered with the text of a deployment the agent confirmed,
+// naming its roots.
+func callDeploy(t *testing.T, c *client.Client) {
+	t.Helper()
+	res, err := deploy(c)
+	if want := "deployed to prod (state asked-prod, roots file:///srv/app)"; err != nil || res.IsError || len(res.Content) != 1 || res.Content[0].(mcp.TextContent).Text != want {
+		t.Fatalf("deploy: %v %+v, want %q", err, res, want)
+	}
+}
+
+// stdioAgent starts `svc gateway --config config` over stdio and an agent on it
+// (mcp-go's client with opts) initialized on revision version declaring caps; stop
+// ends both.
+func stdioAgent(t *testing.T, config, version string, caps mcp.ClientCapabilities, opts ...client.ClientOption) (*client.Client, func()) {
+	t.Helper()
+	cmd, stdin, stdout := startGatewayProcess(t, config, os.Stderr)
+	// The gateway reads its stdin once its upstream is up: seconds on a loaded machine.
+	c := client.NewClient(transport.NewIO(stdout, stdin, nil), append(opts, client.WithDiscoverTimeout(50*time.Second))...)
+	initAgent(t, c, version, caps)
+	return c, func() { c.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }
+}
+
+// initAgent starts c and initializes it on revision version declaring caps.
+func initAgent(t *testing.T, c *client.Client, version string, caps mcp.ClientCapabilities) {
+	t.Helper()
+	// Started for the client's life: the requests it is sent are served under it.
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = version
+	init.Params.Capabilities = caps
+	if r, err := c.Initialize(ctx, init); err != nil || r.ProtocolVersion != version {
+		t.Fatalf("initialize: %v %+v", err, r)
+	}
+}
+
+// modernAgent starts a gateway over stdio in front of e2e/modern-server.mjs and an
+// agent (mcp-go's client) on revision version declaring caps.
+func modernAgent(t *testing.T, version string, caps mcp.ClientCapabilities) (*fixture, *client.Client, func()) {
+	t.Helper()
+	f := growFixture(t, []string{"deploy", "echo"}, map[string]map[string]any{
+		"modern": {"command": "node", "args": []string{filepath.Join(repoDir, "e2e", "modern-server.mjs")}},
+	})
+	c, stop := stdioAgent(t, f.config, version, caps)
+	return f, c, stop
+}
+
+// TestGatewayKeepsModernUpstreamsMissingCapability: an agent that declares no
+// elicitation calls a tool of a 2026-07-28 upstream (the official SDK's server) that
+// asks for one; the upstream answers -32021, naming the capabilities it requires in
+// data.requiredCapabilities, and the agent's result shows that data as sent.
+func TestGatewayKeepsModernUpstreamsMissingCapability(t *testing.T) {
+	f, c, stop := modernAgent(t, mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.ClientCapabilities{})
+	defer stop()
+	res, err := deploy(c)
+	if err != nil || !res.IsError {
+		t.Fatalf("deploy without elicitation: %v %+v, want an upstream error", err, res)
+	}
+	got := res.Content[0].(mcp.TextContent).Text
+	if !strings.Contains(got, "code -32021") || !strings.Contains(got, `"requiredCapabilities":{"elicitation"`) {
+		t.Fatalf("deploy without elicitation answered %q, want the upstream's -32021 with its data", got)
+	}
+	waitForReceipts(t, f, 1)
+	verifyAll(t, f)
+}
+
+// TestGatewayDeclaresTheAgentsLogLevelToModernUpstreams: a 2026-07-28 upstream sends
+// log messages for a request only when its _meta names a level. An agent on either
+// revision asks for info (2025-11-25: logging/setLevel to the gateway; 2026-07-28:
+// the level in each request's _meta) and gets the upstream's info message of its
+// echo call: the gateway declared the level in the upstream's form, its own hop's.
+func TestGatewayDeclaresTheAgentsLogLevelToModernUpstreams(t *testing.T) {
+	for _, version := range []string{mcp.LATEST_LEGACY_PROTOCOL_VERSION, mcp.LATEST_PROTOCOL_VERSION} {
+		t.Run(version, func(t *testing.T) {
+			logged := make(chan string, 16)
+			_, c, stop := modernAgent(t, version, mcp.ClientCapabilities{})
+			defer stop()
+			c.OnNotification(func(n mcp.JSONRPCNotification) {
+				if n.Method == string(mcp.MethodNotificationMessage) {
+					logged <- fmt.Sprint(n.Params.AdditionalFields["level"], " ", n.Params.AdditionalFields["data"])
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			setLevel := mcp.SetLevelRequest{}
+			setLevel.Params.Level = mcp.LoggingLevelInfo
+			//lint:ignore SA1019 the agent's logging/setLevel (2025-11-25) or per-request level (2026-07-28), as agents still ask
+			if err := c.SetLevel(ctx, setLevel); err != nil {
+				t.Fatal(err)
+			}
+			req := mcp.CallToolRequest{}
+			req.Params.Name = "echo"
+			req.Params.Arguments = map[string]any{"text": "hi"}
+			if res, err := c.CallTool(ctx, req); err != nil || res.IsError {
+				t.Fatalf("echo: %v %+v", err, res)
+			}
+			select {
+			case got := <-logged:
+				if got != "info echoing hi" {
+					t.Fatalf("log message %q, want the upstream's info message", got)
+				}
+			case <-ctx.Done():
+				t.Fatal("no log message reached the agent: the upstream was not told the agent's level")
 			}
 		})
 	}

@@ -135,14 +135,19 @@ func askAgent(ctx context.Context, srv *server.MCPServer, method string, params 
 }
 
 // fastTool reports whether a fast path may answer a call of tool: an upstream offers
-// it and cannot send the agent anything mid-call.
-func (g *Gateway) fastTool(tool string) bool {
+// it and cannot send the agent anything mid-call, or may only answer input_required
+// (2026-07-28) and the front's fast path relays that itself (asks: the HTTP front's,
+// callStream); the stdio front's hands such a call to mcp-go, which relays it.
+func (g *Gateway) fastTool(tool string, asks bool) bool {
 	up := g.routes.ownerOf(tool)
 	if up == nil {
 		return false
 	}
-	r, ok := up.(interface{ Relays() bool })
-	return !ok || !r.Relays()
+	if r, ok := up.(interface{ Relays() bool }); ok && r.Relays() {
+		return false
+	}
+	a, ok := up.(interface{ AsksForInput() bool })
+	return asks || !ok || !a.AsksForInput()
 }
 
 // relayCount counts the requests an upstream sent the agent within one call, by

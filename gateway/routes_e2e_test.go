@@ -25,7 +25,15 @@ import (
 // returns its URL.
 func startRugpullHTTP(t *testing.T, env ...string) string {
 	t.Helper()
-	srv := exec.Command("node", filepath.Join(repoDir, "e2e", "rugpull-server.mjs"), "--http")
+	return startNodeHTTP(t, "rugpull-server.mjs", env...)
+}
+
+// startNodeHTTP runs e2e/<script> --http (a server that prints {"port": N} once it
+// listens on 127.0.0.1) with env added, until the test ends, and returns its /mcp URL.
+func startNodeHTTP(t *testing.T, script string, env ...string) string {
+	t.Helper()
+	nodeModules(t)
+	srv := exec.Command("node", filepath.Join(repoDir, "e2e", script), "--http")
 	srv.Env = append(os.Environ(), env...)
 	stdout, _ := srv.StdoutPipe()
 	srv.Stderr = os.Stderr
@@ -38,7 +46,7 @@ func startRugpullHTTP(t *testing.T, env ...string) string {
 	}
 	line, err := bufio.NewReader(stdout).ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &listening) != nil || listening.Port == 0 {
-		t.Fatalf("rugpull-server --http: %q, %v", line, err)
+		t.Fatalf("%s --http: %q, %v", script, line, err)
 	}
 	return fmt.Sprintf("http://127.0.0.1:%d/mcp", listening.Port)
 }

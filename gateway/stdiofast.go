@@ -89,7 +89,7 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 			f.run(ctx, env.ID, func(ctx context.Context) []byte { return f.g.answerPassThrough(ctx, f.s, env) })
 			continue
 		}
-		if req, ok := decodeToolCall(line); ok && f.g.fastTool(req.name) {
+		if req, ok := decodeToolCall(line); ok && f.g.fastTool(req.name, false) {
 			select {
 			case f.slots <- struct{}{}:
 				f.start(ctx, req)
@@ -106,7 +106,7 @@ func (f *stdioFront) serve(ctx context.Context, in io.Reader, rest io.Writer) er
 
 // start runs one call on a worker of its own, cancellable by notifications/cancelled.
 func (f *stdioFront) start(ctx context.Context, req *toolCallRequest) {
-	f.run(ctx, req.id, func(ctx context.Context) []byte { return f.g.answerCall(ctx, f.log, f.s, req) })
+	f.run(ctx, req.id, func(ctx context.Context) []byte { return f.g.answerCall(ctx, f.log, f.s, req, nil) })
 }
 
 // run answers request id on a worker of its own, cancellable by

@@ -30,7 +30,9 @@ type Config struct {
 	// TimeoutMs bounds one tools/call to an MCP upstream (Command or URL), in
 	// milliseconds, from the moment it is forwarded until the upstream's answer;
 	// past it the agent gets `Upstream error: no answer within … (receipt <id>)` and
-	// the receipt says error. Optional; default 120000 (DefaultCallTimeout).
+	// the receipt says error. It bounds each passed-through request (and each page
+	// of a list the gateway unions) likewise. Optional; default 120000
+	// (DefaultCallTimeout).
 	TimeoutMs int `json:"timeoutMs,omitempty"`
 
 	// Rest describes a plain HTTP API as tools.

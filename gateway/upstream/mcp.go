@@ -36,6 +36,8 @@ type mcpUpstream struct {
 	modern bool
 	// timeout bounds one tools/call (Config.TimeoutMs).
 	timeout time.Duration
+	// caps are the capabilities the upstream declared (Offers).
+	caps mcp.ServerCapabilities
 	// toolsChanged is told of a stdio upstream's notifications/tools/list_changed
 	// (WatchTools).
 	toolsChanged toolsWatch
@@ -151,7 +153,7 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 	}
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
+	init.Params.ClientInfo = ClientInfo
 	if u.URL != "" {
 		// Relayed to the agent within the call (Call.Ask); an agent that does not
 		// offer them answers with an error the upstream gets.
@@ -178,7 +180,7 @@ func dialMCP(ctx context.Context, name string, u *Config) (*mcpUpstream, error) 
 		}
 	}
 	modern := mcp.IsModernProtocol(ir.ProtocolVersion)
-	up := &mcpUpstream{name: name, c: c, child: child, http: hc, modern: modern, raw: child != nil && !modern}
+	up := &mcpUpstream{name: name, c: c, child: child, http: hc, modern: modern, raw: child != nil && !modern, caps: ir.Capabilities}
 	up.list.Store(&toolList{tools: tools, raws: rawTools})
 	if hc != nil {
 		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -220,10 +222,14 @@ func (u *mcpUpstream) Name() string { return u.name }
 // Relays reports whether the upstream may send notifications or requests within a
 // call (a Streamable HTTP upstream: its call's event stream) or answer one with
 // input_required (a stdio upstream on the 2026-07-28 revision), which the gateway
-// relays to the agent. A Streamable HTTP upstream on 2026-07-28 keeps the fast path,
-// as before input_required was relayed: its input_required result reaches the agent
-// as sent (left: relaying it there too without losing the fast path).
+// relays to the agent through mcp-go's server. A Streamable HTTP upstream on
+// 2026-07-28 keeps the fronts' fast paths: the HTTP front's relays its input_required
+// itself (callStream), the stdio front's hands a call of it to mcp-go (AsksForInput).
 func (u *mcpUpstream) Relays() bool { return u.http != nil || (u.modern && u.child != nil) }
+
+// AsksForInput reports whether the upstream may answer a call with input_required
+// (one on the 2026-07-28 revision).
+func (u *mcpUpstream) AsksForInput() bool { return u.modern }
 
 func (u *mcpUpstream) Tools() []mcp.Tool { return u.list.Load().tools }
 
@@ -296,7 +302,7 @@ const maxInputRounds = 10
 // 2026-07-28 too) the result is returned as sent, for the agent to answer with a
 // retry of its own.
 func (u *mcpUpstream) callModern(ctx context.Context, call Call) (*Result, error) {
-	rt := roundTrip{responses: call.InputResponses, state: call.RequestState, caps: call.Capabilities}
+	rt := roundTrip{responses: call.InputResponses, state: call.RequestState, caps: call.Capabilities, level: call.LogLevel}
 	for round := 1; ; round++ {
 		res, err := u.callOnce(ctx, call, &rt)
 		if err != nil || call.Ask == nil || !needsInput(res.Raw) {
@@ -353,6 +359,9 @@ func (u *mcpUpstream) callOnce(ctx context.Context, call Call, rt *roundTrip) (*
 			return nil, err
 		}
 		return &Result{Parsed: res, Raw: slot.json}, nil
+	}
+	if err != nil && slot.err != nil {
+		return nil, slot.err
 	}
 	if err != nil {
 		return nil, err
@@ -455,8 +464,25 @@ func sendKeepingRaw(ctx context.Context, req transport.JSONRPCRequest,
 	resp, err := send(ctx, req)
 	if err == nil {
 		keepRawResult(ctx, req, resp)
+		keepRawError(ctx, req, resp)
 	}
 	return resp, err
+}
+
+// keepRawError keeps a tools/call's JSON-RPC error in the context's slot as sent:
+// mcp-go's client turns it into a Go error of its own (AsError), which for -32021
+// keeps only a data.capability member, where the official SDKs send
+// data.requiredCapabilities, so the agent would not learn what was missing.
+func keepRawError(ctx context.Context, req transport.JSONRPCRequest, resp *transport.JSONRPCResponse) {
+	slot, ok := ctx.Value(rawSlotKey{}).(*rawSlot)
+	if !ok || resp == nil || resp.Error == nil || req.Method != string(mcp.MethodToolsCall) {
+		return
+	}
+	e := &rpcError{Code: resp.Error.Code, Message: resp.Error.Message}
+	if resp.Error.Data != nil {
+		e.Data, _ = json.Marshal(resp.Error.Data)
+	}
+	slot.err = e
 }
 
 // rawSlot receives the raw JSON result of the tools/call made with its context (the
@@ -466,6 +492,7 @@ type rawSlot struct {
 	rt     *roundTrip // what the request adds on the 2026-07-28 revision; nil: nothing
 	list   bool       // keep a tools/list result instead (listTools)
 	json   json.RawMessage
+	err    *rpcError // the call's JSON-RPC error as sent (keepRawError)
 	parsed *mcp.CallToolResult
 	noMeta bool // the result has no member named _meta in any case (known when parsed)
 }
@@ -508,10 +535,11 @@ var parsedStub = json.RawMessage(`{"content":[]}`)
 
 // roundTrip is what a tools/call request to an upstream on the 2026-07-28 revision
 // carries besides mcp-go's params: the answers to the upstream's last input_required
-// result and its requestState, and the agent's capabilities in _meta (each nil when
-// there is none).
+// result and its requestState, and the agent's capabilities and log level in _meta
+// (each nil or "" when there is none).
 type roundTrip struct {
 	responses, state, caps json.RawMessage
+	level                  mcp.LoggingLevel
 }
 
 // addTo adds rt to a request's params, which mcp-go's client hands its transport as
@@ -528,13 +556,20 @@ func (rt *roundTrip) addTo(params any) {
 	if rt.state != nil {
 		fields["requestState"] = rt.state
 	}
+	if rt.caps == nil && rt.level == "" {
+		return
+	}
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(fields["_meta"], &meta) != nil || meta == nil {
+		return
+	}
 	if rt.caps != nil {
-		var meta map[string]json.RawMessage
-		if json.Unmarshal(fields["_meta"], &meta) == nil && meta != nil {
-			meta[mcp.MetaKeyClientCapabilities] = rt.caps
-			if b, err := json.Marshal(meta); err == nil {
-				fields["_meta"] = b
-			}
-		}
+		meta[mcp.MetaKeyClientCapabilities] = rt.caps
+	}
+	if rt.level != "" {
+		meta[mcp.MetaKeyLogLevel], _ = json.Marshal(rt.level)
+	}
+	if b, err := json.Marshal(meta); err == nil {
+		fields["_meta"] = b
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -117,22 +119,53 @@ func RawTools(u Upstream) []json.RawMessage {
 
 // Forwarder passes one request of a feature besides tools (resources, prompts,
 // completion) to an MCP upstream as sent, and returns its result or its JSON-RPC
-// error as sent; err is a failure to get either.
+// error as sent; err is a failure to get either. Offers reports whether the upstream
+// declared the feature ("resources", "prompts", "completion") in its capabilities.
 type Forwarder interface {
-	Forward(ctx context.Context, method string, params json.RawMessage) (result, rpcErr json.RawMessage, err error)
+	Forward(ctx context.Context, method string, params json.RawMessage, hop Hop) (result, rpcErr json.RawMessage, err error)
+	Offers(feature string) bool
+}
+
+// Hop is what the agent's side adds to a request toward an upstream on the
+// 2026-07-28 revision, whose every request declares it in _meta: the client
+// capabilities the agent declared (JSON; nil: the gateway's own) and the log level
+// the agent asked for ("": none, so the upstream sends no log messages for it).
+type Hop struct {
+	Capabilities json.RawMessage
+	LogLevel     mcp.LoggingLevel
 }
 
 // forwards numbers the requests Forward sends (ids of its own, never the client's).
 var forwards atomic.Int64
 
 // Forward implements Forwarder through the client's transport, within the call
-// timeout.
-func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, json.RawMessage, error) {
+// timeout. Each hop its own revision: the agent's io.modelcontextprotocol/ keys are
+// taken out of the params' _meta, and toward an upstream on the 2026-07-28 revision
+// the ones of the gateway's hop put in (hopParams), with the headers that revision
+// wants over HTTP, as mcp-go's client does for the requests it makes.
+func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.RawMessage, hop Hop) (json.RawMessage, json.RawMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, u.timeout)
 	defer cancel()
 	req := transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: mcp.NewRequestId(fmt.Sprintf("svc-fwd-%d", forwards.Add(1))), Method: method}
+	var modern *hopMeta
+	if u.modern {
+		modern = &hopMeta{version: u.c.ProtocolVersion(), caps: hop.Capabilities, level: hop.LogLevel}
+		if modern.caps == nil {
+			modern.caps, _ = json.Marshal(u.c.GetClientCapabilities())
+		}
+	}
+	params, err := hopParams(params, modern)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", method, err)
+	}
 	if len(params) > 0 && string(params) != "null" {
 		req.Params = params
+	}
+	if modern != nil {
+		req.Header = http.Header{}
+		for k, v := range mcp.StandardHeaders(modern.version, mcp.MCPMethod(method), params) {
+			req.Header.Set(k, v)
+		}
 	}
 	resp, err := u.c.GetTransport().SendRequest(ctx, req)
 	if err != nil {
@@ -144,6 +177,78 @@ func (u *mcpUpstream) Forward(ctx context.Context, method string, params json.Ra
 	}
 	return resp.Result, nil, nil
 }
+
+// Offers implements Forwarder from the capabilities the upstream declared.
+func (u *mcpUpstream) Offers(feature string) bool {
+	switch feature {
+	case "resources":
+		return u.caps.Resources != nil
+	case "prompts":
+		return u.caps.Prompts != nil
+	case "completion":
+		return u.caps.Completions != nil
+	}
+	return false
+}
+
+// hopMeta is the gateway's hop toward an upstream on the 2026-07-28 revision, as
+// the _meta of each request declares it.
+type hopMeta struct {
+	version string
+	caps    json.RawMessage
+	level   mcp.LoggingLevel
+}
+
+// hopParams is a forwarded request's params with the agent's io.modelcontextprotocol/
+// _meta keys taken out and, with modern set, the gateway's hop's put in (its
+// revision, its client's identity, the agent's capabilities and log level). Params
+// with no such key toward an earlier revision are returned as sent.
+func hopParams(params json.RawMessage, modern *hopMeta) (json.RawMessage, error) {
+	if modern == nil && !bytes.Contains(params, []byte(protocolKeyPrefix)) {
+		return params, nil
+	}
+	fields := map[string]json.RawMessage{}
+	if len(params) > 0 && string(params) != "null" {
+		if err := json.Unmarshal(params, &fields); err != nil {
+			return nil, fmt.Errorf("params are not a JSON object: %w", err)
+		}
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := fields["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("_meta is not a JSON object: %w", err)
+		}
+	}
+	for k := range meta {
+		if strings.HasPrefix(k, protocolKeyPrefix) {
+			delete(meta, k)
+		}
+	}
+	if modern != nil {
+		meta[mcp.MetaKeyProtocolVersion], _ = json.Marshal(modern.version)
+		meta[mcp.MetaKeyClientInfo], _ = json.Marshal(ClientInfo)
+		meta[mcp.MetaKeyClientCapabilities] = modern.caps
+		if modern.level != "" {
+			meta[mcp.MetaKeyLogLevel], _ = json.Marshal(modern.level)
+		}
+	}
+	delete(fields, "_meta")
+	if len(meta) > 0 {
+		b, err := json.Marshal(meta)
+		if err != nil {
+			return nil, err
+		}
+		fields["_meta"] = b
+	}
+	return json.Marshal(fields)
+}
+
+// protocolKeyPrefix begins the _meta keys the protocol itself defines, which belong
+// to one hop (its revision, its client).
+const protocolKeyPrefix = "io.modelcontextprotocol/"
+
+// ClientInfo is the gateway's identity as a client of its upstreams.
+var ClientInfo = mcp.Implementation{Name: "svc-gateway", Version: "0.6.1"}
 
 // toolList is an MCP upstream's tools as one listing returned them: parsed, and as
 // sent (raws, in tools' order; nil when the upstream refused the raw listing).

@@ -61,6 +61,10 @@ type Call struct {
 	// turn to an upstream on the 2026-07-28 revision in the request's _meta, where
 	// they decide what it may ask for; nil: the gateway's own (none).
 	Capabilities json.RawMessage
+	// LogLevel is the log level the agent asked for, declared in turn to an upstream
+	// on the 2026-07-28 revision in the request's _meta (which sends no log messages
+	// for a request without one); "": none.
+	LogLevel mcp.LoggingLevel
 }
 
 // Result is an upstream's answer to a tools/call.
