@@ -62,7 +62,7 @@ type Config struct {
 	// "completion"). The requests reach the MCP upstreams that declare the feature:
 	// with more than one, a list is the union of theirs in one page, and a request
 	// naming a resource, template or prompt goes to the one upstream whose list
-	// names it (refused when two or none do; passroutes.go). Optional; default
+	// names it (refused when two or none do; passthrough.go). Optional; default
 	// none: SPEC scopes the gateway to tools, and the agent is then told of no such
 	// capability.
 	PassThrough []string `json:"passThrough,omitempty"`

@@ -38,7 +38,8 @@
 // upstream sends within a call, relayed to the agent; the notes the gateway sends
 // sessions outside a call, a stdio upstream's log messages among them), toolslist.go (tools/list
 // answered with the upstreams' tools as sent), passthrough.go (resources, prompts and
-// completion passed through when configured).
+// completion passed through when configured, to every upstream offering them),
+// passindex.go (which upstream lists each passed-through resource and prompt).
 //
 // Fast paths: jsonrpc.go (a plain tools/call request decoded once, scanned when it has
 // the usual shape; the answer with the receipt's id set in the upstream's raw result),

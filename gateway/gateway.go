@@ -85,7 +85,7 @@ type Gateway struct {
 	leafFits      func(leaf []byte) bool // a capped remote log keeping whole leaves; nil otherwise
 	fastCalls     atomic.Int64           // tool calls the fronts' fast paths answered
 	defs          *toolDefs              // the upstreams' tool definitions and their pins (tooldefs.go)
-	passed        passIndex              // which upstream lists each passed-through resource and prompt (passroutes.go)
+	passed        passIndex              // which upstream lists each passed-through resource and prompt (passindex.go)
 }
 
 // ToolDefinitionChanges is how many tool definitions changed since the gateway started.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -20,7 +21,7 @@ import (
 // gateway's initialize answer advertises the feature.
 
 // passThroughMethods maps each passed-through method to its feature and how it
-// reaches the upstreams offering it (passroutes.go).
+// reaches the upstreams offering it (below).
 var passThroughMethods = map[string]passMethod{
 	"resources/list":           {feature: "resources", list: "resources"},
 	"resources/templates/list": {feature: "resources", list: "resourceTemplates"},
@@ -88,7 +89,7 @@ func (g *Gateway) passThroughRequest(body []byte) (*rpcEnvelope, bool) {
 // upstream's result or error as sent, or an error naming what failed. With one
 // upstream offering the feature the request goes to it; with more, a list is their
 // union and any other request goes to the upstream that listed what it names
-// (passroutes.go).
+// (below).
 func (g *Gateway) answerPassThrough(ctx context.Context, s *Session, env *rpcEnvelope) []byte {
 	m := passThroughMethods[env.Method]
 	if s == nil || !s.chain.Leaf().HasScope(m.feature) {
@@ -179,4 +180,182 @@ func rpcErrorLine(id json.RawMessage, code int, message string, raw json.RawMess
 	}
 	b.WriteString("}\n")
 	return b.Bytes()
+}
+
+// Pass-through with more than one upstream offering a feature (the index of what
+// each lists: passindex.go):
+//   - a list (resources/list, resources/templates/list, prompts/list) is the union of
+//     every such upstream's list, in the config's order, each item as its upstream
+//     sent it. The gateway follows each upstream's nextCursor itself (at most
+//     maxPassPages pages each) and answers the whole union in one page with no
+//     nextCursor; a request carrying a cursor is refused (-32602), since the gateway
+//     never gave one.
+//   - any other request goes to the one upstream whose latest list names what it
+//     names: resources/read and resources/(un)subscribe by uri (listed as a resource,
+//     else matching a listed resource template), prompts/get by name, completion/complete
+//     by its ref (a prompt's name, a resource template's uri). The latest lists are
+//     the gateway's index (passIndex), filled by every union it answers and listed
+//     again when a request names what the index does not hold.
+//   - a uri or name that more than one upstream lists is passed to neither (-32602,
+//     naming them), as a tool two upstreams offer is routed to neither; one no
+//     upstream lists is refused likewise.
+
+// maxPassPages bounds the pages of one upstream's list the gateway follows.
+const maxPassPages = 100
+
+// unionLine answers a list request with the union of ups' lists (member names the
+// items), and records them in the index.
+func (g *Gateway) unionLine(ctx context.Context, ups []passUpstream, env *rpcEnvelope, member string, hop upstream.Hop) []byte {
+	var p struct {
+		Cursor *string `json:"cursor"`
+	}
+	if json.Unmarshal(env.Params, &p) == nil && p.Cursor != nil {
+		return rpcErrorLine(env.ID, mcp.INVALID_PARAMS, fmt.Sprintf("%s: the gateway answers the union of %d upstreams' lists in one page and gave no cursor; ask without one", env.Method, len(ups)), nil)
+	}
+	lists, err := listEach(ctx, ups, env.Method, member, hop)
+	if err != nil {
+		return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, err.Error(), nil)
+	}
+	for kind, l := range kindLists {
+		if l.method == env.Method {
+			g.passed.record(kind, lists)
+		}
+	}
+	all := []json.RawMessage{}
+	for _, l := range lists {
+		all = append(all, l.items...)
+	}
+	res, err := json.Marshal(map[string]any{member: all})
+	if err != nil {
+		return rpcErrorLine(env.ID, mcp.INTERNAL_ERROR, err.Error(), nil)
+	}
+	return resultRawLine(env.ID, res, env.Method)
+}
+
+// listEach is each upstream's whole list of method (member holding the items).
+func listEach(ctx context.Context, ups []passUpstream, method, member string, hop upstream.Hop) ([]listed, error) {
+	out := make([]listed, 0, len(ups))
+	for _, up := range ups {
+		l := listed{upstream: up.name}
+		cursor := ""
+		for page := 0; ; page++ {
+			if page == maxPassPages {
+				return nil, fmt.Errorf("%s: upstream %s: more than %d pages", method, up.name, maxPassPages)
+			}
+			params := json.RawMessage(`{}`)
+			if cursor != "" {
+				params, _ = json.Marshal(map[string]string{"cursor": cursor})
+			}
+			res, rerr, err := up.f.Forward(ctx, method, params, hop)
+			if err == nil && rerr != nil {
+				err = fmt.Errorf("error %s", rerr)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%s: upstream %s: %w", method, up.name, err)
+			}
+			items, next, err := listPage(res, member)
+			if err != nil {
+				return nil, fmt.Errorf("%s: upstream %s: %w", method, up.name, err)
+			}
+			l.items = append(l.items, items...)
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// listPage is the items (in member) and the nextCursor of one page of a list.
+func listPage(res json.RawMessage, member string) ([]json.RawMessage, string, error) {
+	var page map[string]json.RawMessage
+	if err := json.Unmarshal(res, &page); err != nil {
+		return nil, "", fmt.Errorf("the result is not a JSON object: %w", err)
+	}
+	var items []json.RawMessage
+	if raw, ok := page[member]; ok {
+		if err := json.Unmarshal(raw, &items); err != nil {
+			return nil, "", fmt.Errorf("%s is not an array: %w", member, err)
+		}
+	}
+	var next string
+	if raw, ok := page["nextCursor"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &next); err != nil {
+			return nil, "", fmt.Errorf("nextCursor is not a string: %w", err)
+		}
+	}
+	return items, next, nil
+}
+
+// passOwner is the upstream a request that names a resource or prompt goes to (nil:
+// none, with the JSON-RPC error's code and why): the one whose latest list names
+// it, the lists read again when the index names none.
+func (g *Gateway) passOwner(ctx context.Context, feature string, env *rpcEnvelope, hop upstream.Hop) (*passUpstream, int, string) {
+	kind, name, ok := passTarget(env.Method, env.Params)
+	if !ok {
+		return nil, mcp.INVALID_PARAMS, "the params name no resource uri or prompt name, which the gateway routes by among its upstreams"
+	}
+	listFeature := "resources"
+	if kind == kindPrompt {
+		listFeature = "prompts"
+	}
+	owners := g.passed.lookup(kind, name)
+	if len(owners) == 0 {
+		ups := g.offering(listFeature)
+		kinds := []string{kindPrompt}
+		if kind == kindResource {
+			kinds = []string{kindResource, kindTemplate}
+		}
+		for _, k := range kinds {
+			l := kindLists[k]
+			lists, err := listEach(ctx, ups, l.method, l.member, hop)
+			if err != nil {
+				return nil, mcp.INTERNAL_ERROR, fmt.Sprintf("finding which upstream lists %s %q: %v", kind, name, err)
+			}
+			g.passed.record(k, lists)
+		}
+		owners = g.passed.lookup(kind, name)
+	}
+	switch {
+	case len(owners) == 0:
+		return nil, mcp.INVALID_PARAMS, fmt.Sprintf("no upstream lists %s %q", kind, name)
+	case len(owners) > 1:
+		return nil, mcp.INVALID_PARAMS, fmt.Sprintf("%s %q is listed by more than one upstream (%s); the gateway passes it to neither", kind, name, strings.Join(owners, ", "))
+	}
+	for _, up := range g.offering(feature) {
+		if up.name == owners[0] {
+			return &up, 0, ""
+		}
+	}
+	return nil, mcp.METHOD_NOT_FOUND, fmt.Sprintf("upstream %s, which lists %s %q, does not offer %s", owners[0], kind, name, feature)
+}
+
+// passTarget is what a request names (a resource uri or a prompt name; kind
+// kindResource or kindPrompt): resources/read and resources/(un)subscribe its uri,
+// prompts/get its name, completion/complete its ref.
+func passTarget(method string, params json.RawMessage) (kind, name string, ok bool) {
+	var p struct {
+		URI  string `json:"uri"`
+		Name string `json:"name"`
+		Ref  struct {
+			Type string `json:"type"`
+			URI  string `json:"uri"`
+			Name string `json:"name"`
+		} `json:"ref"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return "", "", false
+	}
+	switch {
+	case method == "prompts/get":
+		kind, name = kindPrompt, p.Name
+	case method == "completion/complete" && p.Ref.Type == "ref/prompt":
+		kind, name = kindPrompt, p.Ref.Name
+	case method == "completion/complete" && p.Ref.Type == "ref/resource":
+		kind, name = kindResource, p.Ref.URI
+	case strings.HasPrefix(method, "resources/"):
+		kind, name = kindResource, p.URI
+	}
+	return kind, name, name != ""
 }
