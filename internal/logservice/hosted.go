@@ -38,6 +38,14 @@ type Hosted struct {
 	// about LeaseTTL + LeaseTTL/4 of the holder's death (docs/design/cluster.md).
 	// Only an active tenant has a lease (docs/design/log-service.md).
 	LeaseTTL time.Duration
+	// BucketElection bounds how long a holder whose lease renewals go unanswered (the
+	// lease bucket electing its leader after a node's crash) goes on committing past
+	// its lease: from the first unanswered renewal, while the bucket's replicas still
+	// show the lease as its own; default DefaultBucketElection. It must outlast the
+	// bucket's longest election, so that the election costs no commits; a standby
+	// waits a LeaseTTL after the bucket's return before it takes a lease that ran out
+	// meanwhile (docs/design/cluster.md, "Leadership protocol").
+	BucketElection time.Duration
 	// QuietPeriod is how long a tenant stays active after its last request to this
 	// process and its sequencer's last batch: then its sequencer (or read-only tree),
 	// its consumer on SVC_APPEND, its lease and its checkpointer stop, and it costs no
@@ -129,6 +137,9 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 	}
 	if h.LeaseTTL <= 0 {
 		h.LeaseTTL = DefaultLeaseTTL
+	}
+	if h.BucketElection <= 0 {
+		h.BucketElection = DefaultBucketElection
 	}
 	host, _ := os.Hostname()
 	if h.LeaseTTL < 100*time.Millisecond {

@@ -22,6 +22,11 @@ const LeaseBucket = "svc_sequencer_leases"
 // election of the R3 lease bucket (about two seconds) before the holder gives up.
 const DefaultLeaseTTL = 5 * time.Second
 
+// DefaultBucketElection is the default of Hosted.BucketElection: nats-server elects
+// a Raft group's new leader 4-9 s (its election timeout) after the old one crashed;
+// a second more covers the renewal that finds it.
+const DefaultBucketElection = 10 * time.Second
+
 // leaseStorage is where the lease bucket keeps its keys: in memory (replicated like
 // any stream with --replicas), since a lease lives for a TTL of seconds and a broker
 // that loses it (a full restart) only makes the holders create it again, while on
@@ -82,7 +87,7 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan
 	tick := time.NewTicker(st.cfg.LeaseTTL / 8)
 	defer tick.Stop()
 	var freeSince time.Time
-	var grace leaseGrace
+	grace := leaseGrace{after: st.cfg.LeaseTTL}
 	for n := 0; ; n++ {
 		woken := false
 		select {
@@ -109,20 +114,23 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan
 }
 
 // leaseGrace keeps a standby from taking a lease that ran out while the lease
-// bucket had no leader (a node's crash: an election longer than the TTL): the
-// holder, alive, retries its renewal every renewRetry and re-creates its lease
-// within about a second of the bucket's return, holding its commits meanwhile, so a
-// standby that could not reach the bucket lets it do so for graceAfterOutage before
-// it tries Create. Without it the standby won the race about one time in three and
-// the election cost a whole takeover (docs/measurements/2026-11-27-cluster-faults.md).
-// A holder that died meanwhile costs its tenants graceAfterOutage more.
+// bucket had no leader (a node's crash: an election longer than the TTL). The
+// holder, alive, goes on committing through the election while the bucket's
+// replicas still show its lease (leaseRuns.electing) and renews it (re-creates it)
+// within about a second of the bucket's return, retrying every renewRetry; so a
+// standby that could not reach the bucket waits a whole lease TTL after it has a
+// leader again before it tries Create. A holder that renews meanwhile keeps its
+// lease (the standby's Create finds the key). With a 1.5 s wait, a holder whose
+// renewal came later (a slow round trip under load) lost its tenant to a standby
+// while it was still committing: two active sequencers, which the fence then sorted
+// out; with none, the standby won the race about one time in three
+// (docs/measurements/2026-11-27-cluster-faults.md). A holder that died meanwhile
+// costs its tenants the wait: a lease TTL more.
 type leaseGrace struct {
-	down bool      // the last attempt found the bucket unreachable
-	back time.Time // when it answered again; zero: no grace under way
+	after time.Duration // the wait after the bucket has a leader again: the lease TTL
+	down  bool          // the last attempt found the bucket unreachable
+	back  time.Time     // when it answered again; zero: no grace under way
 }
-
-// graceAfterOutage is leaseGrace's wait after the lease bucket answers again.
-const graceAfterOutage = 1500 * time.Millisecond
 
 // failed records whether the last attempt on the bucket timed out.
 func (g *leaseGrace) failed(down bool) {
@@ -147,7 +155,7 @@ func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue) bool {
 		g.down, g.back = false, time.Now()
 		return true
 	}
-	if !g.back.IsZero() && time.Since(g.back) < graceAfterOutage {
+	if !g.back.IsZero() && time.Since(g.back) < g.after {
 		return true
 	}
 	g.back = time.Time{}

@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"svc.dev/svc/pipeline"
 )
 
 // leaseRuns renews the leases of the tenants this process holds: one loop for the
@@ -34,6 +38,12 @@ type leaseRun struct {
 	rev     uint64      // the revision of the last renewal (0: unknown)
 	renewed time.Time   // when the last successful renewal was sent
 	held    bool        // commits held, and said so
+	// unanswered: when the first of the renewals that went unanswered since the last
+	// answered one was sent (zero: the last was answered). While the bucket's
+	// replicas still show the lease as this process's, commits go on until
+	// Hosted.BucketElection after it (electing).
+	unanswered time.Time
+	electing   bool // commits go on past the lease through an election, and said so
 }
 
 // leaseSlack: renewals due within it are sent together, so that the loop wakes
@@ -71,7 +81,7 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 	st, r, ctx := l.st, it.v, it.ctx
 	tenant := r.h.t.ID
 	deadline := time.Now().Add(renewAttempt)
-	if hold := r.renewed.Add(st.holdAfter()); !r.held && hold.Before(deadline) {
+	if hold := r.renewed.Add(st.holdAfter()); hold.After(time.Now()) && hold.Before(deadline) {
 		deadline = hold
 	}
 	sent := time.Now()
@@ -86,7 +96,7 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 		r.lostErr = fmt.Errorf("%w of %s: held by another process", errLeaseLost, tenant)
 		l.sched.after(it, time.Time{}, true)
 	case err == nil:
-		r.rev, r.renewed = next, sent
+		r.rev, r.renewed, r.unanswered, r.electing = next, sent, time.Time{}, false
 		r.h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano())
 		if r.held {
 			r.held = false
@@ -94,12 +104,62 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 		}
 		l.sched.after(it, sent.Add(st.cfg.LeaseTTL/3), false)
 	default:
-		if !r.held && time.Since(r.renewed) >= st.holdAfter() {
+		until, lost := l.electing(ctx, r, sent, err)
+		if lost != nil {
+			r.lostErr = lost
+			l.sched.after(it, time.Time{}, true)
+			return
+		}
+		r.h.validUntil.Store(until.UnixNano())
+		if !r.held && !time.Now().Before(until) {
 			r.held = true
 			l.log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(r.renewed).Round(time.Millisecond), "err", err)
 		}
 		l.sched.after(it, time.Now().Add(renewRetry), false)
 	}
+}
+
+// electing decides, after a renewal of r's lease sent at sent failed with err, until
+// when its holder may commit: holdAfter past its last successful renewal, or, while
+// the renewals go unanswered (the lease bucket has no leader: a node's crash) and a
+// read of the key, which any of the bucket's replicas answers, shows the lease still
+// this process's or run out and taken by nobody, Hosted.BucketElection past the first
+// unanswered renewal. So the bucket's election costs no commits: the commits to
+// SVC_LEAVES, fenced, land only through a quorum of the nodes that also hold the
+// bucket, and a standby waits a lease TTL after the bucket's return before it takes
+// a lease that ran out (leaseGrace), by when this holder renewed it. A holder cut
+// off entirely gets no read either and holds its commits at its lease's end, as
+// before; an answer that is not a renewal, or a read showing the key written by
+// another process since, ends the extension at once, and the latter (lost) steps
+// the holder down.
+func (l *leaseRuns) electing(ctx context.Context, r *leaseRun, sent time.Time, err error) (until time.Time, lost error) {
+	st, tenant := l.st, r.h.t.ID
+	until = r.renewed.Add(st.holdAfter())
+	if !pipeline.Transient(err) || ctx.Err() != nil {
+		r.unanswered, r.electing = time.Time{}, false
+		return until, nil
+	}
+	if r.unanswered.IsZero() {
+		r.unanswered = sent
+	}
+	bound := r.unanswered.Add(st.cfg.BucketElection)
+	if !bound.After(until) || !time.Now().Before(bound) {
+		return until, nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, renewAttempt)
+	e, gerr := st.kv.Get(rctx, tenant)
+	cancel()
+	switch {
+	case gerr == nil && string(e.Value()) != st.id, errors.Is(gerr, jetstream.ErrKeyDeleted):
+		return until, fmt.Errorf("%w of %s: written by another process while the lease bucket did not answer", errLeaseLost, tenant)
+	case gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound):
+		return until, nil // no replica answers: cut off, or the whole bucket gone
+	}
+	if !r.electing {
+		r.electing = true
+		l.log.Info("lease bucket not answering, its replicas still show the lease; commits go on until it answers", "tenant", tenant, "at most", time.Until(bound).Round(time.Millisecond), "err", err)
+	}
+	return bound, nil
 }
 
 // finish ends r's lease once it left the schedule: lost, it closes h.lease and
