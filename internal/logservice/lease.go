@@ -17,15 +17,20 @@ import (
 // LeaseBucket is the KV bucket of sequencer leases: key = tenant, value = holder.
 const LeaseBucket = "svc_sequencer_leases"
 
-// DefaultLeaseTTL bounds a tenant's outage after its holder dies. Five seconds
-// leaves a renewal (every TTL/3) two chances to land through a JetStream leader
-// election of the R3 lease bucket (about two seconds) before the holder gives up.
+// DefaultLeaseTTL bounds a tenant's outage after its holder dies (a standby takes
+// the lease within about LeaseTTL + LeaseTTL/4). A lease bucket election, 4-9 s or
+// longer after a node's crash, outlasts it; the holder commits on through it
+// (Hosted.BucketElection), so the TTL is not what bounds the cost of an election.
 const DefaultLeaseTTL = 5 * time.Second
 
-// DefaultBucketElection is the default of Hosted.BucketElection: nats-server elects
-// a Raft group's new leader 4-9 s (its election timeout) after the old one crashed;
-// a second more covers the renewal that finds it.
-const DefaultBucketElection = 10 * time.Second
+// DefaultBucketElection is the default of Hosted.BucketElection. nats-server elects
+// a Raft group's new leader 4-9 s (its election timeout) after the old one crashed,
+// and a vote that fails starts another timeout: the lease bucket took 13.6 s once
+// (docs/measurements/2026-12-08-cluster-crash-gap.md). Twenty seconds covers two
+// rounds; the longer it is, the longer a holder that reaches SVC_LEAVES but not
+// the bucket's leader (a partition that is not transitive) may overlap with a
+// standby that took its lease, the fence deciding between them.
+const DefaultBucketElection = 20 * time.Second
 
 // leaseStorage is where the lease bucket keeps its keys: in memory (replicated like
 // any stream with --replicas), since a lease lives for a TTL of seconds and a broker
