@@ -20,8 +20,8 @@ import (
 // short-lived goroutine of its own, so a slow or unanswered renewal (a lease bucket
 // electing its leader) delays no other. The safety does not depend on the loop: a
 // holder commits only before holding.validUntil, holdAfter past the sending of its
-// last successful renewal, so renewals that are late or never sent hold its commits
-// before the lease could be taken.
+// last successful renewal (further only through electing), so renewals that are late
+// or never sent hold its commits before the lease could be taken.
 type leaseRuns struct {
 	st    *hostedState
 	log   *slog.Logger
