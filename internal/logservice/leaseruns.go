@@ -174,11 +174,41 @@ func (l *leaseRuns) finish(r *leaseRun) {
 		return
 	}
 	if l.st.runCtx.Err() != nil {
-		l.st.leave()
+		l.stopping(r.h)
 	}
 	l.st.release(r.h.t.ID, r.rev)
 	close(r.h.lease)
 }
+
+// stopping readies the release of h's lease when the whole process stops (its run
+// context ended, which also stops h's sequencer and checkpointer and the feed's
+// lanes, each on its own): it waits until h's work has stopped and the feed has
+// deleted its lanes (each at most stopWait), then leaves the process bucket. The
+// release used to go first, and a standby it woke could take the tenant while this
+// process's sequencer was still committing (its next commit then fenced: a
+// step-down and a takeover more) and while the tenant's requests were still pending
+// in this process's lane.
+func (l *leaseRuns) stopping(h *holding) {
+	work := make(chan struct{})
+	go func() { h.work.Wait(); close(work) }()
+	timeout := time.After(stopWait)
+	select {
+	case <-work:
+	case <-timeout:
+		l.log.Warn("the sequencer did not stop in time; releasing its lease all the same", "tenant", h.t.ID, "after", stopWait)
+	}
+	if l.st.feed != nil {
+		select {
+		case <-l.st.feed.stopped:
+		case <-time.After(stopWait):
+		}
+	}
+	l.st.leave()
+}
+
+// stopWait bounds each of stopping's waits: a sequencer or a lane that does not stop
+// in time keeps the lease from the others no longer.
+const stopWait = 5 * time.Second
 
 // errLeaseLost: another process holds a tenant's lease this one held, or it could
 // not be renewed in time.
