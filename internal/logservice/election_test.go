@@ -30,15 +30,7 @@ const electionPassword = "pw-of-election-tests"
 func electionBroker(t *testing.T) (srv *server.Server, lead func()) {
 	t.Helper()
 	dir := t.TempDir()
-	srv, err := server.NewServer(electionOpts(dir, true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	srv = testkit.StartServer(t, electionOpts(dir, true))
 	return srv, func() {
 		if err := srv.ReloadOptions(electionOpts(dir, false)); err != nil {
 			t.Fatal(err)

@@ -242,3 +242,19 @@ func FreePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// StartServer starts one nats-server in this process with opts and waits until it
+// takes connections; it stops when the test ends.
+func StartServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
+}
