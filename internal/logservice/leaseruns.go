@@ -123,8 +123,9 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 // when its holder may commit: holdAfter past its last successful renewal, or, while
 // the renewals go unanswered (the lease bucket has no leader: a node's crash) and a
 // read of the key, which any of the bucket's replicas answers, shows the lease still
-// this process's or run out and taken by nobody, Hosted.BucketElection past the first
-// unanswered renewal. So the bucket's election costs no commits: the commits to
+// this process's or held by nobody (run out, or released by a successor: a deleted
+// key reads as not found), Hosted.BucketElection past the first unanswered renewal.
+// So the bucket's election costs no commits: the commits to
 // SVC_LEAVES, fenced, land only through a quorum of the nodes that also hold the
 // bucket, and a standby waits a lease TTL after the bucket's return before it takes
 // a lease that ran out (leaseGrace), by when this holder renewed it. A holder cut
@@ -150,7 +151,7 @@ func (l *leaseRuns) electing(ctx context.Context, r *leaseRun, sent time.Time, e
 	e, gerr := st.kv.Get(rctx, tenant)
 	cancel()
 	switch {
-	case gerr == nil && string(e.Value()) != st.id, errors.Is(gerr, jetstream.ErrKeyDeleted):
+	case gerr == nil && string(e.Value()) != st.id:
 		return until, fmt.Errorf("%w of %s: written by another process while the lease bucket did not answer", errLeaseLost, tenant)
 	case gerr != nil && !errors.Is(gerr, jetstream.ErrKeyNotFound):
 		return until, nil // no replica answers: cut off, or the whole bucket gone
