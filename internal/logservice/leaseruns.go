@@ -104,6 +104,7 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 		}
 		l.sched.after(it, sent.Add(st.cfg.LeaseTTL/3), false)
 	default:
+		l.holding(r, err) // commits held since validUntil passed: said before the read
 		until, lost := l.electing(ctx, r, sent, err)
 		if lost != nil {
 			r.lostErr = lost
@@ -111,11 +112,17 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 			return
 		}
 		r.h.validUntil.Store(until.UnixNano())
-		if !r.held && !time.Now().Before(until) {
-			r.held = true
-			l.log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(r.renewed).Round(time.Millisecond), "err", err)
-		}
+		r.held = r.held && !time.Now().Before(until) // a read lets them go on again
+		l.holding(r, err)
 		l.sched.after(it, time.Now().Add(renewRetry), false)
+	}
+}
+
+// holding says once that r's commits are held, when validUntil has passed.
+func (l *leaseRuns) holding(r *leaseRun, err error) {
+	if !r.held && time.Now().UnixNano() >= r.h.validUntil.Load() {
+		r.held = true
+		l.log.Warn("lease not renewed in time; commits held until it is", "tenant", r.h.t.ID, "for", time.Since(r.renewed).Round(time.Millisecond), "err", err)
 	}
 }
 
@@ -147,7 +154,13 @@ func (l *leaseRuns) electing(ctx context.Context, r *leaseRun, sent time.Time, e
 	if !bound.After(until) || !time.Now().Before(bound) {
 		return until, nil
 	}
-	rctx, cancel := context.WithTimeout(ctx, renewAttempt)
+	// The read ends by the lease's end too, so a holder cut off holds (and says so)
+	// on time rather than a read's timeout later.
+	deadline := time.Now().Add(renewAttempt)
+	if until.After(time.Now()) && until.Before(deadline) {
+		deadline = until
+	}
+	rctx, cancel := context.WithDeadline(ctx, deadline)
 	e, gerr := st.kv.Get(rctx, tenant)
 	cancel()
 	switch {
