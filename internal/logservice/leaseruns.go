@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -37,7 +38,10 @@ type leaseRun struct {
 	lostErr error       // set when it did
 	rev     uint64      // the revision of the last renewal (0: unknown)
 	renewed time.Time   // when the last successful renewal was sent
-	held    bool        // commits held, and said so
+	// held: commits held, and said so; set by the timer (holdAt) that says it the
+	// moment validUntil passes, whatever the renewal in flight.
+	held  atomic.Bool
+	timer *time.Timer
 	// unanswered: when the first of the renewals that went unanswered since the last
 	// answered one was sent (zero: the last was answered). While the bucket's
 	// replicas still show the lease as this process's, commits go on until
@@ -97,33 +101,43 @@ func (l *leaseRuns) renew(it *scheduled[*leaseRun]) {
 		l.sched.after(it, time.Time{}, true)
 	case err == nil:
 		r.rev, r.renewed, r.unanswered, r.electing = next, sent, time.Time{}, false
-		r.h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano())
-		if r.held {
-			r.held = false
+		l.holdAt(r, sent.Add(st.holdAfter()))
+		if r.held.Swap(false) {
 			l.log.Info("lease renewed again; commits go on", "tenant", tenant)
 		}
 		l.sched.after(it, sent.Add(st.cfg.LeaseTTL/3), false)
 	default:
-		l.holding(r, err) // commits held since validUntil passed: said before the read
 		until, lost := l.electing(ctx, r, sent, err)
 		if lost != nil {
 			r.lostErr = lost
 			l.sched.after(it, time.Time{}, true)
 			return
 		}
-		r.h.validUntil.Store(until.UnixNano())
-		r.held = r.held && !time.Now().Before(until) // a read lets them go on again
-		l.holding(r, err)
+		if until.After(time.Now()) && time.Unix(0, r.h.validUntil.Load()).Before(until) {
+			r.held.Store(false) // a read lets them go on again
+		}
+		l.holdAt(r, until)
 		l.sched.after(it, time.Now().Add(renewRetry), false)
 	}
 }
 
-// holding says once that r's commits are held, when validUntil has passed.
-func (l *leaseRuns) holding(r *leaseRun, err error) {
-	if !r.held && time.Now().UnixNano() >= r.h.validUntil.Load() {
-		r.held = true
-		l.log.Warn("lease not renewed in time; commits held until it is", "tenant", r.h.t.ID, "for", time.Since(r.renewed).Round(time.Millisecond), "err", err)
+// holdAt makes until the end of r's commits (holding.validUntil) and arms the timer
+// that says, the moment it passes, that they are held. A timer, not the renewal that
+// finds it passed: a process whose connection is being re-established (to a node
+// that accepts and never answers) blocks every call on it for the connect's timeout,
+// and the line came up to 2 s after the commits were held
+// (docs/measurements/2026-12-08-cluster-crash-gap.md, the full suite's network cut).
+func (l *leaseRuns) holdAt(r *leaseRun, until time.Time) {
+	r.h.validUntil.Store(until.UnixNano())
+	if r.timer != nil {
+		r.timer.Stop()
 	}
+	renewed, tenant := r.renewed, r.h.t.ID
+	r.timer = time.AfterFunc(time.Until(until), func() {
+		if time.Now().UnixNano() >= r.h.validUntil.Load() && !r.held.Swap(true) {
+			l.log.Warn("lease not renewed in time; commits held until it is", "tenant", tenant, "for", time.Since(renewed).Round(time.Millisecond))
+		}
+	})
 }
 
 // electing decides, after a renewal of r's lease sent at sent failed with err, until
@@ -182,6 +196,9 @@ func (l *leaseRuns) electing(ctx context.Context, r *leaseRun, sent time.Time, e
 // process stops) and closes h.lease.
 func (l *leaseRuns) finish(r *leaseRun) {
 	defer l.all.Done()
+	if r.timer != nil {
+		r.timer.Stop()
+	}
 	if r.lostErr != nil {
 		close(r.h.lease)
 		r.lost(r.lostErr)
