@@ -20,9 +20,11 @@ import (
 // loopback ports and their store to a temporary directory, form a JetStream cluster
 // on which the pipeline's streams are created with three replicas, the nkey of
 // $SVC_NATS_NKEY is admitted (and nothing else: no credentials, a password, another
-// nkey), and a batch of the largest size commits; when the first-listed node dies,
-// the connection svc opens (pipeline.Connect, as with --nats-nkey) moves to another
-// node and the next batch commits.
+// nkey), and a batch of the largest size commits; when the first-listed node, made
+// the leader of SVC_LEAVES, dies as in a crash (testkit.Cluster.Kill: cut off, so it
+// hands no leadership over), the connection svc opens (pipeline.Connect, as with
+// --nats-nkey) moves to another node and the next batch commits once the others
+// elected a leader.
 func TestNATSClusterRuns(t *testing.T) {
 	seed := newNKey(t)
 	nkey, err := nats.NkeyOptionFromSeed(seed)
@@ -31,7 +33,6 @@ func TestNATSClusterRuns(t *testing.T) {
 	}
 	nodes := &deployNodes{}
 	testkit.BootCluster(t, nodes, 3, 30*time.Second, nkey).Close()
-	servers := nodes.Nodes
 	urls := strings.Split(nodes.URLs(), ",")
 	other := newNKey(t) // the nodes run with the first key already
 	otherKey, err := nats.NkeyOptionFromSeed(other)
@@ -64,13 +65,16 @@ func TestNATSClusterRuns(t *testing.T) {
 	if !strings.HasSuffix(nc.ConnectedUrl(), strings.TrimPrefix(urls[0], "nats://")) {
 		t.Fatalf("connected to %s, not the first-listed node", nc.ConnectedUrl())
 	}
-	servers[0].Shutdown()
+	testkit.LeadStream(t, nc, pipeline.LeavesStream, nodes.Nodes[0].Name())
+	died := time.Now()
+	nodes.Kill(0)
 	testkit.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		_, err := js.Publish(ctx, pipeline.LeavesSubject("acme"), []byte("after nats-1 died"))
 		return err
 	})
+	t.Logf("a batch committed again %v after nats-1 died (the others' election)", time.Since(died).Round(time.Millisecond))
 }
 
 // deployNodes are the three nodes of nats/nats-{1,2,3}.conf run in this process, with

@@ -1,7 +1,6 @@
 package logservice
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"svc.dev/svc/client"
 	"svc.dev/svc/internal/pgtest"
@@ -50,7 +48,12 @@ func TestNodeLossNoProcessExits(t *testing.T) {
 	ld := appendLoad(t, []string{urlA, urlB}, tok)
 	defer ld.stop()
 	time.Sleep(time.Second)
-	leadFromFirst(t, c)
+	lc, err := nats.Connect(c.URLs(), nats.UserInfo(testkit.ClusterUser, testkit.ClusterPassword))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.LeadStream(t, lc, pipeline.LeavesStream, c.Nodes[0].Name())
+	lc.Close()
 	t.Logf("killing node 0: the first listed, and the leader of %s", pipeline.LeavesStream)
 	killedAt := time.Now()
 	c.Kill(0)
@@ -76,35 +79,6 @@ func mustKey(t *testing.T) *signer.Key {
 		t.Fatal(err)
 	}
 	return k
-}
-
-// leadFromFirst makes node 0 the leader of SVC_LEAVES: it asks the leader to step
-// down until the election falls on node 0.
-func leadFromFirst(t *testing.T, c *testkit.Cluster) {
-	nc, err := nats.Connect(c.URLs(), nats.UserInfo(testkit.ClusterUser, testkit.ClusterPassword))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	want := c.Nodes[0].Name()
-	testkit.Eventually(t, 60*time.Second, func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		st, err := js.Stream(ctx, pipeline.LeavesStream)
-		if err != nil {
-			return err
-		}
-		info := st.CachedInfo()
-		if info.Cluster != nil && info.Cluster.Leader == want {
-			return nil
-		}
-		if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+pipeline.LeavesStream, nil, 2*time.Second); err != nil {
-			return err
-		}
-		time.Sleep(500 * time.Millisecond)
-		return fmt.Errorf("leader %v, want %s", info.Cluster, want)
-	})
 }
 
 // load appends through the processes in turn from one goroutine, recording when each

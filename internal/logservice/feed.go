@@ -77,6 +77,8 @@ type appendFeed struct {
 	kick    chan struct{}
 
 	unrouted atomic.Int64 // requests for a tenant no longer routed here (left to the reset)
+
+	stopped chan struct{} // closed when run has returned, its lanes deleted
 }
 
 // lane is one consumer of the feed.
@@ -105,7 +107,7 @@ func feedName(dataDir string) (string, error) {
 
 func newAppendFeed(js jetstream.JetStream, name string, log *slog.Logger, tel *telemetry.Telemetry) *appendFeed {
 	return &appendFeed{js: js, name: name, log: log, tel: tel, routes: map[string]*route{}, laneOf: map[string]int{},
-		done: make(chan struct{}), kick: make(chan struct{}, 1)}
+		done: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{})}
 }
 
 // add routes tenant's requests to the channel it returns; the consumer's filter
@@ -487,6 +489,7 @@ func (f *appendFeed) run(ctx context.Context) error {
 		defer stop()
 	}
 	defer func() {
+		defer close(f.stopped)
 		f.mu.Lock()
 		lanes := slices.Clone(f.lanes)
 		f.mu.Unlock()

@@ -38,6 +38,14 @@ type Hosted struct {
 	// about LeaseTTL + LeaseTTL/4 of the holder's death (docs/design/cluster.md).
 	// Only an active tenant has a lease (docs/design/log-service.md).
 	LeaseTTL time.Duration
+	// BucketElection bounds how long a holder whose lease renewals go unanswered (the
+	// lease bucket electing its leader after a node's crash) goes on committing past
+	// its lease: from the first unanswered renewal, while the bucket's replicas still
+	// show the lease as its own; default DefaultBucketElection. It must outlast the
+	// bucket's longest election, so that the election costs no commits; a standby
+	// waits a LeaseTTL after the bucket's return before it takes a lease that ran out
+	// meanwhile (docs/design/cluster.md, "Leadership protocol").
+	BucketElection time.Duration
 	// QuietPeriod is how long a tenant stays active after its last request to this
 	// process and its sequencer's last batch: then its sequencer (or read-only tree),
 	// its consumer on SVC_APPEND, its lease and its checkpointer stop, and it costs no
@@ -120,26 +128,37 @@ func (st *hostedState) leavesStream(ctx context.Context) jetstream.Stream {
 	return s
 }
 
-// startHosted starts the hosted mode: its buckets, append feed, administrative view,
-// quota and HTTP front, and the loops that follow them until runCtx ends.
-func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
-	h := s.cfg.Hosted
+// withDefaults fills in h's unset fields and checks them.
+func (h *Hosted) withDefaults(checkpointEvery time.Duration) error {
 	if h.Store == nil {
 		return errors.New("logservice: hosted mode needs a store")
 	}
 	if h.LeaseTTL <= 0 {
 		h.LeaseTTL = DefaultLeaseTTL
 	}
-	host, _ := os.Hostname()
 	if h.LeaseTTL < 100*time.Millisecond {
 		return fmt.Errorf("logservice: lease TTL %v is below 100 ms", h.LeaseTTL)
+	}
+	if h.BucketElection <= 0 {
+		h.BucketElection = DefaultBucketElection
 	}
 	if h.MaxActive <= 0 {
 		h.MaxActive = DefaultMaxActive
 	}
 	if h.QuietPeriod <= 0 {
-		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
+		h.QuietPeriod = max(DefaultQuietPeriod, 2*checkpointEvery)
 	}
+	return nil
+}
+
+// startHosted starts the hosted mode: its buckets, append feed, administrative view,
+// quota and HTTP front, and the loops that follow them until runCtx ends.
+func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStream) error {
+	h := s.cfg.Hosted
+	if err := h.withDefaults(s.cfg.CheckpointEvery); err != nil {
+		return err
+	}
+	host, _ := os.Hostname()
 	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), checkpoints: newCheckpointRuns(), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	st.leases = newLeaseRuns(st, s.cfg.Logger)
@@ -301,10 +320,11 @@ type holding struct {
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
 	rev       uint64             // the lease's revision when it was won (0: unknown)
-	// validUntil (Unix ns): the sequencer commits only before it, holdAfter past the
-	// sending of the last renewal, so a holder that cannot renew (cut off, or
-	// the broker electing the lease bucket's leader) commits nothing once another
-	// process could take the lease, and goes on the moment it renews again.
+	// validUntil (Unix ns): the sequencer commits only before it: holdAfter past the
+	// sending of the last renewal, so a holder cut off commits nothing once another
+	// process could take the lease, and goes on the moment it renews again; or, while
+	// the lease bucket elects its leader and its replicas still show the lease,
+	// further (leaseRuns.electing).
 	validUntil atomic.Int64
 }
 

@@ -17,10 +17,20 @@ import (
 // LeaseBucket is the KV bucket of sequencer leases: key = tenant, value = holder.
 const LeaseBucket = "svc_sequencer_leases"
 
-// DefaultLeaseTTL bounds a tenant's outage after its holder dies. Five seconds
-// leaves a renewal (every TTL/3) two chances to land through a JetStream leader
-// election of the R3 lease bucket (about two seconds) before the holder gives up.
+// DefaultLeaseTTL bounds a tenant's outage after its holder dies (a standby takes
+// the lease within about LeaseTTL + LeaseTTL/4). A lease bucket election, 4-9 s or
+// longer after a node's crash, outlasts it; the holder commits on through it
+// (Hosted.BucketElection), so the TTL is not what bounds the cost of an election.
 const DefaultLeaseTTL = 5 * time.Second
+
+// DefaultBucketElection is the default of Hosted.BucketElection. nats-server elects
+// a Raft group's new leader 4-9 s (its election timeout) after the old one crashed,
+// and a vote that fails starts another timeout: the lease bucket took 13.6 s once
+// (docs/measurements/2026-12-08-cluster-crash-gap.md). Twenty seconds covers two
+// rounds; the longer it is, the longer a holder that reaches SVC_LEAVES but not
+// the bucket's leader (a partition that is not transitive) may overlap with a
+// standby that took its lease, the fence deciding between them.
+const DefaultBucketElection = 20 * time.Second
 
 // leaseStorage is where the lease bucket keeps its keys: in memory (replicated like
 // any stream with --replicas), since a lease lives for a TTL of seconds and a broker
@@ -82,7 +92,7 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan
 	tick := time.NewTicker(st.cfg.LeaseTTL / 8)
 	defer tick.Stop()
 	var freeSince time.Time
-	var grace leaseGrace
+	grace := leaseGrace{after: st.cfg.LeaseTTL}
 	for n := 0; ; n++ {
 		woken := false
 		select {
@@ -109,20 +119,23 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan
 }
 
 // leaseGrace keeps a standby from taking a lease that ran out while the lease
-// bucket had no leader (a node's crash: an election longer than the TTL): the
-// holder, alive, retries its renewal every renewRetry and re-creates its lease
-// within about a second of the bucket's return, holding its commits meanwhile, so a
-// standby that could not reach the bucket lets it do so for graceAfterOutage before
-// it tries Create. Without it the standby won the race about one time in three and
-// the election cost a whole takeover (docs/measurements/2026-11-27-cluster-faults.md).
-// A holder that died meanwhile costs its tenants graceAfterOutage more.
+// bucket had no leader (a node's crash: an election longer than the TTL). The
+// holder, alive, goes on committing through the election while the bucket's
+// replicas still show its lease (leaseRuns.electing) and renews it (re-creates it)
+// within about a second of the bucket's return, retrying every renewRetry; so a
+// standby that could not reach the bucket waits a whole lease TTL after it has a
+// leader again before it tries Create. A holder that renews meanwhile keeps its
+// lease (the standby's Create finds the key). With a 1.5 s wait, a holder whose
+// renewal came later (a slow round trip under load) lost its tenant to a standby
+// while it was still committing: two active sequencers, which the fence then sorted
+// out; with none, the standby won the race about one time in three
+// (docs/measurements/2026-11-27-cluster-faults.md). A holder that died meanwhile
+// costs its tenants the wait: a lease TTL more.
 type leaseGrace struct {
-	down bool      // the last attempt found the bucket unreachable
-	back time.Time // when it answered again; zero: no grace under way
+	after time.Duration // the wait after the bucket has a leader again: the lease TTL
+	down  bool          // the last attempt found the bucket unreachable
+	back  time.Time     // when it answered again; zero: no grace under way
 }
-
-// graceAfterOutage is leaseGrace's wait after the lease bucket answers again.
-const graceAfterOutage = 1500 * time.Millisecond
 
 // failed records whether the last attempt on the bucket timed out.
 func (g *leaseGrace) failed(down bool) {
@@ -147,7 +160,7 @@ func (g *leaseGrace) wait(ctx context.Context, kv jetstream.KeyValue) bool {
 		g.down, g.back = false, time.Now()
 		return true
 	}
-	if !g.back.IsZero() && time.Since(g.back) < graceAfterOutage {
+	if !g.back.IsZero() && time.Since(g.back) < g.after {
 		return true
 	}
 	g.back = time.Time{}

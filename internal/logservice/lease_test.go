@@ -221,3 +221,57 @@ func TestSlowHandOverLeavesItsOwnLease(t *testing.T) {
 		t.Fatalf("the slow hand-over lost the lease %d times", n)
 	}
 }
+
+// TestStopReleasesTheLeaseLast: when the whole process stops, a tenant's lease is
+// released only once its sequencer and checkpointer stopped and the process's lanes
+// are gone, so a standby the release wakes finds no commit of this process still on
+// its way and no request of the tenant pending in its lane. A holding whose work is
+// slow to stop keeps its lease until it has (the release went first).
+func TestStopReleasesTheLeaseLast(t *testing.T) {
+	srv, dbURL, key := hostedParts(t)
+	a, url := frontEnd(t, natsembed.URL(srv, "pw-of-tests"), dbURL, key)
+	tok := addTenant(t, a, "acme")
+	if s, body := appendTo(t, url, "acme", tok, "before the stop"); s != 200 {
+		t.Fatalf("append: %d %s", s, body)
+	}
+	st, ctx := a.hosted, context.Background()
+	st.mu.Lock()
+	h := st.held["acme"]
+	st.mu.Unlock()
+	if h == nil {
+		t.Fatal("the process does not hold acme")
+	}
+	h.work.Add(1) // a sequencer slow to stop
+	closed := make(chan error, 1)
+	go func() { closed <- a.Close() }()
+	nc, err := nats.Connect(natsembed.URL(srv, "pw-of-tests"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if e, err := kv.Get(ctx, "acme"); err != nil || string(e.Value()) != st.id {
+		t.Fatalf("acme's lease a second into the stop, its sequencer still running: %v %v; want still the stopping process's", e, err)
+	}
+	h.work.Done()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return once the sequencer stopped")
+	}
+	if _, err := kv.Get(ctx, "acme"); !errors.Is(err, jetstream.ErrKeyDeleted) && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("acme's lease after the stop: %v, want released", err)
+	}
+	stream, err := js.Stream(ctx, "SVC_APPEND")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range stream.ConsumerNames(ctx).Name() {
+		t.Errorf("consumer %s of SVC_APPEND left after the stop", name)
+	}
+}

@@ -216,16 +216,8 @@ func TestRestartServesThousands(t *testing.T) {
 // directory cannot be made, as on a full disk) gets 503 and is named in /health,
 // while the others go on appending and the process stays up.
 func TestOneConsumerWhateverTheTenants(t *testing.T) {
-	srv, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
+	srv := testkit.StartServer(t, &server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoSigs: true, NoLog: true,
 		MaxPayload: pipeline.MaxBatchBytes + 64<<10, JetStreamLimits: server.JSLimitOpts{DefaultMaxConsumers: 3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("broker not ready")
-	}
-	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	key, _ := signer.GenerateKey()
 	dir := t.TempDir()
 	a, url := frontEndWith(t, dir, srv.ClientURL(), pgtest.New(t), key, slog.New(slog.DiscardHandler), Hosted{LeaseTTL: 2 * time.Second, MaxActive: 10}, 1)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,13 @@ import (
 )
 
 // Cluster is an in-process JetStream cluster on loopback whose nodes admit only user
-// ClusterUser with ClusterPassword, as a deployed cluster does (deploy/nats).
+// ClusterUser with ClusterPassword, as a deployed cluster does (deploy/nats). Every
+// route runs through a Proxy of its own (links[{i, j}]: node i dials node j through
+// it) and each node advertises a dead end as its route address, so that Kill can cut
+// a node off before it stops, as a crash does.
 type Cluster struct {
 	Nodes []*server.Server
+	links map[[2]int]*Proxy
 }
 
 // ClusterUser and ClusterPassword log in to a Cluster.
@@ -108,6 +113,7 @@ func (c *Cluster) Start(t testing.TB, n int) error {
 // files) embeds a Cluster and starts through it.
 func (c *Cluster) StartNodes(t testing.TB, opts []*server.Options) error {
 	c.Nodes = nil
+	c.proxyRoutes(t, opts)
 	for _, o := range opts {
 		s, err := server.NewServer(o)
 		if err != nil {
@@ -140,11 +146,72 @@ func (c *Cluster) URLWithPassword() string {
 	return strings.Replace(c.URLs(), "nats://", "nats://"+ClusterUser+":"+ClusterPassword+"@", 1)
 }
 
-// Kill stops node i at once: its connections and routes drop and its raft groups lose
-// a member without handing leadership over (server.Shutdown; no lame-duck mode).
+// Kill stops node i as a crash (kill -9) does: every route of it is cut first, then
+// it shuts down. server.Shutdown alone hands the leadership of each Raft group the
+// node leads to a follower (it steps them down), so the others elected no leader and
+// the loss cost milliseconds; cut off first, the step-downs reach nobody, the routes
+// and client connections close as a dead process's sockets do, and the followers
+// elect after Raft's election timeout (4-9 s).
 func (c *Cluster) Kill(i int) {
+	for k, l := range c.links {
+		if k[0] == i || k[1] == i {
+			l.SetCut(true)
+		}
+	}
 	c.Nodes[i].Shutdown()
 	c.Nodes[i].WaitForShutdown()
+}
+
+// proxyRoutes puts a Proxy on every route of opts that names another node's route
+// port, and makes each node advertise a dead end as its route address (no node
+// learns a way around the proxies).
+func (c *Cluster) proxyRoutes(t testing.TB, opts []*server.Options) {
+	dead := StartProxy(t, "127.0.0.1:1")
+	dead.SetCut(true) // accepts and closes: the advertised route address leads nowhere
+	node := map[string]int{}
+	for j, o := range opts {
+		node[fmt.Sprintf("%s:%d", o.Cluster.Host, o.Cluster.Port)] = j
+	}
+	c.links = map[[2]int]*Proxy{}
+	for i, o := range opts {
+		o.Cluster.Advertise = dead.Addr()
+		for k, r := range o.Routes {
+			j, ok := node[r.Host]
+			if !ok {
+				continue
+			}
+			p := StartProxy(t, r.Host)
+			c.links[[2]int{i, j}] = p
+			o.Routes[k] = &url.URL{Scheme: r.Scheme, Host: p.Addr()}
+		}
+	}
+}
+
+// LeadStream makes the node named leader lead stream: it asks the stream's leader,
+// over nc, to step down until an election falls on that node (within a minute).
+func LeadStream(t testing.TB, nc *nats.Conn, stream, leader string) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Eventually(t, 60*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			return err
+		}
+		info := st.CachedInfo()
+		if info.Cluster != nil && info.Cluster.Leader == leader {
+			return nil
+		}
+		if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN."+stream, nil, 2*time.Second); err != nil {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+		return fmt.Errorf("%s led by %v, want %s", stream, info.Cluster, leader)
+	})
 }
 
 // Stop stops every node (ClusterNodes).
@@ -174,4 +241,20 @@ func FreePorts(t testing.TB, n int) []int {
 		l.Close()
 	}
 	return ports
+}
+
+// StartServer starts one nats-server in this process with opts and waits until it
+// takes connections; it stops when the test ends.
+func StartServer(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	return srv
 }
