@@ -98,7 +98,7 @@ func mayCommit(h *holding) bool {
 }
 
 // TestHolderCommitsThroughBucketElection: a holder whose renewals go unanswered
-// while the bucket's replicas still show its lease goes on committing past the lease
+// while no replica that answers shows another holder (here: the key run out, read as not found) goes on committing past the lease
 // (its end, holdAfter past the last renewal, is 0.9 s here), until BucketElection
 // after its first unanswered renewal (3 s here); then it holds its commits.
 func TestHolderCommitsThroughBucketElection(t *testing.T) {

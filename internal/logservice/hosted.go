@@ -323,7 +323,7 @@ type holding struct {
 	// validUntil (Unix ns): the sequencer commits only before it: holdAfter past the
 	// sending of the last renewal, so a holder cut off commits nothing once another
 	// process could take the lease, and goes on the moment it renews again; or, while
-	// the lease bucket elects its leader and its replicas still show the lease,
+	// the lease bucket elects its leader and no replica that answers shows another holder,
 	// further (leaseRuns.electing).
 	validUntil atomic.Int64
 }

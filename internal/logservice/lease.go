@@ -121,7 +121,7 @@ func (st *hostedState) awaitLease(ctx context.Context, tenant string, own <-chan
 // leaseGrace keeps a standby from taking a lease that ran out while the lease
 // bucket had no leader (a node's crash: an election longer than the TTL). The
 // holder, alive, goes on committing through the election while the bucket's
-// replicas still show its lease (leaseRuns.electing) and renews it (re-creates it)
+// replicas show no other holder (leaseRuns.electing) and renews it (re-creates it)
 // within about a second of the bucket's return, retrying every renewRetry; so a
 // standby that could not reach the bucket waits a whole lease TTL after it has a
 // leader again before it tries Create. A holder that renews meanwhile keeps its

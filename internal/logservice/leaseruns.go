@@ -44,7 +44,7 @@ type leaseRun struct {
 	timer *time.Timer
 	// unanswered: when the first of the renewals that went unanswered since the last
 	// answered one was sent (zero: the last was answered). While the bucket's
-	// replicas still show the lease as this process's, commits go on until
+	// replicas that answer show no other holder (its own value, or the key run out), commits go on until
 	// Hosted.BucketElection after it (electing).
 	unanswered time.Time
 	electing   bool // commits go on past the lease through an election, and said so
@@ -185,7 +185,7 @@ func (l *leaseRuns) electing(ctx context.Context, r *leaseRun, sent time.Time, e
 	}
 	if !r.electing {
 		r.electing = true
-		l.log.Info("lease bucket not answering, its replicas still show the lease; commits go on until it answers", "tenant", tenant, "at most", time.Until(bound).Round(time.Millisecond), "err", err)
+		l.log.Info("lease bucket not answering, its replicas show no other holder; commits go on until it answers", "tenant", tenant, "at most", time.Until(bound).Round(time.Millisecond), "err", err)
 	}
 	return bound, nil
 }
