@@ -50,17 +50,15 @@ type Hosted struct {
 	// read-only trees: goroutines, memory, lease renewals); starting one more first
 	// stops the least recently used, when that one has been idle for 3 s (a soft cap:
 	// no request in flight loses its sequencer). Broker consumers follow it, not the
-	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default:
-	// what the process's file descriptors and a budget of 1,000 lease renewals a second
-	// allow, at least DefaultMaxActive (defaultMaxActive: 1,666 with the default
-	// LeaseTTL and 20,000 descriptors).
+	// number of tenants: one on SVC_APPEND per 64 active tenants (feed.go). Default
+	// DefaultMaxActive.
 	MaxActive int
 	// LogOfLogsEvery is how often the log of logs (logoflogs.go) takes the tenants'
 	// latest checkpoints and sends its own to the witnesses; 0: no log of logs.
 	LogOfLogsEvery time.Duration
 }
 
-// DefaultMaxActive is the least default of Hosted.MaxActive.
+// DefaultMaxActive is the default of Hosted.MaxActive.
 const DefaultMaxActive = 250
 
 // DefaultQuietPeriod is the least default of Hosted.QuietPeriod.
@@ -140,7 +138,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return fmt.Errorf("logservice: lease TTL %v is below 100 ms", h.LeaseTTL)
 	}
 	if h.MaxActive <= 0 {
-		h.MaxActive = defaultMaxActive(h.LeaseTTL)
+		h.MaxActive = DefaultMaxActive
 	}
 	if h.QuietPeriod <= 0 {
 		h.QuietPeriod = max(DefaultQuietPeriod, 2*s.cfg.CheckpointEvery)
