@@ -110,6 +110,9 @@ func runTenants(t *testing.T, cfg tenantsConfig, n int) tenantsRow {
 	if r.warm > 0 {
 		row.note += fmt.Sprintf(" the same appends again at once: %s;", r.warm.Round(10*time.Millisecond))
 	}
+	if err == nil && r.ctx.Err() == nil {
+		row.note += r.floor() // tenantsfloor_test.go
+	}
 	row.note += fmt.Sprintf(" peak RSS %d MiB", r.peak.Load()>>20)
 	return row
 }

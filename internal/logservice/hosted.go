@@ -97,9 +97,12 @@ type hostedState struct {
 	held    map[string]*holding    // active tenants whose sequencer runs here
 	follows map[string]*following  // active tenants served from a read-only tree
 	locks   map[string]*sync.Mutex // per tenant: a start and a stop never overlap
-	refused map[string]string      // tenants whose last start failed, with why
-	used    sync.Map               // tenant → *atomic.Int64: unix ns of its last request here
-	halted  map[string]error       // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
+	// stopping: the holdings being stopped (taken from held, their stop not done), so
+	// that a start waiting for the tenant's lock can hurry the stop (hurry).
+	stopping map[string]*holding
+	refused  map[string]string // tenants whose last start failed, with why
+	used     sync.Map          // tenant → *atomic.Int64: unix ns of its last request here
+	halted   map[string]error  // tenants whose sequencer found the log of record shorter (sequencer.ErrShorterLog)
 
 	roomWanted chan struct{}    // a start found MaxActive tenants active (the reaper makes room)
 	leaves     jetstream.Stream // SVC_LEAVES once looked up (leavesStream); under mu
@@ -159,7 +162,7 @@ func (s *Service) startHosted(ctx, runCtx context.Context, js jetstream.JetStrea
 		return err
 	}
 	host, _ := os.Hostname()
-	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{},
+	st := &hostedState{cfg: *h, tel: s.cfg.Telemetry, js: js, started: map[string]bool{}, held: map[string]*holding{}, follows: map[string]*following{}, stopping: map[string]*holding{},
 		locks: map[string]*sync.Mutex{}, refused: map[string]string{}, roomWanted: make(chan struct{}, 1), checkpoints: newCheckpointRuns(), id: fmt.Sprintf("%s/%d/%d", host, os.Getpid(), time.Now().UnixNano())}
 	st.leases = newLeaseRuns(st, s.cfg.Logger)
 	s.hosted = st
@@ -320,6 +323,10 @@ type holding struct {
 	stopLease context.CancelFunc // the renewal; it releases the lease when stopped
 	lease     chan struct{}      // closed when the renewal returned
 	rev       uint64             // the lease's revision when it was won (0: unknown)
+	// hurry is closed (once, hurryOnce) when a start of the tenant waits for its stop:
+	// the stop then cuts its last checkpoint short (lastCheckpoint).
+	hurry     chan struct{}
+	hurryOnce sync.Once
 	// validUntil (Unix ns): the sequencer commits only before it: holdAfter past the
 	// sending of the last renewal, so a holder cut off commits nothing once another
 	// process could take the lease, and goes on the moment it renews again; or, while
@@ -353,7 +360,7 @@ func (s *Service) holdTenant(ctx, runCtx context.Context, t tenancy.Tenant, rev 
 		st.release(t.ID, 0)
 		return err
 	}
-	h := &holding{t: t, lease: make(chan struct{}), rev: rev}
+	h := &holding{t: t, lease: make(chan struct{}), rev: rev, hurry: make(chan struct{})}
 	if !sent.IsZero() {
 		h.validUntil.Store(sent.Add(st.holdAfter()).UnixNano()) // as after a renewal sent then
 	}
@@ -475,6 +482,9 @@ func (s *Service) sequence(workCtx context.Context, h *holding, failed chan<- er
 // failed part way, or a tenant stopped (last: a clean stop, whose last checkpoint is
 // published before the lease goes). renewing says whether the lease's renewal runs.
 func (s *Service) unhold(h *holding, renewing, last bool) {
+	// Out of the front first: a request from now on asks for a start (lookup), which
+	// hurries this stop, instead of waiting in SVC_APPEND for a sequencer that stops.
+	s.http.RemoveTenant(h.t.ID)
 	h.stopWork()
 	h.work.Wait()
 	if last {
@@ -484,7 +494,6 @@ func (s *Service) unhold(h *holding, renewing, last bool) {
 	delete(s.seqs, h.t.ID)
 	delete(s.cps, h.t.ID)
 	s.mu.Unlock()
-	s.http.RemoveTenant(h.t.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = s.hosted.feed.remove(ctx, h.t.ID) // before the lease goes: then the requests are the next holder's
@@ -509,17 +518,44 @@ func (s *Service) stepDown(ctx context.Context, tenant, why string) error {
 	if h == nil {
 		return nil
 	}
+	defer s.hosted.stopped(tenant, h)
 	return s.handOver(ctx, h, why, true)
 }
 
 // take removes tenant from what this process holds and returns its holding: nil
-// when it holds none, or another step-down took it first.
+// when it holds none, or another step-down took it first. The holding is stopping
+// until the caller's stop calls stopped.
 func (st *hostedState) take(tenant string) *holding {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	h := st.held[tenant]
 	delete(st.held, tenant)
+	if h != nil {
+		st.stopping[tenant] = h
+	}
 	return h
+}
+
+// stopped ends what take began: h's stop is done.
+func (st *hostedState) stopped(tenant string, h *holding) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopping[tenant] == h {
+		delete(st.stopping, tenant)
+	}
+}
+
+// hurry asks the stop of tenant under way, if any, to cut its optional waits short
+// (its last checkpoint: the start that follows publishes it), since a start waits
+// for it. The stop's broker work that a start needs done (the append consumer's
+// filter, the lease) is bounded as before.
+func (st *hostedState) hurry(tenant string) {
+	st.mu.Lock()
+	h := st.stopping[tenant]
+	st.mu.Unlock()
+	if h != nil {
+		h.hurryOnce.Do(func() { close(h.hurry) })
+	}
 }
 
 // handOver is stepDown's work, for the one caller that took the holding h; last: a
@@ -609,6 +645,7 @@ func (s *Service) loseTenant(tenant string, cause error) {
 	if h == nil {
 		return
 	}
+	defer s.hosted.stopped(tenant, h)
 	// Stop appending first: the lease runs out a third of its TTL after renewals
 	// stopped, and another process may then take the tenant. Following the log
 	// read-only (handOver) needs the broker, which a cut-off holder cannot reach.

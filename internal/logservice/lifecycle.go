@@ -80,6 +80,7 @@ const startTimeout = 30 * time.Second
 func (s *Service) activate(ctx context.Context, id string) error {
 	st := s.hosted
 	st.askRoom()
+	st.hurry(id) // a stop of id under way: this start waits for it
 	l := st.lock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -288,16 +289,28 @@ func (st *hostedState) quiet(now time.Time) (held, follows []string) {
 // holder's); then an append that came in meanwhile starts the tenant again.
 func (s *Service) quiesce(tenant string, cause error) {
 	st := s.hosted
+	// Looked at once the tenant's lock is released: a start meanwhile need not wait
+	// for this broker round trip.
+	if s.stopHeld(tenant, cause) && cause == nil && st.appendsWaiting(tenant) {
+		go func() { _ = s.activate(st.runCtx, tenant) }()
+	}
+}
+
+// stopHeld is quiesce's stop, under tenant's lock; false when there was nothing to
+// stop.
+func (s *Service) stopHeld(tenant string, cause error) bool {
+	st := s.hosted
 	l := st.lock(tenant)
 	l.Lock()
 	defer l.Unlock()
 	if cause == nil && st.runCtx.Err() != nil {
-		return // the process stops: Close does it
+		return false // the process stops: Close does it
 	}
 	h := st.take(tenant)
 	if h == nil {
-		return
+		return false
 	}
+	defer st.stopped(tenant, h)
 	if cause == nil {
 		s.cfg.Logger.Info("tenant quiet; its sequencer stops until its next request", "tenant", tenant, "quiet", st.cfg.QuietPeriod)
 	}
@@ -305,11 +318,8 @@ func (s *Service) quiesce(tenant string, cause error) {
 	s.cfg.Telemetry.ForgetTenant(tenant)
 	if cause != nil {
 		st.refuse(tenant, cause, s.cfg.Logger)
-		return
 	}
-	if st.appendsWaiting(tenant) {
-		go func() { _ = s.activate(st.runCtx, tenant) }()
-	}
+	return true
 }
 
 // lastCheckpoint publishes the checkpoint of h's tree as its stopped sequencer left
@@ -317,20 +327,30 @@ func (s *Service) quiesce(tenant string, cause error) {
 // the checkpointer's First of its last append, cancelling the tick that would have
 // signed it; no other process publishes it until the tenant starts again. The lease
 // is still held here, so it is signed before another process may append. It waits
-// at most lastCheckpointWait; on failure the next holder's checkpointer publishes it.
+// at most lastCheckpointWait, and no longer once a start of the tenant waits for
+// this stop (hurry: a slow signer or database would hold that start, and its
+// request, for as long); on failure the next holder's checkpointer publishes it, at
+// once when it starts.
 func (s *Service) lastCheckpoint(h *holding) {
 	if h.cp == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), lastCheckpointWait)
 	defer cancel()
+	go func() {
+		select {
+		case <-h.hurry:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := h.cp.Tick(ctx); err != nil {
 		s.cfg.Logger.Warn("last checkpoint not published before the tenant stopped; its next start publishes it", "tenant", h.t.ID, "err", err)
 	}
 }
 
-// lastCheckpointWait bounds lastCheckpoint.
-const lastCheckpointWait = 5 * time.Second
+// lastCheckpointWait bounds lastCheckpoint (a variable for the tests).
+var lastCheckpointWait = 5 * time.Second
 
 // appendsWaiting reports whether SVC_APPEND holds a request for tenant that no
 // sequencer took up (a work queue deletes what was acknowledged).
