@@ -29,7 +29,12 @@ func TestQuotaEdge(t *testing.T) {
 	if _, err := admin.AddTenant(ctx, "test", "acme", ""); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Date(2026, 11, 30, 23, 58, 59, 500e6, time.UTC) // 60.5 s before December
+	// The injected clock is 60.5 s before the next month begins. The broker stamps
+	// each batch with the real time, which the month's count reads, so the clock
+	// follows the real month: a fixed date turns the test false once it has passed.
+	real := time.Now().UTC()
+	nextMonth := time.Date(real.Year(), real.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	now := nextMonth.Add(-60500 * time.Millisecond)
 	quota := &Quota{View: view, JS: js, Now: func() time.Time { return now }}
 	key, err := signer.GenerateKey()
 	if err != nil {
@@ -87,7 +92,7 @@ func TestQuotaEdge(t *testing.T) {
 		t.Fatalf("log holds %d leaves, want 10000", seq.Tree().Size())
 	}
 	ref := refusal.Load()
-	if ref.RetryAfter != 61 { // 60.5 s to 2026-12-01T00:00:00Z, rounded up
+	if ref.RetryAfter != 61 { // 60.5 s to the next month's start, rounded up
 		t.Fatalf("Retry-After %d, want 61", ref.RetryAfter)
 	}
 	if want := "monthly quota reached: "; len(ref.Message) < len(want) || ref.Message[:len(want)] != want {
@@ -119,13 +124,13 @@ func TestQuotaEdge(t *testing.T) {
 	if _, m := early.Used("acme"); m != 10000 {
 		t.Fatalf("seeded admitter counted %d appends this month, want 10000", m)
 	}
-	// December (by the injected clock) starts a new count on the same free plan.
-	december := &Quota{View: view, JS: js, Now: func() time.Time { return time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC) }}
-	if n, err := december.AdmitUpTo(ctx, "acme", 5); n != 5 || err != nil {
-		t.Fatalf("first appends of December: admitted %d, %v", n, err)
+	// The next month (by the injected clock) starts a new count on the same free plan.
+	nextQuota := &Quota{View: view, JS: js, Now: func() time.Time { return nextMonth.Add(time.Second) }}
+	if n, err := nextQuota.AdmitUpTo(ctx, "acme", 5); n != 5 || err != nil {
+		t.Fatalf("first appends of the next month: admitted %d, %v", n, err)
 	}
-	if m, used := december.Used("acme"); m != "2026-12" || used != 5 {
-		t.Fatalf("December's count: %s %d", m, used)
+	if m, used := nextQuota.Used("acme"); m != nextMonth.Format("2006-01") || used != 5 {
+		t.Fatalf("the next month's count: %s %d", m, used)
 	}
 	// The team plan has room.
 	if _, err := admin.SetPlan(ctx, "test", "acme", PlanTeam); err != nil {
