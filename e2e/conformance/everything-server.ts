@@ -239,11 +239,17 @@ async function withLogging(session: Session, extra: Extra): Promise<CallToolResu
   return text("Tool with logging executed");
 }
 
-/** reconnection closes the call's stream (when the client can resume) and answers after. */
+const retryMs = 500; // the retry field of the SSE streams' priming events
+
+/**
+ * reconnection closes the call's stream (when the client can resume: 2025-11-25 and
+ * later) and answers after the client has come back with GET and Last-Event-ID: the
+ * SDK delivers a response only on an open stream, so it waits three retry intervals.
+ */
 async function reconnection(extra: Extra): Promise<CallToolResult> {
   if (extra.closeSSEStream) {
     extra.closeSSEStream();
-    await sleep(100); // the answer goes to the event store; the client resumes with Last-Event-ID
+    await sleep(3 * retryMs);
   }
   return text("Reconnection test completed");
 }
@@ -488,7 +494,7 @@ async function handlePost(req: Request, res: Response): Promise<void> {
   const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
     sessionIdGenerator: () => randomUUID(),
     eventStore,
-    retryInterval: 500,
+    retryInterval: retryMs,
     onsessioninitialized: (sid) => void transports.set(sid, transport),
   });
   transport.onclose = () => {
@@ -525,6 +531,11 @@ if (!Number.isInteger(port) || port <= 0 || port > 65535) {
   console.error(`PORT must be a TCP port number, got ${JSON.stringify(process.env.PORT)}`);
   process.exit(2);
 }
-app.listen(port, "127.0.0.1", () => console.log(`everything server listening on http://localhost:${port}/mcp`));
+// Idle keep-alive connections are kept longer (120 s) than clients keep theirs (Go's 90 s):
+// with Node's default 5 s, a client reusing a connection the moment Node closes it gets
+// "connection reset by peer" on a POST it cannot retry.
+const keepAliveMs = 120_000;
+const v4 = app.listen(port, "127.0.0.1", () => console.log(`everything server listening on http://localhost:${port}/mcp`));
 // ::1 too, for clients that resolve localhost to it; a host without IPv6 has only 127.0.0.1.
-app.listen(port, "::1").on("error", (err) => console.error(`not listening on [::1]:${port}: ${err.message}`));
+const v6 = app.listen(port, "::1").on("error", (err) => console.error(`not listening on [::1]:${port}: ${err.message}`));
+for (const s of [v4, v6]) s.keepAliveTimeout = keepAliveMs;
