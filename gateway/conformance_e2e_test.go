@@ -226,10 +226,10 @@ func TestMCPConformance(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte("@id(\"allow-all\")\npermit (principal, action, resource);\n"), 0o644)
 	f.writeConfig(map[string]any{
 		"identity": map[string]any{"keyFile": "gateway.key"},
-		// timeoutMs: the reference server's test_reconnection never delivers its
-		// result after closing the call's stream (server-sse-polling passes directly
-		// because that scenario checks only the stream): the gateway's call ends
-		// with an Upstream error after this rather than the default 120 s.
+		// timeoutMs: the everything server's test_reconnection closes the call's
+		// stream and answers only once the client has resumed (GET with
+		// Last-Event-ID); should the resumption fail, the gateway's call ends with an
+		// Upstream error after this rather than the default 120 s.
 		"upstream":             map[string]any{"url": upstream, "timeoutMs": 20000},
 		"trustedPrincipalKeys": []string{"alice.pub"},
 		"policyFile":           "policy.cedar",
