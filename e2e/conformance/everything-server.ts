@@ -497,9 +497,10 @@ async function handlePost(req: Request, res: Response): Promise<void> {
     retryInterval: retryMs,
     onsessioninitialized: (sid) => void transports.set(sid, transport),
   });
+  // The session's end (DELETE, or the transport closed) forgets it; the Server hears of
+  // it through the transport (closing the Server here would close the transport again).
   transport.onclose = () => {
     if (transport.sessionId) transports.delete(transport.sessionId);
-    void server.close();
   };
   await server.connect(transport);
   await transport.handleRequest(req, res, req.body);
@@ -531,11 +532,6 @@ if (!Number.isInteger(port) || port <= 0 || port > 65535) {
   console.error(`PORT must be a TCP port number, got ${JSON.stringify(process.env.PORT)}`);
   process.exit(2);
 }
-// Idle keep-alive connections are kept longer (120 s) than clients keep theirs (Go's 90 s):
-// with Node's default 5 s, a client reusing a connection the moment Node closes it gets
-// "connection reset by peer" on a POST it cannot retry.
-const keepAliveMs = 120_000;
-const v4 = app.listen(port, "127.0.0.1", () => console.log(`everything server listening on http://localhost:${port}/mcp`));
+app.listen(port, "127.0.0.1", () => console.log(`everything server listening on http://localhost:${port}/mcp`));
 // ::1 too, for clients that resolve localhost to it; a host without IPv6 has only 127.0.0.1.
-const v6 = app.listen(port, "::1").on("error", (err) => console.error(`not listening on [::1]:${port}: ${err.message}`));
-for (const s of [v4, v6]) s.keepAliveTimeout = keepAliveMs;
+app.listen(port, "::1").on("error", (err) => console.error(`not listening on [::1]:${port}: ${err.message}`));
