@@ -27,13 +27,15 @@ import (
 )
 
 // The official MCP conformance suite (npm @modelcontextprotocol/conformance, pinned with
-// Node 22 from npm in e2e/conformance) against its reference everything server, run
-// directly and through `svc gateway --http`. The scenarios that pass directly must pass
-// through the gateway, except those e2e/conformance/gateway-expected-failures.yml
-// names with its reason. By default a short subset runs (CI); SVC_MCP_CONFORMANCE=all
-// runs suite "all" (go tool task test:mcp-conformance). The suite's server mode takes
-// only a URL (0.1.16 has no stdio server mode), so the stdio front is not run by it;
-// TestGatewayStdioRelaysProgress and the stdio e2e tests drive that front.
+// Node 22 from npm in e2e/conformance) against svc's everything server
+// (e2e/conformance/everything-server.ts, written from the requirements of the suite's
+// server scenarios), run directly and through `svc gateway --http`. The scenarios that
+// pass directly must pass through the gateway, except those
+// e2e/conformance/gateway-expected-failures.yml names with its reason. By default a
+// short subset runs (CI); SVC_MCP_CONFORMANCE=all runs suite "all" (go tool task
+// test:mcp-conformance). The suite's server mode takes only a URL (0.1.16 has no stdio
+// server mode), so the stdio front is not run by it; TestGatewayStdioRelaysProgress
+// and the stdio e2e tests drive that front.
 
 // conformanceSubset is what CI runs: the tool-call core, progress and logging
 // notifications, sampling and elicitation relayed, schemas passed through, resources
@@ -45,12 +47,12 @@ var conformanceSubset = []string{
 	"dns-rebinding-protection",
 }
 
-// everythingTools are the reference server's tools; the grant names every one.
+// everythingTools are the everything server's tools; the grant names every one.
 var everythingTools = []string{
 	"json_schema_2020_12_tool", "test_audio_content", "test_elicitation", "test_elicitation_sep1034_defaults",
 	"test_elicitation_sep1330_enums", "test_embedded_resource", "test_error_handling", "test_image_content",
 	"test_multiple_content_types", "test_reconnection", "test_sampling", "test_simple_text",
-	"test_tool_with_logging", "test_tool_with_progress", "test_dynamic_tool",
+	"test_tool_with_logging", "test_tool_with_progress",
 }
 
 // conformanceDir is e2e/conformance with its npm packages installed (go tool task setup);
@@ -66,8 +68,8 @@ func conformanceDir(t testing.TB) string {
 	return dir
 }
 
-// startEverythingServer runs the suite's reference server on a free port under Node 22
-// (one process: node --import tsx) and returns its /mcp URL once it answers.
+// startEverythingServer runs e2e/conformance/everything-server.ts on a free port under
+// Node 22 (one process: node --import tsx) and returns its /mcp URL once it answers.
 func startEverythingServer(t *testing.T, dir string) string {
 	t.Helper()
 	port := testkit.FreePorts(t, 1)[0]
@@ -224,10 +226,10 @@ func TestMCPConformance(t *testing.T) {
 	os.WriteFile(filepath.Join(f.dir, "policy.cedar"), []byte("@id(\"allow-all\")\npermit (principal, action, resource);\n"), 0o644)
 	f.writeConfig(map[string]any{
 		"identity": map[string]any{"keyFile": "gateway.key"},
-		// timeoutMs: the reference server's test_reconnection never delivers its
-		// result after closing the call's stream (server-sse-polling passes directly
-		// because that scenario checks only the stream): the gateway's call ends
-		// with an Upstream error after this rather than the default 120 s.
+		// timeoutMs: the everything server's test_reconnection closes the call's
+		// stream and answers only once the client has resumed (GET with
+		// Last-Event-ID); should the resumption fail, the gateway's call ends with an
+		// Upstream error after this rather than the default 120 s.
 		"upstream":             map[string]any{"url": upstream, "timeoutMs": 20000},
 		"trustedPrincipalKeys": []string{"alice.pub"},
 		"policyFile":           "policy.cedar",
@@ -249,10 +251,10 @@ func TestMCPConformance(t *testing.T) {
 			t.Fatalf("the suite ran no scenario:\n%s", out)
 		}
 		// A loaded machine (several builds on two cores) can time out one of the
-		// reference server's scenarios: each failure gets one more run alone.
+		// everything server's scenarios: each failure gets one more run alone.
 		for _, sc := range failed {
 			if again, out2 := runConformance(t, dir, upstream, sc, 2*time.Minute); !again {
-				t.Fatalf("the reference server fails %s directly, twice:\n%s\n%s", sc, out, out2)
+				t.Fatalf("the everything server fails %s directly, twice:\n%s\n%s", sc, out, out2)
 			}
 			t.Logf("directly: %s failed in the suite run and passed alone", sc)
 		}
@@ -308,7 +310,7 @@ func TestMCPConformance(t *testing.T) {
 	}
 }
 
-// checkRelayedRecorded: the receipts of the reference server's sampling and
+// checkRelayedRecorded: the receipts of the everything server's sampling and
 // elicitation tools record the request relayed to the agent (relayed, claimed); a
 // plain tool's records none.
 func checkRelayedRecorded(t *testing.T, files []string) {
