@@ -82,14 +82,26 @@ func startProc(t testing.TB, name string, env []string, args ...string) *svcProc
 				<-done
 			}
 		}
-		if t.Failed() {
-			t.Logf("stderr of %s:\n%s", p.name, tail(p.log.String(), 4000))
+		if t.Failed() { // without the once-a-second checkpoint lines, which would fill the tail
+			t.Logf("stderr of %s (checkpoint lines left out):\n%s", p.name, tail(withoutCheckpointLines(p.log.String()), 12000))
 		}
 		if dir := os.Getenv("SVC_FAULTS_LOGS"); dir != "" { // keep every process's stderr
 			_ = os.WriteFile(filepath.Join(dir, p.name+".log"), []byte(p.log.String()), 0o644)
 		}
 	})
 	return p
+}
+
+// withoutCheckpointLines is a process's stderr without its "checkpoint published"
+// lines, so that what led to a failure stays in the tail the test prints.
+func withoutCheckpointLines(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if !strings.Contains(l, `msg="checkpoint published"`) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
 }
 
 func tail(s string, n int) string {
